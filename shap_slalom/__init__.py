@@ -1,0 +1,1 @@
+"""SLALOM for SHAP."""

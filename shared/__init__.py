@@ -1,0 +1,59 @@
+"""slalom_core: the SLALOM fitting engine behind ``captum_slalom`` and ``shap_slalom``.
+
+SLALOM (Leemann et al., TMLR 2025) explains a text classifier with a softmax-linked
+surrogate that gives every token a *value* (its effect alone) and an *importance* (how
+much weight it takes from the other tokens). This package holds all of the science; the
+adapters only translate to Captum's and SHAP's result types.
+
+Example:
+    >>> import slalom_core as sc
+    >>> exp = sc.explain(model, "a great movie", tokenizer=tok, seed=0)  # doctest: +SKIP
+    >>> exp.value, exp.importance, exp.lin  # doctest: +SKIP
+"""
+
+from .api import DEFAULT_N_SAMPLES, explain, explain_batch
+from .explanation import SlalomExplanation
+from .fitting import FITTERS, AnaFitter, EffFitter, FidelFitter, Fitter, FitResult, fit_als, fit_gradient, get_fitter
+from .link import OUTPUT_KINDS, OutputLink
+from .models import (
+    HFClassifier,
+    ModelAdapter,
+    Segmentation,
+    StringClassifier,
+    TorchClassifier,
+    WhitespaceTokenizer,
+    as_adapter,
+    segment_text,
+)
+from .scores import SCORE_NAMES
+from .surrogate import SlalomSurrogate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "explain",
+    "explain_batch",
+    "DEFAULT_N_SAMPLES",
+    "SlalomExplanation",
+    "SlalomSurrogate",
+    "SCORE_NAMES",
+    "OutputLink",
+    "OUTPUT_KINDS",
+    "ModelAdapter",
+    "HFClassifier",
+    "TorchClassifier",
+    "StringClassifier",
+    "WhitespaceTokenizer",
+    "Segmentation",
+    "as_adapter",
+    "segment_text",
+    "Fitter",
+    "FitResult",
+    "EffFitter",
+    "FidelFitter",
+    "AnaFitter",
+    "FITTERS",
+    "get_fitter",
+    "fit_gradient",
+    "fit_als",
+]

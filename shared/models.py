@@ -1,0 +1,506 @@
+"""Model adapters: the engine sees every model as "token-id sequences in, scores out".
+
+An adapter does three things, and nothing else:
+
+1. *segment* a text into positions (tokens, or words made of sub-tokens) with the ids the
+   model understands;
+2. *score* a batch of token-id sequences given **without** special tokens (the adapter adds
+   the ones the model expects, pads, batches, and returns raw outputs as a (B, K) tensor);
+3. leave the user's model exactly as it was (train/eval mode, device, dtype, grads).
+
+Turning raw outputs into the log-odds that SLALOM fits is the job of :mod:`.link`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = [
+    "Segmentation",
+    "ModelAdapter",
+    "HFClassifier",
+    "TorchClassifier",
+    "StringClassifier",
+    "WhitespaceTokenizer",
+    "as_adapter",
+]
+
+GRANULARITIES = ("token", "word")
+
+
+@dataclass
+class Segmentation:
+    """A text cut into the positions SLALOM explains.
+
+    Attributes:
+        unit_ids: per position, the token ids that make it up (one id at token
+            granularity, a word's sub-tokens at word granularity).
+        tokens: per position, a display string.
+    """
+
+    unit_ids: list[tuple[int, ...]]
+    tokens: list[str]
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(u) for u in self.unit_ids)
+
+
+class WhitespaceTokenizer:
+    """A tokenizer for string black boxes: words split on whitespace, ids made up on the fly.
+
+    The vocabulary grows as texts are seen, so ids are only meaningful for this instance;
+    that is all a string model needs (ids go back to words by :meth:`decode`).
+
+    Example:
+        >>> tok = WhitespaceTokenizer()
+        >>> tok.decode(tok.encode("good  movie"))
+        'good movie'
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._words: list[str] = []
+
+    def encode(self, text: str) -> list[int]:
+        out = []
+        for word in text.split():
+            if word not in self._ids:
+                self._ids[word] = len(self._words)
+                self._words.append(word)
+            out.append(self._ids[word])
+        return out
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self._words[int(i)] for i in ids)
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self._words[int(i)] for i in ids]
+
+
+def _is_hf_tokenizer(tokenizer: object) -> bool:
+    return hasattr(tokenizer, "convert_ids_to_tokens") and callable(tokenizer)
+
+
+def segment_text(tokenizer: object, text: str, granularity: str = "token") -> Segmentation:
+    """Cut ``text`` into positions with ``tokenizer`` (no special tokens).
+
+    At ``granularity="word"`` the sub-tokens of one word form one position; this needs a
+    fast Hugging Face tokenizer (for ``word_ids``) or the :class:`WhitespaceTokenizer`.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"unknown granularity {granularity!r}; choose one of {GRANULARITIES}")
+    if not text.strip():
+        raise ValueError("cannot explain an empty text")
+    if isinstance(tokenizer, WhitespaceTokenizer):
+        ids = tokenizer.encode(text)
+        return Segmentation([(i,) for i in ids], text.split())
+    if not _is_hf_tokenizer(tokenizer):
+        raise TypeError("a Hugging Face tokenizer (or WhitespaceTokenizer) is needed to segment text")
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=bool(getattr(tokenizer, "is_fast", False)))
+    ids = list(enc["input_ids"])
+    if not ids:
+        raise ValueError(f"the tokenizer produced no tokens for {text!r}")
+    if granularity == "token":
+        return Segmentation([(i,) for i in ids], list(tokenizer.convert_ids_to_tokens(ids)))
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("granularity='word' needs a fast tokenizer (word_ids); use token granularity")
+    word_ids = enc.word_ids()
+    offsets = enc["offset_mapping"]
+    units: list[list[int]] = []
+    spans: list[list[int]] = []
+    last = object()
+    for tid, wid, (start, end) in zip(ids, word_ids, offsets):
+        # Tokens without a word id (rare: added tokens) form a word of their own.
+        if wid is None or wid != last:
+            units.append([])
+            spans.append([start, end])
+        units[-1].append(tid)
+        spans[-1][1] = end
+        last = wid
+    return Segmentation([tuple(u) for u in units], [text[a:b] for a, b in spans])
+
+
+def segment_ids(tokenizer: object | None, ids: Sequence[int]) -> Segmentation:
+    """Positions for a sequence of token ids given directly (token granularity)."""
+    ids = [int(i) for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
+    if not ids:
+        raise ValueError("cannot explain an empty sequence of token ids")
+    if tokenizer is not None and hasattr(tokenizer, "convert_ids_to_tokens"):
+        tokens = list(tokenizer.convert_ids_to_tokens(ids))
+    else:
+        tokens = [str(i) for i in ids]
+    return Segmentation([(i,) for i in ids], tokens)
+
+
+class ModelAdapter(ABC):
+    """Base class: a classifier seen as token-id sequences in, raw scores (B, K) out.
+
+    Subclasses implement :meth:`score`. ``batch_size`` is the number of sequences per
+    forward pass; ``max_length`` the longest input the model accepts, special tokens
+    included (None = unlimited).
+    """
+
+    tokenizer: object | None = None
+    prefix_ids: tuple[int, ...] = ()
+    suffix_ids: tuple[int, ...] = ()
+    max_length: int | None = None
+    class_names: list[str] | None = None
+    batch_size: int = 64
+
+    def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
+        """Positions of a text, or of token ids given without special tokens."""
+        if isinstance(text_or_ids, str):
+            if self.tokenizer is None:
+                raise ValueError("this model adapter has no tokenizer: pass token ids, or give tokenizer=")
+            seg = segment_text(self.tokenizer, text_or_ids, granularity)
+        else:
+            if granularity != "token":
+                raise ValueError("granularity='word' needs the text, not token ids")
+            if isinstance(text_or_ids, torch.Tensor):
+                if text_or_ids.ndim != 1:
+                    raise ValueError(f"token ids must be 1-D, got shape {tuple(text_or_ids.shape)}")
+            seg = segment_ids(self.tokenizer, text_or_ids)
+        self.check_length(seg.n_tokens)
+        return seg
+
+    def check_length(self, n_tokens: int) -> None:
+        """Raise if ``n_tokens`` content tokens plus special tokens exceed the model's limit."""
+        total = n_tokens + len(self.prefix_ids) + len(self.suffix_ids)
+        if self.max_length is not None and total > self.max_length:
+            raise ValueError(
+                f"the text has {n_tokens} tokens ({total} with special tokens) but the model "
+                f"accepts at most {self.max_length}; truncate or split the text"
+            )
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Context in which :meth:`score` may be called (eval mode, device); restores after."""
+        yield
+
+    @abstractmethod
+    def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Raw outputs, float64 (B, K) on the CPU, for sequences without special tokens."""
+
+    def n_tokens_scored(self, sequences: Sequence[Sequence[int]]) -> int:
+        """Tokens the model reads for these sequences (special tokens included)."""
+        extra = len(self.prefix_ids) + len(self.suffix_ids)
+        return int(sum(len(s) + extra for s in sequences))
+
+
+def _to_2d_float64(out: object) -> torch.Tensor:
+    """Logits from whatever a model returns: a tensor, a tuple, or an object with .logits."""
+    if hasattr(out, "logits"):
+        out = out.logits
+    elif isinstance(out, (tuple, list)):
+        out = out[0]
+    t = torch.as_tensor(out)
+    if t.ndim == 1:
+        t = t[:, None]
+    if t.ndim != 2:
+        raise ValueError(f"the model must return (batch, classes) scores, got shape {tuple(t.shape)}")
+    return t.detach().to("cpu", torch.float64)
+
+
+class _TorchModelMixin:
+    """Batching, padding and the eval-mode/device session shared by torch-based adapters."""
+
+    module: torch.nn.Module | None
+    device: torch.device | str | None
+    pad_id: int
+    equal_length_batches: bool
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        mod = self.module
+        if mod is None:
+            yield
+            return
+        was_training = mod.training
+        params = list(mod.parameters()) + list(mod.buffers())
+        old_device = params[0].device if params else None
+        target = torch.device(self.device) if self.device is not None else old_device
+        try:
+            # Explanations are of the deployed model: dropout off. Restored below.
+            mod.eval()
+            if target is not None and old_device is not None and target != old_device:
+                mod.to(target)
+            self._run_device = target or torch.device("cpu")
+            yield
+        finally:
+            if target is not None and old_device is not None and target != old_device:
+                mod.to(old_device)
+            mod.train(was_training)
+
+    def _batches(self, sequences: Sequence[Sequence[int]]) -> list[list[int]]:
+        """Index batches, sorted by length so that padding is minimal.
+
+        With ``equal_length_batches`` (models that cannot mask padding, e.g. GPT-2 without a
+        pad token) a batch only ever holds sequences of one length: no padding at all.
+        """
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+        batches: list[list[int]] = []
+        for i in order:
+            if (
+                batches
+                and len(batches[-1]) < self.batch_size
+                and (not self.equal_length_batches or len(sequences[batches[-1][0]]) == len(sequences[i]))
+            ):
+                batches[-1].append(i)
+            else:
+                batches.append([i])
+        return batches
+
+    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+        raise NotImplementedError
+
+    def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
+        if len(sequences) == 0:
+            return torch.zeros((0, 0), dtype=torch.float64)
+        device = getattr(self, "_run_device", None) or torch.device(self.device or "cpu")
+        results: list[torch.Tensor | None] = [None] * len(sequences)
+        pre, suf = list(self.prefix_ids), list(self.suffix_ids)
+        for batch in self._batches(sequences):
+            rows = [pre + [int(t) for t in sequences[i]] + suf for i in batch]
+            width = max(len(r) for r in rows)
+            ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for j, r in enumerate(rows):
+                ids[j, : len(r)] = torch.tensor(r, dtype=torch.long)
+                mask[j, : len(r)] = 1
+            with torch.inference_mode():
+                out = _to_2d_float64(self._forward(ids.to(device), mask.to(device)))
+            for j, i in enumerate(batch):
+                results[i] = out[j]
+        return torch.stack(results)  # type: ignore[arg-type]
+
+
+class TorchClassifier(_TorchModelMixin, ModelAdapter):
+    """Any torch callable ``f(input_ids, attention_mask) -> logits``.
+
+    Args:
+        forward_func: the callable (an ``nn.Module`` is put in eval mode while explaining
+            and restored afterwards). It may return a tensor, a tuple whose first element
+            is the logits, or an object with ``.logits``.
+        prefix_ids / suffix_ids: special token ids wrapped around every sample
+            (default: none).
+        pad_id: id used to pad batches (padding is masked by ``attention_mask``).
+        tokenizer: optional, to explain strings instead of token ids.
+        max_length: longest accepted input, special tokens included.
+        pads_safely: False if the callable ignores ``attention_mask``; batches then hold
+            sequences of one length only.
+
+    Example:
+        >>> f = lambda ids, mask: (ids == 5).float().sum(1, keepdim=True)
+        >>> TorchClassifier(f).score([[5, 5], [1]]).squeeze(1).tolist()
+        [2.0, 0.0]
+    """
+
+    def __init__(
+        self,
+        forward_func: Callable[..., object],
+        *,
+        prefix_ids: Sequence[int] = (),
+        suffix_ids: Sequence[int] = (),
+        pad_id: int = 0,
+        tokenizer: object | None = None,
+        max_length: int | None = None,
+        class_names: Sequence[str] | None = None,
+        batch_size: int = 64,
+        device: torch.device | str | None = None,
+        pads_safely: bool = True,
+    ) -> None:
+        self.forward_func = forward_func
+        self.module = forward_func if isinstance(forward_func, torch.nn.Module) else None
+        self.prefix_ids = tuple(int(i) for i in prefix_ids)
+        self.suffix_ids = tuple(int(i) for i in suffix_ids)
+        self.pad_id = int(pad_id)
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.class_names = list(class_names) if class_names is not None else None
+        self.batch_size = int(batch_size)
+        self.device = device
+        self.equal_length_batches = not pads_safely
+
+    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+        return self.forward_func(input_ids, attention_mask)
+
+
+def special_token_frame(tokenizer: object) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The special ids a tokenizer puts before and after a single text.
+
+    Read off the tokenizer itself (never hard-coded): BERT gives ([CLS], [SEP]), RoBERTa
+    (<s>, </s>), GPT-2 nothing.
+    """
+    probe = "hello"
+    plain = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    full = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    for k in range(len(full) - len(plain) + 1):
+        if full[k : k + len(plain)] == plain:
+            return tuple(full[:k]), tuple(full[k + len(plain) :])
+    raise ValueError("could not locate the text among the tokenizer's special tokens")
+
+
+def _model_max_length(model: torch.nn.Module, tokenizer: object) -> int | None:
+    limits = []
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and tok_max < 1_000_000:  # HF uses ~1e30 for "unknown"
+        limits.append(tok_max)
+    cfg = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions"):
+        val = getattr(cfg, attr, None)
+        if isinstance(val, int) and val > 0:
+            # RoBERTa reserves padding_idx + 1 positions at the start of its table.
+            offset = (getattr(cfg, "pad_token_id", 0) or 0) + 1 if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert") else 0
+            limits.append(val - offset)
+            break
+    return min(limits) if limits else None
+
+
+class HFClassifier(_TorchModelMixin, ModelAdapter):
+    """A Hugging Face sequence classifier with its tokenizer.
+
+    Special tokens come from the tokenizer; padding uses the tokenizer's (or config's) pad
+    id. A model whose config has no ``pad_token_id`` (GPT-2 out of the box) cannot find the
+    last real token in a padded batch, so its batches hold sequences of one length only.
+
+    Example:
+        >>> adapter = HFClassifier(model, tokenizer)  # doctest: +SKIP
+        >>> adapter.score([[2307, 3185]])  # "great movie" -> (1, num_labels) logits  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: object,
+        *,
+        batch_size: int = 64,
+        device: torch.device | str | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        if tokenizer is None:
+            raise ValueError("a Hugging Face model needs its tokenizer: pass tokenizer=")
+        self.model = self.module = model
+        self.tokenizer = tokenizer
+        self.prefix_ids, self.suffix_ids = special_token_frame(tokenizer)
+        cfg = getattr(model, "config", None)
+        cfg_pad = getattr(cfg, "pad_token_id", None)
+        tok_pad = getattr(tokenizer, "pad_token_id", None)
+        # Decoder classifiers (GPT-2) pool at the last token that is not config.pad_token_id:
+        # pad with exactly that id, and where the config has none, never pad at all.
+        self.equal_length_batches = cfg_pad is None
+        self.pad_id = int(cfg_pad if cfg_pad is not None else (tok_pad if tok_pad is not None else 0))
+        self.max_length = max_length if max_length is not None else _model_max_length(model, tokenizer)
+        id2label = getattr(cfg, "id2label", None)
+        n = getattr(cfg, "num_labels", None)
+        self.class_names = [str(id2label[i]) for i in range(n)] if id2label and n and len(id2label) == n else None
+        self.batch_size = int(batch_size)
+        self.device = device
+        params = inspect.signature(model.forward).parameters
+        self._wants_token_types = "token_type_ids" in params and "token_type_ids" in getattr(
+            tokenizer, "model_input_names", []
+        )
+
+    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self._wants_token_types:
+            # A single text is segment 0 throughout.
+            kwargs["token_type_ids"] = torch.zeros_like(input_ids)
+        return self.model(**kwargs)
+
+
+class StringClassifier(ModelAdapter):
+    """A black box on strings, ``f(list[str]) -> scores`` (a hosted model, a pipeline...).
+
+    Samples are turned back into text with the tokenizer (``decode``); with
+    ``tokenizer=None`` texts are split on whitespace and samples joined with spaces.
+
+    Example:
+        >>> f = lambda texts: [[t.count("good") - t.count("bad")] for t in texts]
+        >>> clf = StringClassifier(f)
+        >>> seg = clf.segment("good good bad")
+        >>> clf.score([[u[0] for u in seg.unit_ids]]).item()
+        1.0
+    """
+
+    def __init__(
+        self,
+        func: Callable[[list[str]], object],
+        tokenizer: object | None = None,
+        *,
+        class_names: Sequence[str] | None = None,
+        batch_size: int = 64,
+        max_length: int | None = None,
+    ) -> None:
+        self.func = func
+        self.tokenizer = tokenizer if tokenizer is not None else WhitespaceTokenizer()
+        self.class_names = list(class_names) if class_names is not None else None
+        self.batch_size = int(batch_size)
+        self.max_length = max_length
+
+    def decode(self, ids: Sequence[int]) -> str:
+        if isinstance(self.tokenizer, WhitespaceTokenizer):
+            return self.tokenizer.decode(ids)
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
+        outs = []
+        for start in range(0, len(sequences), self.batch_size):
+            texts = [self.decode(s) for s in sequences[start : start + self.batch_size]]
+            outs.append(_to_2d_float64(np.asarray(self.func(texts), dtype=np.float64)))
+        if not outs:
+            return torch.zeros((0, 0), dtype=torch.float64)
+        return torch.cat(outs)
+
+
+def as_adapter(
+    model: object,
+    tokenizer: object | None = None,
+    *,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+) -> ModelAdapter:
+    """Wrap ``model`` in the adapter that fits it.
+
+    - a :class:`ModelAdapter`: used as is (``batch_size``/``device`` override its own);
+    - a transformers pipeline: its model and tokenizer;
+    - a transformers ``PreTrainedModel``: :class:`HFClassifier` (needs ``tokenizer``);
+    - any other ``torch.nn.Module``: :class:`TorchClassifier`, called as ``f(ids, mask)``.
+
+    Plain functions are ambiguous (token ids or strings?): wrap them yourself in
+    :class:`TorchClassifier` or :class:`StringClassifier`.
+    """
+    if isinstance(model, ModelAdapter):
+        # A shallow copy: overriding batch_size/device must not change the caller's object.
+        adapter = copy.copy(model)
+    elif hasattr(model, "model") and hasattr(model, "tokenizer") and callable(model) and not isinstance(model, torch.nn.Module):
+        adapter = HFClassifier(model.model, tokenizer or model.tokenizer)
+    elif isinstance(model, torch.nn.Module) and hasattr(model, "config") and hasattr(model, "can_generate"):
+        adapter = HFClassifier(model, tokenizer)
+    elif isinstance(model, torch.nn.Module):
+        adapter = TorchClassifier(model, tokenizer=tokenizer)
+    else:
+        raise TypeError(
+            f"cannot explain a {type(model).__name__}: pass a Hugging Face model (with tokenizer=), "
+            "a torch.nn.Module, or wrap a function in slalom_core.TorchClassifier (token ids -> logits) "
+            "or slalom_core.StringClassifier (list[str] -> scores)"
+        )
+    if batch_size is not None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        adapter.batch_size = int(batch_size)
+    if device is not None:
+        if not hasattr(adapter, "device"):
+            raise ValueError(f"{type(adapter).__name__} does not run on a torch device")
+        adapter.device = device
+    return adapter
