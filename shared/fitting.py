@@ -258,6 +258,9 @@ def fit_als(
         w_new = hinv_g / (g @ hinv_g)
         w_new = np.maximum(w_new, 1e-8 * max(w_new.max(), 1e-300))
         direction = np.log(w_new) - np.log(w_old)
+        # Backtrack until the MSE does not increase; when the full step already helps, try
+        # longer ones too: plain alternation crawls along the valley otherwise (the s-step
+        # alone under-shoots because its denominators are one iterate old).
         step, improved = 1.0, False
         for _ in range(30):
             cand = imp + step * direction
@@ -270,6 +273,13 @@ def fit_als(
         if not improved:
             converged = True
             break
+        while step >= 1.0 and step < 64.0:
+            longer = imp + 2.0 * step * direction
+            l_value, _ = solve_values(longer)
+            l_loss = mse(l_value, longer)
+            if l_loss >= cand_loss:
+                break
+            step, cand, cand_value, cand_loss = 2.0 * step, longer, l_value, l_loss
         rel = (loss - cand_loss) / max(loss, 1e-300)
         imp, value, loss = cand, cand_value, cand_loss
         if rel < tol:

@@ -65,7 +65,9 @@ def test_rank_tokens_rejects_nan():
     "fraction,n,k",
     [(0.0, 10, 0), (0.01, 10, 1), (0.05, 10, 1), (0.2, 10, 2), (0.5, 10, 5),
      (0.1, 30, 3),  # 0.1 * 30 = 3.0000000000000004 in floats: must not round up to 4
-     (0.05, 200, 10), (0.01, 150, 2), (0.5, 7, 4), (1.0, 7, 7), (0.01, 1, 1), (0.5, 1, 1)],
+     (0.05, 200, 10), (0.01, 150, 2), (0.5, 7, 4), (1.0, 7, 7), (0.01, 1, 1), (0.5, 1, 1),
+     # rounding up, not to nearest: 2.4 -> 3, 1.25 -> 2, 2.5 -> 3
+     (0.2, 12, 3), (0.05, 25, 2), (0.5, 5, 3)],
 )
 def test_tokens_for_fraction(fraction, n, k):
     assert ev.tokens_for_fraction(fraction, n) == k

@@ -1,0 +1,81 @@
+"""Ground-truth recovery: a model that *is* a SLALOM over token ids."""
+
+import numpy as np
+import pytest
+
+import slalom_core as sc
+from tiny_models import SlalomModel, random_slalom
+
+
+def text_over(vocab: int, length: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    # every vocabulary id at least once, then random repeats
+    ids = np.concatenate([np.arange(vocab), rng.integers(0, vocab, size=max(0, length - vocab))])
+    return rng.permutation(ids)
+
+
+@pytest.mark.parametrize("vocab", [3, 20, 200])
+@pytest.mark.parametrize("n_classes", [1, 3])
+def test_ana_recovers_parameters_exactly(vocab, n_classes):
+    v, s = random_slalom(vocab, n_classes, seed=vocab)
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    ids = text_over(vocab, vocab + 10, seed=1)
+    exp = sc.explain(model, ids, method="ana")
+    assert exp.diagnostics["model_evaluations"] == 2 * vocab - 1 + 1  # + the full text
+    assert exp.diagnostics["ana_invalid_pairs"] == 0
+    pos_ids = np.array([t[0] for t in exp.token_ids])
+    true_v = v[pos_ids]
+    if n_classes > 1:
+        true_v = true_v - true_v.mean(1, keepdims=True)
+    np.testing.assert_allclose(exp.value, true_v, atol=1e-4)
+    s_text = s[np.unique(ids)]
+    true_s = s[pos_ids] - s_text.mean()  # mean-zero over the text's unique tokens
+    np.testing.assert_allclose(exp.importance, true_s, atol=1e-4)
+    np.testing.assert_allclose(exp.lin, true_v * np.exp(true_s)[(...,) + (None,) * (true_v.ndim - 1)], atol=1e-4)
+
+
+@pytest.mark.parametrize("method", ["eff", "fidel"])
+@pytest.mark.parametrize("vocab", [3, 30, 200])
+@pytest.mark.parametrize("n_classes", [1, 3])
+def test_sampled_fits_reach_high_heldout_r2(method, vocab, n_classes):
+    v, s = random_slalom(vocab, n_classes, seed=vocab + 1)
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    ids = text_over(vocab, vocab + 20, seed=2)
+    n = max(600, 4 * vocab)
+    exp = sc.explain(model, ids, method=method, n_samples=n, seed=0)
+    d = exp.diagnostics
+    assert d["n_heldout"] > 0
+    assert d["heldout_r2"] >= 0.99, d
+    if method == "eff":
+        # short samples identify the parameters: values match the truth too (a unit with
+        # tiny importance next to heavy ones is seen only weakly, hence the median)
+        pos_ids = np.array([t[0] for t in exp.token_ids])
+        true_v = v[pos_ids] - (v[pos_ids].mean(1, keepdims=True) if n_classes > 1 else 0)
+        assert np.median(np.abs(exp.value - true_v)) < 0.02
+        assert np.corrcoef(exp.value.ravel(), true_v.ravel())[0, 1] > 0.99
+
+
+def test_adam_solver_also_fits():
+    v, s = random_slalom(15, seed=3)
+    exp = sc.explain(sc.TorchClassifier(SlalomModel(v, s)), text_over(15, 30, 0), method="eff", solver="adam", max_iter=3000, n_samples=600, seed=0)
+    assert exp.diagnostics["heldout_r2"] > 0.99
+
+
+def test_fit_als_never_increases_loss_and_converges():
+    rng = np.random.default_rng(0)
+    v, s = random_slalom(12, seed=5)
+    samples = [rng.choice(12, size=rng.integers(3, 12)) for _ in range(300)]
+    counts = np.stack([np.bincount(q, minlength=12) for q in samples]).astype(float)
+    y = np.array([(np.exp(s[q]) * v[q]).sum() / np.exp(s[q]).sum() for q in samples])[:, None]
+    losses = [sc.fit_als(counts, y, max_iter=k)[2]["loss"] for k in (1, 3, 10, 200)]
+    assert all(b <= a + 1e-15 for a, b in zip(losses, losses[1:]))
+    assert losses[-1] < 1e-6
+    assert sc.fit_als(counts, y, max_iter=200)[2]["converged"]
+
+
+def test_unknown_method_and_option():
+    model = sc.TorchClassifier(SlalomModel(*random_slalom(4)))
+    with pytest.raises(ValueError, match="unknown method"):
+        sc.explain(model, [0, 1, 2], method="lime")
+    with pytest.raises(TypeError, match="invalid option"):
+        sc.explain(model, [0, 1, 2], method="eff", not_an_option=3)

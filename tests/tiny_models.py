@@ -1,0 +1,122 @@
+"""Tiny models and tokenizers built offline from configs, shared by the tests.
+
+Nothing here downloads: tokenizers are made from small vocabularies written to a temp dir,
+models from configs with random (seeded) weights.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+WORDS = (
+    "the a movie film was is great good bad awful boring fun plot actor i it and but not very "
+    "loved hated best worst story , . !"
+).split()
+
+
+def bert_tokenizer(tmp: Path):
+    from transformers import BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s", "##ly", "##ing"]
+    path = Path(tmp) / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n")
+    return _make(BertTokenizerFast, len(vocab), dict(vocab=str(path)), dict(vocab_file=str(path)), do_lower_case=True)
+
+
+def _make(cls, expected: int, v5_kwargs: dict, v4_kwargs: dict, **common):
+    """transformers 5 takes vocab=/merges=, 4.x vocab_file=/merges_file=: try both."""
+    tok = cls(**v5_kwargs, **common)
+    if len(tok) < expected:
+        tok = cls(**v4_kwargs, **common)
+    return tok
+
+
+def bpe_files(tmp: Path) -> tuple[str, str]:
+    """A byte-level BPE (GPT-2/RoBERTa style) trained on a few sentences."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    corpus = [" ".join(WORDS)] * 3 + ["the movie was great", "i hated the boring plot", "a very good film"]
+    tok = ByteLevelBPETokenizer()
+    tok.train_from_iterator(corpus, vocab_size=300, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<|endoftext|>"])
+    tok.save_model(str(tmp))
+    return str(Path(tmp) / "vocab.json"), str(Path(tmp) / "merges.txt")
+
+
+def gpt2_tokenizer(tmp: Path):
+    from transformers import GPT2TokenizerFast
+
+    vocab, merges = bpe_files(tmp)
+    return _make(GPT2TokenizerFast, 100, dict(vocab=vocab, merges=merges), dict(vocab_file=vocab, merges_file=merges), unk_token="<|endoftext|>", bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+def roberta_tokenizer(tmp: Path):
+    from transformers import RobertaTokenizerFast
+
+    vocab, merges = bpe_files(tmp)
+    return _make(RobertaTokenizerFast, 100, dict(vocab=vocab, merges=merges), dict(vocab_file=vocab, merges_file=merges))
+
+
+def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0):
+    """A 1-layer random classifier of the given family ("bert", "distilbert", "roberta", "gpt2")."""
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        DistilBertConfig,
+        DistilBertForSequenceClassification,
+        GPT2Config,
+        GPT2ForSequenceClassification,
+        RobertaConfig,
+        RobertaForSequenceClassification,
+    )
+
+    torch.manual_seed(seed)
+    vocab_size = len(tokenizer)
+    if kind == "bert":
+        cfg = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=64)
+        model = BertForSequenceClassification(cfg)
+    elif kind == "distilbert":
+        cfg = DistilBertConfig(vocab_size=vocab_size, dim=32, n_layers=1, n_heads=2, hidden_dim=37, num_labels=num_labels, max_position_embeddings=64)
+        model = DistilBertForSequenceClassification(cfg)
+    elif kind == "roberta":
+        cfg = RobertaConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=66, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        model = RobertaForSequenceClassification(cfg)
+    elif kind == "gpt2":
+        cfg = GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64, num_labels=num_labels, pad_token_id=None, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+        model = GPT2ForSequenceClassification(cfg)
+    else:
+        raise ValueError(kind)
+    return model.eval()
+
+
+class SlalomModel(torch.nn.Module):
+    """A classifier that *is* a SLALOM over token ids: ground truth for the fitters.
+
+    ``value`` (V,) gives one log-odds output; (V, C) gives C logits (a joint multi-class
+    SLALOM whose centred logits are F_c).
+    """
+
+    def __init__(self, value: np.ndarray, importance: np.ndarray) -> None:
+        super().__init__()
+        self.register_buffer("value", torch.as_tensor(value, dtype=torch.float64))
+        self.register_buffer("importance", torch.as_tensor(importance, dtype=torch.float64))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        w = torch.exp(self.importance[input_ids]) * attention_mask
+        alpha = w / w.sum(dim=1, keepdim=True)
+        v = self.value[input_ids]
+        if v.ndim == 2:
+            return (alpha * v).sum(dim=1, keepdim=True)
+        return torch.einsum("bl,blc->bc", alpha, v)
+
+
+def random_slalom(vocab: int, n_classes: int = 1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    value = rng.normal(0, 1.5, size=(vocab,) if n_classes == 1 else (vocab, n_classes))
+    if n_classes > 1:
+        value -= value.mean(axis=1, keepdims=True)
+    importance = rng.normal(0, 1.0, size=vocab)
+    return value, importance - importance.mean()
