@@ -217,6 +217,7 @@ class _TorchModelMixin:
 
     module: torch.nn.Module | None
     device: torch.device | str | None
+    _run_device: torch.device | None = None
     pad_id: int
     equal_length_batches: bool
 
@@ -224,7 +225,11 @@ class _TorchModelMixin:
     def session(self) -> Iterator[None]:
         mod = self.module
         if mod is None:
-            yield
+            self._run_device = torch.device(self.device or "cpu")
+            try:
+                yield
+            finally:
+                self._run_device = None
             return
         was_training = mod.training
         params = list(mod.parameters()) + list(mod.buffers())
@@ -238,6 +243,7 @@ class _TorchModelMixin:
             self._run_device = target or torch.device("cpu")
             yield
         finally:
+            self._run_device = None
             if target is not None and old_device is not None and target != old_device:
                 mod.to(old_device)
             mod.train(was_training)
@@ -267,7 +273,11 @@ class _TorchModelMixin:
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
         if len(sequences) == 0:
             return torch.zeros((0, 0), dtype=torch.float64)
-        device = getattr(self, "_run_device", None) or torch.device(self.device or "cpu")
+        if getattr(self, "_run_device", None) is None:
+            # Called on its own (not from explain): set up and restore the model here.
+            with self.session():
+                return self.score(sequences)
+        device = self._run_device
         results: list[torch.Tensor | None] = [None] * len(sequences)
         pre, suf = list(self.prefix_ids), list(self.suffix_ids)
         for batch in self._batches(sequences):
@@ -410,6 +420,23 @@ class HFClassifier(_TorchModelMixin, ModelAdapter):
         self._wants_token_types = "token_type_ids" in params and "token_type_ids" in getattr(
             tokenizer, "model_input_names", []
         )
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        cfg = getattr(self.model, "config", None)
+        patch = self.equal_length_batches and cfg is not None and getattr(cfg, "pad_token_id", 0) is None
+        with super().session():
+            if not patch:
+                yield
+                return
+            # HF decoder classifiers refuse batches > 1 without config.pad_token_id, even
+            # unpadded ones. Our batches hold one length only, so an id that never occurs
+            # (-1) makes the model pool at the true last token. Restored on exit.
+            cfg.pad_token_id = -1
+            try:
+                yield
+            finally:
+                cfg.pad_token_id = None
 
     def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}

@@ -22,6 +22,7 @@ def bert_tokenizer(tmp: Path):
     from transformers import BertTokenizerFast
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s", "##ly", "##ing"]
+    Path(tmp).mkdir(parents=True, exist_ok=True)
     path = Path(tmp) / "vocab.txt"
     path.write_text("\n".join(vocab) + "\n")
     return _make(BertTokenizerFast, len(vocab), dict(vocab=str(path)), dict(vocab_file=str(path)), do_lower_case=True)
@@ -40,6 +41,7 @@ def bpe_files(tmp: Path) -> tuple[str, str]:
     from tokenizers import ByteLevelBPETokenizer
 
     corpus = [" ".join(WORDS)] * 3 + ["the movie was great", "i hated the boring plot", "a very good film"]
+    Path(tmp).mkdir(parents=True, exist_ok=True)
     tok = ByteLevelBPETokenizer()
     tok.train_from_iterator(corpus, vocab_size=300, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<|endoftext|>"])
     tok.save_model(str(tmp))

@@ -1,0 +1,168 @@
+"""explain / explain_batch: bad inputs, determinism, batching, targets, results."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import slalom_core as sc
+from tiny_models import SlalomModel, bert_tokenizer, random_slalom, tiny_classifier
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    tok = bert_tokenizer(tmp_path_factory.mktemp("bert"))
+    return tiny_classifier("bert", tok), tok
+
+
+@pytest.fixture(scope="module")
+def slalom3():
+    v, s = random_slalom(30, n_classes=3, seed=11)
+    return sc.TorchClassifier(SlalomModel(v, s)), v, s
+
+
+def test_empty_text_raises(bert):
+    model, tok = bert
+    for bad in ["", "   "]:
+        with pytest.raises(ValueError, match="empty"):
+            sc.explain(model, bad, tokenizer=tok)
+    with pytest.raises(ValueError, match="empty"):
+        sc.explain(model, [], tokenizer=tok)
+
+
+def test_too_long_text_raises(bert):
+    model, tok = bert
+    with pytest.raises(ValueError, match="at most 64"):
+        sc.explain(model, "the movie " * 40, tokenizer=tok)
+
+
+def test_non_finite_output_raises():
+    f = lambda ids, mask: torch.where(ids[:, :1] == 2, torch.nan, 1.0).double()
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        sc.explain(sc.TorchClassifier(f), [1, 2, 3], method="ana")
+
+
+def test_bad_target_raises(slalom3, bert):
+    clf, _, _ = slalom3
+    with pytest.raises(ValueError, match="not a class"):
+        sc.explain(clf, [1, 2, 3], method="ana", target=3)
+    with pytest.raises(TypeError, match="target"):
+        sc.explain(clf, [1, 2, 3], method="ana", target="POSITIVE")
+    model, tok = bert
+    with pytest.raises(ValueError, match="not a class"):
+        sc.explain(model, "great movie", tokenizer=tok, target=2, n_samples=10)
+
+
+def test_unknown_names_raise(bert, slalom3):
+    clf, _, _ = slalom3
+    exp = sc.explain(clf, [1, 2, 3], method="ana")
+    with pytest.raises(ValueError, match="unknown score"):
+        exp.scores("saliency")
+    with pytest.raises(ValueError, match="unknown method"):
+        sc.explain(clf, [1, 2], method="shap")
+    with pytest.raises(ValueError, match="unknown output"):
+        sc.explain(clf, [1, 2], method="ana", output="log")
+    model, tok = bert
+    with pytest.raises(ValueError, match="unknown granularity"):
+        sc.explain(model, "great", tokenizer=tok, granularity="char")
+
+
+def test_too_few_samples_raises(slalom3):
+    clf, _, _ = slalom3
+    with pytest.raises(ValueError, match="too few"):
+        sc.explain(clf, list(range(20)), method="eff", n_samples=10)
+    with pytest.raises(ValueError, match="positive int"):
+        sc.explain(clf, [1, 2], n_samples=0)
+
+
+def test_plain_function_needs_wrapping():
+    with pytest.raises(TypeError, match="TorchClassifier"):
+        sc.explain(lambda ids, mask: ids, [1, 2])
+
+
+def test_one_token_text(bert):
+    model, tok = bert
+    for method in ("eff", "fidel", "ana"):
+        exp = sc.explain(model, "great", tokenizer=tok, method=method, n_samples=20, seed=0)
+        assert exp.tokens == ["great"]
+        # one token: removal leaves the empty text (F(∅) = 0), the importance is 0 by
+        # normalisation, and fidel/ana see the text itself, so v is the model output
+        # (eff's samples are "great great": v is the output on those)
+        assert exp.removal[0] == pytest.approx(exp.value[0])
+        assert exp.importance[0] == 0.0
+        if method != "eff":
+            assert exp.value[0] == pytest.approx(exp.model_output, abs=1e-6)
+
+
+def test_same_seed_same_explanation(bert):
+    model, tok = bert
+    a = sc.explain(model, "the plot was boring but fun", tokenizer=tok, n_samples=80, seed=3)
+    b = sc.explain(model, "the plot was boring but fun", tokenizer=tok, n_samples=80, seed=3)
+    c = sc.explain(model, "the plot was boring but fun", tokenizer=tok, n_samples=80, seed=4)
+    np.testing.assert_array_equal(a.value, b.value)
+    np.testing.assert_array_equal(a.importance, b.importance)
+    assert not np.allclose(a.value, c.value)
+    assert a.diagnostics["seed"] == 3
+    # no seed: a fresh one is drawn and recorded, so the result can be reproduced
+    d = sc.explain(model, "the plot was boring", tokenizer=tok, n_samples=60)
+    e = sc.explain(model, "the plot was boring", tokenizer=tok, n_samples=60, seed=d.diagnostics["seed"])
+    np.testing.assert_array_equal(d.lin, e.lin)
+
+
+def test_batch_equals_loop(bert):
+    model, tok = bert
+    texts = ["the movie was great", "i hated the boring plot and the actor", "fun"]
+    batch = sc.explain_batch(model, texts, tokenizer=tok, n_samples=50, seed=0, method="fidel")
+    for text, got in zip(texts, batch):
+        single = sc.explain(model, text, tokenizer=tok, n_samples=50, seed=0, method="fidel")
+        assert got.tokens == single.tokens
+        np.testing.assert_allclose(got.lin, single.lin, atol=1e-4)
+    assert all(e.diagnostics["model_evaluations"] == 51 for e in batch)
+
+
+def test_joint_multiclass_and_one_vs_rest(slalom3):
+    clf, v, s = slalom3
+    ids = [1, 5, 5, 7, 9, 12]
+    joint = sc.explain(clf, ids, method="ana")
+    assert joint.value.shape == (6, 3)
+    assert joint.class_names == ["0", "1", "2"]
+    np.testing.assert_allclose(joint.value.sum(1), 0, atol=1e-10)
+    np.testing.assert_allclose(joint.surrogate_output, joint.model_output, atol=1e-8)
+    ovr = sc.explain(clf, ids, method="eff", target=2, n_samples=300, seed=0)
+    assert ovr.value.shape == (6,)
+    assert ovr.target == 2
+    assert ovr.diagnostics["heldout_r2"] > 0.9
+
+
+def test_binary_target_zero_flips_sign(bert):
+    model, tok = bert
+    pos = sc.explain(model, "a very good film", tokenizer=tok, method="ana")
+    neg = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=0)
+    np.testing.assert_allclose(neg.value, -pos.value, atol=1e-6)
+    np.testing.assert_allclose(neg.importance, pos.importance, atol=1e-6)
+
+
+def test_diagnostics_and_dict(bert):
+    model, tok = bert
+    exp = sc.explain(model, "the movie was great fun", tokenizer=tok, n_samples=100, seed=0)
+    d = exp.diagnostics
+    assert d["model_evaluations"] == 101
+    assert d["tokens_evaluated"] == 100 * (2 + 2) + (5 + 2)
+    assert d["model_seconds"] > 0 and d["fit_seconds"] > 0
+    assert np.isfinite(d["heldout_mse"]) and d["n_heldout"] == 10
+    out = json.loads(json.dumps(exp.to_dict()))
+    assert out["tokens"] == exp.tokens
+    assert len(exp.unit_table()) == exp.surrogate.n_units
+    assert exp.contribution.sum() == pytest.approx(exp.surrogate_output)
+    assert exp.shapley().sum() == pytest.approx(exp.surrogate_output)
+    for name in sc.SCORE_NAMES:
+        assert exp.scores(name).shape == (5,)
+
+
+def test_repeated_tokens_share_parameters(bert):
+    model, tok = bert
+    exp = sc.explain(model, "the movie the plot the end", tokenizer=tok, n_samples=100, seed=0)
+    the = [i for i, t in enumerate(exp.tokens) if t == "the"]
+    assert len(the) == 3 and len(set(exp.unit_index[the].tolist())) == 1
+    assert len(set(exp.value[the].tolist())) == 1

@@ -1,0 +1,107 @@
+"""Model adapters on tiny random HF models: the engine's logits equal the model's own."""
+
+import numpy as np
+import pytest
+import torch
+
+import slalom_core as sc
+from tiny_models import bert_tokenizer, gpt2_tokenizer, roberta_tokenizer, tiny_classifier
+
+TOKENIZERS = {"bert": bert_tokenizer, "distilbert": bert_tokenizer, "roberta": roberta_tokenizer, "gpt2": gpt2_tokenizer}
+TEXTS = ["the movie was great", "i hated the boring plot and the actor", "a very good film"]
+
+
+@pytest.fixture(params=list(TOKENIZERS))
+def family(request, tok_dir):
+    tok = TOKENIZERS[request.param](tok_dir / request.param)
+    return request.param, tok, tiny_classifier(request.param, tok, num_labels=3)
+
+
+def test_engine_logits_equal_model_logits(family):
+    kind, tok, model = family
+    adapter = sc.HFClassifier(model, tok)
+    seqs = [tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
+    got = adapter.score(seqs)  # a padded batch of different lengths
+    for text, row in zip(TEXTS, got):
+        enc = tok(text, return_tensors="pt")
+        with torch.no_grad():
+            want = model(**enc).logits[0].double()
+        torch.testing.assert_close(row, want, atol=1e-5, rtol=1e-5)
+
+
+def test_special_tokens_read_from_tokenizer(tok_dir):
+    bert = bert_tokenizer(tok_dir / "b")
+    assert sc.HFClassifier(tiny_classifier("bert", bert), bert).prefix_ids == (bert.cls_token_id,)
+    rob = roberta_tokenizer(tok_dir / "r")
+    a = sc.HFClassifier(tiny_classifier("roberta", rob), rob)
+    assert (a.prefix_ids, a.suffix_ids) == ((rob.bos_token_id,), (rob.eos_token_id,))
+    gpt = gpt2_tokenizer(tok_dir / "g")
+    g = sc.HFClassifier(tiny_classifier("gpt2", gpt), gpt)
+    assert (g.prefix_ids, g.suffix_ids) == ((), ())
+    assert g.equal_length_batches  # no pad token: batches never pad
+
+
+def test_gpt2_without_pad_token_explained(tok_dir):
+    tok = gpt2_tokenizer(tok_dir / "g2")
+    assert tok.pad_token_id is None
+    model = tiny_classifier("gpt2", tok, num_labels=2)
+    exp = sc.explain(model, "i hated the boring plot", tokenizer=tok, method="fidel", n_samples=60, seed=0)
+    assert np.isfinite(exp.lin).all()
+    assert model.config.pad_token_id is None  # the temporary pad id is gone again
+    with torch.no_grad():
+        logits = model(**tok("i hated the boring plot", return_tensors="pt")).logits[0]
+    assert exp.model_output == pytest.approx(float(logits[1] - logits[0]), abs=1e-5)
+
+
+def test_model_left_unchanged(tok_dir):
+    tok = bert_tokenizer(tok_dir / "u")
+    model = tiny_classifier("bert", tok).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = [p.requires_grad for p in model.parameters()]
+    exp = sc.explain(model, "the movie was great", tokenizer=tok, n_samples=40, seed=0)
+    assert model.training  # restored
+    assert [p.requires_grad for p in model.parameters()] == flags
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert next(model.parameters()).dtype == torch.float32
+    # explained in eval mode: dropout off, so repeated runs agree
+    again = sc.explain(model, "the movie was great", tokenizer=tok, n_samples=40, seed=0)
+    np.testing.assert_array_equal(exp.lin, again.lin)
+
+
+def test_word_granularity_groups_subtokens(tok_dir):
+    tok = bert_tokenizer(tok_dir / "w")
+    model = tiny_classifier("bert", tok)
+    exp = sc.explain(model, "the actors loved it", tokenizer=tok, granularity="word", n_samples=40, seed=0)
+    assert exp.tokens == ["the", "actors", "loved", "it"]
+    assert len(exp.token_ids[1]) == 2  # actor + ##s
+    assert exp.value.shape == (4,)
+
+
+def test_torch_and_string_classifiers():
+    f = lambda ids, mask: ((ids == 3).float() * mask).sum(1, keepdim=True)
+    clf = sc.TorchClassifier(f, prefix_ids=[9], suffix_ids=[8], pad_id=0)
+    assert clf.score([[3, 3, 1], [2]]).squeeze(1).tolist() == [2.0, 0.0]
+    s = sc.StringClassifier(lambda texts: [[t.count("good")] for t in texts])
+    exp = sc.explain(s, "good good bad", method="ana")
+    assert exp.tokens == ["good", "good", "bad"]
+    assert exp.value.tolist() == [1.0, 1.0, 0.0]
+
+
+def test_pipeline_accepted(tok_dir):
+    from transformers import pipeline
+
+    tok = bert_tokenizer(tok_dir / "p")
+    pipe = pipeline("text-classification", model=tiny_classifier("bert", tok), tokenizer=tok)
+    exp = sc.explain(pipe, "a very good film", n_samples=30, seed=1)
+    assert len(exp.tokens) == 4
+
+
+def test_probabilities_converted_to_logits():
+    logits = torch.tensor([[0.3, -1.2], [2.0, 0.5]], dtype=torch.float64)
+    link_logits = sc.OutputLink(2).transform(logits)
+    link_probs = sc.OutputLink(2, output="probs").transform(torch.softmax(logits, 1))
+    torch.testing.assert_close(link_logits, link_probs)
+    three = torch.tensor([[0.1, 0.7, 0.2]], dtype=torch.float64)
+    one_vs_rest = sc.OutputLink(3, output="probs", target=1).transform(three)
+    assert one_vs_rest.item() == pytest.approx(np.log(0.7 / 0.3))
