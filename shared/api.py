@@ -7,7 +7,7 @@ shared batches, converts raw outputs to log-odds (:mod:`.link`) and assembles th
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -23,6 +23,10 @@ __all__ = ["explain", "explain_batch", "DEFAULT_N_SAMPLES"]
 DEFAULT_N_SAMPLES = 1000
 
 TextLike = str | Sequence[int] | torch.Tensor | Segmentation
+# show_progress: True for the engine's own tqdm bar, or a factory ``total -> bar`` so that a
+# host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)``,
+# ``close()`` and a settable ``total`` (raised when a fitter asks for a second round).
+ProgressOption = bool | Callable[[int], object]
 
 
 class _Plan:
@@ -45,9 +49,11 @@ class _Plan:
         return out
 
 
-def _progress(total: int, show: bool, desc: str):
+def _progress(total: int, show: ProgressOption, desc: str):
     if not show:
         return None
+    if callable(show):
+        return show(total)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc)
@@ -68,7 +74,7 @@ def explain_batch(
     device: torch.device | str | None = None,
     gamma: float = 0.0,
     empty_value: float = 0.0,
-    show_progress: bool = False,
+    show_progress: ProgressOption = False,
     **method_options,
 ) -> list[SlalomExplanation]:
     """Explain several texts; their model calls share batches.
@@ -117,7 +123,8 @@ def explain_batch(
             requests[i] = next(g)
             plans[i].fit_seconds += time.perf_counter() - t0
         first_round = True
-        bar = _progress(sum(len(r) for r in requests.values()), show_progress, "SLALOM samples")
+        # The first round also scores each full text once (the model output being explained).
+        bar = _progress(sum(len(r) + 1 for r in requests.values()), show_progress, "SLALOM samples")
         while requests:
             order = sorted(requests)
             seqs: list[list[int]] = []
@@ -228,7 +235,7 @@ def explain(
     device: torch.device | str | None = None,
     gamma: float = 0.0,
     empty_value: float = 0.0,
-    show_progress: bool = False,
+    show_progress: ProgressOption = False,
     **method_options,
 ) -> SlalomExplanation:
     """Explain one text (or sequence of token ids) with a local SLALOM.
@@ -254,7 +261,8 @@ def explain(
         gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
         empty_value: output attributed to the empty text (used by removal of the only
             token and by Shapley values).
-        show_progress: a tqdm bar over model evaluations.
+        show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
+            (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
         **method_options: passed to the fitter, e.g. ``sample_length=2``, ``solver="adam"``
             (eff), ``max_delete_fraction=0.5`` (fidel), ``holdout_fraction=0.1``.
 

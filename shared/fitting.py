@@ -36,6 +36,9 @@ __all__ = [
     "pad_sequences",
 ]
 
+#: |s| never exceeds this in gradient fits: exp(±15) already spans 13 orders of magnitude.
+IMPORTANCE_BOUND = 15.0
+
 FitGenerator = Generator[list[np.ndarray], np.ndarray, "FitResult"]
 
 
@@ -132,6 +135,7 @@ def fit_gradient(
     max_iter: int = 500,
     tol: float = 1e-10,
     learning_rate: float = 0.05,
+    l2_importance: float = 1e-3,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Minimise the MSE between SLALOM and the targets by gradient descent.
 
@@ -143,6 +147,8 @@ def fit_gradient(
             paper's Algorithm 1 with full batches).
         max_iter: maximum number of gradient steps.
         tol: stop when the relative loss improvement falls below this.
+        l2_importance: weight of a ridge penalty ``l2 · mean(s²)`` that keeps weakly
+            identified importances from drifting (0 disables it).
 
     Returns:
         value (U, K), importance (U,), and a dict with "iterations", "converged", "loss".
@@ -165,21 +171,29 @@ def fit_gradient(
         loss, gv, gs = _loss_grad(idx, mask, y, value, imp)
         if centre:
             gv = gv - gv.mean(axis=1, keepdims=True)
+        # A weak ridge on s: with few samples a unit seen only beside one partner can
+        # trade an ever larger importance against its value without changing the fit;
+        # the ridge picks the smallest such s instead of letting it run off.
+        loss += l2_importance * float(imp @ imp) / n_units
+        gs = gs + 2.0 * l2_importance * imp / n_units
         return loss, np.concatenate([gv.ravel(), gs])
 
     theta0 = np.concatenate([value0.ravel(), imp0])
     if solver == "lbfgs":
-        res = minimize(objective, theta0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-12})
+        # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30).
+        bounds = [(None, None)] * (n_units * n_out) + [(-IMPORTANCE_BOUND, IMPORTANCE_BOUND)] * n_units
+        res = minimize(objective, theta0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-12})
         theta, info = res.x, {"iterations": int(res.nit), "converged": bool(res.success), "loss": float(res.fun)}
     elif solver == "adam":
-        theta, info = _adam(objective, theta0, learning_rate, max_iter, tol)
+        theta, info = _adam(objective, theta0, learning_rate, max_iter, tol, n_units * n_out)
     else:
         raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
     value, imp = unpack(theta)
     return value, imp, info
 
 
-def _adam(objective, theta: np.ndarray, lr: float, max_iter: int, tol: float) -> tuple[np.ndarray, dict]:
+def _adam(objective, theta: np.ndarray, lr: float, max_iter: int, tol: float, n_fixed: int) -> tuple[np.ndarray, dict]:
+    """Full-batch Adam; the entries from ``n_fixed`` on (importances) are kept in bounds."""
     m = np.zeros_like(theta)
     v = np.zeros_like(theta)
     b1, b2, eps = 0.9, 0.999, 1e-8
@@ -190,6 +204,7 @@ def _adam(objective, theta: np.ndarray, lr: float, max_iter: int, tol: float) ->
         m = b1 * m + (1 - b1) * grad
         v = b2 * v + (1 - b2) * grad**2
         theta = theta - lr * (m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + eps)
+        theta[n_fixed:] = np.clip(theta[n_fixed:], -IMPORTANCE_BOUND, IMPORTANCE_BOUND)
         # Adam's loss is noisy step to step: judge convergence over windows of 50 steps.
         if step % 50 == 0:
             if np.isfinite(prev) and prev - loss <= tol * max(prev, 1e-12):
@@ -258,9 +273,10 @@ def fit_als(
         w_new = hinv_g / (g @ hinv_g)
         w_new = np.maximum(w_new, 1e-8 * max(w_new.max(), 1e-300))
         direction = np.log(w_new) - np.log(w_old)
-        # Backtrack until the MSE does not increase; when the full step already helps, try
-        # longer ones too: plain alternation crawls along the valley otherwise (the s-step
-        # alone under-shoots because its denominators are one iterate old).
+        # Line search along the s-step on the *reduced* objective (v re-solved for each
+        # candidate s): backtrack until the MSE does not increase, and when the full step
+        # already helps, try longer ones too. Plain alternation crawls along the valley
+        # where v and s trade off (measured: 3x more iterations with v held fixed).
         step, improved = 1.0, False
         for _ in range(30):
             cand = imp + step * direction
@@ -273,7 +289,7 @@ def fit_als(
         if not improved:
             converged = True
             break
-        while step >= 1.0 and step < 64.0:
+        while 1.0 <= step < 64.0:
             longer = imp + 2.0 * step * direction
             l_value, _ = solve_values(longer)
             l_loss = mse(l_value, longer)
@@ -384,25 +400,27 @@ class EffFitter(_SampledFitter):
     Args:
         sample_length: units per sample (the paper uses 2).
         solver: "lbfgs" (default) or "adam", see :func:`fit_gradient`.
+        l2_importance: ridge weight on the importances, see :func:`fit_gradient`.
         holdout_fraction: share of samples kept aside to report held-out MSE/R².
     """
 
     name = "eff"
 
-    def __init__(self, sample_length: int = 2, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-10, learning_rate: float = 0.05) -> None:
+    def __init__(self, sample_length: int = 2, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-10, learning_rate: float = 0.05, l2_importance: float = 1e-3) -> None:
         super().__init__(holdout_fraction, max_iter, tol)
         if solver not in ("lbfgs", "adam"):
             raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
         self.sample_length = int(sample_length)
         self.solver = solver
         self.learning_rate = learning_rate
+        self.l2_importance = l2_importance
 
     def design(self, rng, position_units, n_units, n_samples):
         return short_sequences(rng, n_units, n_samples, self.sample_length)
 
     def solve(self, samples, y, n_units, init):
         idx, mask = pad_sequences(samples)
-        return fit_gradient(idx, mask, y, n_units, init=init, solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate)
+        return fit_gradient(idx, mask, y, n_units, init=init, solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate, l2_importance=self.l2_importance)
 
 
 class FidelFitter(_SampledFitter):
@@ -415,7 +433,7 @@ class FidelFitter(_SampledFitter):
 
     name = "fidel"
 
-    def __init__(self, max_delete_fraction: float = 0.5, holdout_fraction: float = 0.1, max_iter: int = 200, tol: float = 1e-9) -> None:
+    def __init__(self, max_delete_fraction: float = 0.5, holdout_fraction: float = 0.1, max_iter: int = 200, tol: float = 1e-8) -> None:
         super().__init__(holdout_fraction, max_iter, tol)
         self.max_delete_fraction = max_delete_fraction
 
