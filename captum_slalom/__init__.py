@@ -1,1 +1,32 @@
-"""SLALOM for Captum."""
+"""SLALOM for Captum.
+
+- :class:`SlalomAttribution`: a ``captum.attr.PerturbationAttribution``; a drop-in beside
+  ``Lime`` and ``KernelShap`` for token-id inputs (SLALOM deletes tokens; ``baselines=``
+  switches to replacement).
+- :class:`SlalomLLMAttribution`: ``captum.attr.LLMAttribution`` that accepts SLALOM, for
+  causal LMs with ``TextTokenInput`` / ``TextTemplateInput``.
+- :func:`visualization_record`: scores -> ``VisualizationDataRecord`` for
+  ``visualize_text``.
+
+All fitting is done by the ``slalom_core`` engine.
+
+Example:
+    >>> from captum_slalom import SlalomAttribution
+    >>> slalom = SlalomAttribution(forward_func, special_token_ids=tok.all_special_ids)  # doctest: +SKIP
+    >>> attr = slalom.attribute(input_ids, target=1, n_samples=500, seed=0)  # doctest: +SKIP
+"""
+
+from slalom_core import SCORE_NAMES
+
+from .attribution import SlalomAttribution, SlalomAttributionResult
+from .llm import SlalomLLMAttribution
+from .visualization import normalise_scores, visualization_record
+
+__all__ = [
+    "SlalomAttribution",
+    "SlalomAttributionResult",
+    "SlalomLLMAttribution",
+    "visualization_record",
+    "normalise_scores",
+    "SCORE_NAMES",
+]
