@@ -37,12 +37,17 @@ class _Plan:
         index: dict[tuple[int, ...], int] = {}
         self.position_units = np.array([index.setdefault(u, len(index)) for u in seg.unit_ids], dtype=np.int64)
         self.units: list[tuple[int, ...]] = list(index)
+        # Token granularity: one id per unit, so a sample maps to ids by one gather.
+        self.single_token_units = all(len(u) == 1 for u in self.units)
+        self.unit_first = np.array([u[0] for u in self.units], dtype=np.int64)
         self.model_evaluations = 0
         self.tokens_evaluated = 0
         self.model_seconds = 0.0
         self.fit_seconds = 0.0
 
     def token_sequence(self, sample: np.ndarray) -> list[int]:
+        if self.single_token_units:
+            return self.unit_first[sample].tolist()
         out: list[int] = []
         for u in sample.tolist():
             out.extend(self.units[u])

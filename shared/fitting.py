@@ -133,9 +133,10 @@ def fit_gradient(
     init: tuple[np.ndarray, np.ndarray] | None = None,
     solver: str = "lbfgs",
     max_iter: int = 500,
-    tol: float = 1e-10,
+    tol: float = 1e-9,
     learning_rate: float = 0.05,
     l2_importance: float = 1e-3,
+    l2_value: float = 1e-3,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Minimise the MSE between SLALOM and the targets by gradient descent.
 
@@ -149,6 +150,7 @@ def fit_gradient(
         tol: stop when the relative loss improvement falls below this.
         l2_importance: weight of a ridge penalty ``l2 · mean(s²)`` that keeps weakly
             identified importances from drifting (0 disables it).
+        l2_value: the same for values, ``l2 · mean(v²) / var(y)``.
 
     Returns:
         value (U, K), importance (U,), and a dict with "iterations", "converged", "loss".
@@ -166,9 +168,14 @@ def fit_gradient(
             value = value - value.mean(axis=1, keepdims=True)
         return value, theta[n_units * n_out :]
 
+    # The objective is the MSE in units of the targets' variance (1 − R² on the samples), so
+    # that ``tol`` means the same for models with large or small log-odds.
+    scale = 1.0 / max(float(np.var(y)), 1e-12)
+
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
         value, imp = unpack(theta)
         loss, gv, gs = _loss_grad(idx, mask, y, value, imp)
+        loss, gv, gs = loss * scale, gv * scale, gs * scale
         if centre:
             gv = gv - gv.mean(axis=1, keepdims=True)
         # A weak ridge on s: with few samples a unit seen only beside one partner can
@@ -176,16 +183,21 @@ def fit_gradient(
         # the ridge picks the smallest such s instead of letting it run off.
         loss += l2_importance * float(imp @ imp) / n_units
         gs = gs + 2.0 * l2_importance * imp / n_units
+        # Likewise for values (in units of the targets' variance): a unit whose weight is
+        # tiny next to its partners barely moves F, so its value would wander.
+        loss += l2_value * scale * float(np.sum(value * value)) / value.size
+        gv = gv + 2.0 * l2_value * scale * value / value.size
         return loss, np.concatenate([gv.ravel(), gs])
 
     theta0 = np.concatenate([value0.ravel(), imp0])
     if solver == "lbfgs":
         # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30).
         bounds = [(None, None)] * (n_units * n_out) + [(-IMPORTANCE_BOUND, IMPORTANCE_BOUND)] * n_units
-        res = minimize(objective, theta0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-12})
-        theta, info = res.x, {"iterations": int(res.nit), "converged": bool(res.success), "loss": float(res.fun)}
+        res = minimize(objective, theta0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-6})
+        theta, info = res.x, {"iterations": int(res.nit), "converged": bool(res.success), "loss": float(res.fun) / scale}
     elif solver == "adam":
         theta, info = _adam(objective, theta0, learning_rate, max_iter, tol, n_units * n_out)
+        info["loss"] /= scale
     else:
         raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
     value, imp = unpack(theta)
@@ -344,7 +356,7 @@ class Fitter(ABC):
 class _SampledFitter(Fitter):
     """Shared flow of eff and fidel: one design, held-out check, final fit on all samples."""
 
-    def __init__(self, holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-10) -> None:
+    def __init__(self, holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-9) -> None:
         if not 0 <= holdout_fraction < 0.5:
             raise ValueError(f"holdout_fraction must be in [0, 0.5), got {holdout_fraction}")
         self.holdout_fraction = holdout_fraction
@@ -400,13 +412,14 @@ class EffFitter(_SampledFitter):
     Args:
         sample_length: units per sample (the paper uses 2).
         solver: "lbfgs" (default) or "adam", see :func:`fit_gradient`.
-        l2_importance: ridge weight on the importances, see :func:`fit_gradient`.
+        l2_importance, l2_value: ridge weights, see :func:`fit_gradient`.
+        tol: relative improvement (in units of the targets' variance) at which to stop.
         holdout_fraction: share of samples kept aside to report held-out MSE/R².
     """
 
     name = "eff"
 
-    def __init__(self, sample_length: int = 2, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-10, learning_rate: float = 0.05, l2_importance: float = 1e-3) -> None:
+    def __init__(self, sample_length: int = 2, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-7, learning_rate: float = 0.05, l2_importance: float = 1e-3, l2_value: float = 1e-3) -> None:
         super().__init__(holdout_fraction, max_iter, tol)
         if solver not in ("lbfgs", "adam"):
             raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
@@ -414,13 +427,14 @@ class EffFitter(_SampledFitter):
         self.solver = solver
         self.learning_rate = learning_rate
         self.l2_importance = l2_importance
+        self.l2_value = l2_value
 
     def design(self, rng, position_units, n_units, n_samples):
         return short_sequences(rng, n_units, n_samples, self.sample_length)
 
     def solve(self, samples, y, n_units, init):
         idx, mask = pad_sequences(samples)
-        return fit_gradient(idx, mask, y, n_units, init=init, solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate, l2_importance=self.l2_importance)
+        return fit_gradient(idx, mask, y, n_units, init=init, solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate, l2_importance=self.l2_importance, l2_value=self.l2_value)
 
 
 class FidelFitter(_SampledFitter):

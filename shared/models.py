@@ -281,13 +281,16 @@ class _TorchModelMixin:
         results: list[torch.Tensor | None] = [None] * len(sequences)
         pre, suf = list(self.prefix_ids), list(self.suffix_ids)
         for batch in self._batches(sequences):
-            rows = [pre + [int(t) for t in sequences[i]] + suf for i in batch]
+            rows = [pre + list(sequences[i]) + suf for i in batch]
             width = max(len(r) for r in rows)
-            ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            # Filled in numpy and converted once: per-row torch.tensor calls cost more
+            # than a forward pass of a short batch.
+            ids_np = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+            mask_np = np.zeros((len(rows), width), dtype=np.int64)
             for j, r in enumerate(rows):
-                ids[j, : len(r)] = torch.tensor(r, dtype=torch.long)
-                mask[j, : len(r)] = 1
+                ids_np[j, : len(r)] = r
+                mask_np[j, : len(r)] = 1
+            ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
                 out = _to_2d_float64(self._forward(ids.to(device), mask.to(device)))
             for j, i in enumerate(batch):
