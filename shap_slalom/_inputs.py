@@ -1,0 +1,160 @@
+"""Turn what a SHAP user hands over (pipeline, HF model + tokenizer, f(list[str]) + masker)
+into the engine's model adapter, the shap Text masker, and the class names.
+
+Nothing here fits anything: it only picks the right :mod:`slalom_core` adapter.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import shap
+import torch
+from shap.utils import safe_isinstance
+
+import slalom_core as sc
+
+__all__ = ["Resolved", "resolve", "to_text_list"]
+
+
+@dataclass
+class Resolved:
+    """What :class:`~shap_slalom.SlalomExplainer` needs from its inputs."""
+
+    adapter: sc.ModelAdapter
+    masker: shap.maskers.Text
+    class_names: list[str] | None
+    #: the tokenizer returns words, not ids (shap's ``SimpleTokenizer``): units get ids from
+    #: ``word_vocab`` (an engine WhitespaceTokenizer) and samples are joined with spaces.
+    word_vocab: sc.WhitespaceTokenizer | None
+
+
+def _is_pipeline(obj: object) -> bool:
+    return safe_isinstance(obj, "transformers.pipelines.Pipeline") or safe_isinstance(
+        obj, "transformers.pipelines.base.Pipeline"
+    )
+
+
+def _is_hf_tokenizer(obj: object) -> bool:
+    return safe_isinstance(
+        obj, ["transformers.PreTrainedTokenizer", "transformers.tokenization_utils_base.PreTrainedTokenizerBase"]
+    ) or (callable(obj) and hasattr(obj, "convert_ids_to_tokens") and hasattr(obj, "decode"))
+
+
+def _is_hf_classifier(obj: object) -> bool:
+    # HF models and look-alikes (e.g. slalom_core.zeroshot) carry a config with the labels.
+    return isinstance(obj, torch.nn.Module) and hasattr(obj, "config")
+
+
+def resolve(
+    model: object,
+    masker: object = None,
+    tokenizer: object = None,
+    *,
+    output_names: Sequence[str] | None = None,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+) -> Resolved:
+    """Pick the engine adapter and the Text masker for ``model``.
+
+    Accepted: a transformers text-classification pipeline (or shap's wrapper of one, which
+    shap's own ``Explainer.__init__`` creates), a Hugging Face sequence classifier with its
+    tokenizer (as ``masker`` or ``tokenizer``), a :class:`slalom_core.ModelAdapter`, or any
+    ``f(list[str]) -> scores`` with a ``shap.maskers.Text`` (or a tokenizer) as ``masker``.
+
+    Example:
+        >>> r = resolve(pipe)  # doctest: +SKIP
+        >>> r.class_names  # doctest: +SKIP
+        ['NEGATIVE', 'POSITIVE']
+    """
+    if safe_isinstance(model, "shap.models.TransformersPipeline"):
+        # shap's base __init__ wraps pipelines; SLALOM reads the logits of the model inside.
+        model = model.inner_model
+    if isinstance(masker, shap.maskers.Text):
+        text_masker: shap.maskers.Text | None = masker
+        tokenizer = tokenizer if tokenizer is not None else masker.tokenizer
+    elif masker is None:
+        text_masker = None
+    elif _is_hf_tokenizer(masker):
+        tokenizer = tokenizer if tokenizer is not None else masker
+        text_masker = None
+    else:
+        raise TypeError(
+            "SlalomExplainer explains text: give masker=shap.maskers.Text(tokenizer) or a Hugging Face "
+            f"tokenizer, not a {type(masker).__name__}"
+        )
+
+    word_vocab = None
+    if _is_pipeline(model):
+        tokenizer = tokenizer if tokenizer is not None else model.tokenizer
+        adapter: sc.ModelAdapter = sc.HFClassifier(model.model, tokenizer)
+    elif isinstance(model, sc.ModelAdapter):
+        # A shallow copy: batch size and class names set below must not change the caller's.
+        adapter = copy.copy(model)
+        tokenizer = tokenizer if tokenizer is not None else adapter.tokenizer
+    elif _is_hf_classifier(model):
+        if tokenizer is None:
+            raise ValueError("a Hugging Face model needs its tokenizer: SlalomExplainer(model, tokenizer)")
+        adapter = sc.HFClassifier(model, tokenizer)
+    elif callable(model):
+        if tokenizer is None:
+            raise ValueError(
+                "a string model f(list[str]) needs a masker that defines the tokens: "
+                "SlalomExplainer(f, shap.maskers.Text(tokenizer))"
+            )
+        if _is_hf_tokenizer(tokenizer):
+            adapter = sc.StringClassifier(_list_input(model), tokenizer)
+        else:
+            # shap's SimpleTokenizer (regex words, ids are the words themselves): give the
+            # words engine ids; samples become the words joined by spaces.
+            word_vocab = sc.WhitespaceTokenizer()
+            adapter = sc.StringClassifier(_list_input(model), word_vocab)
+    else:
+        raise TypeError(f"cannot explain a {type(model).__name__}: give a pipeline, a HF model, or f(list[str])")
+
+    if tokenizer is None:
+        raise ValueError("no tokenizer found: pass masker=shap.maskers.Text(tokenizer)")
+    if text_masker is None:
+        text_masker = shap.maskers.Text(tokenizer)
+    if batch_size is not None:
+        adapter.batch_size = int(batch_size)
+    if device is not None and hasattr(adapter, "device"):
+        adapter.device = device
+
+    names = list(output_names) if output_names is not None else None
+    if names is None:
+        names = adapter.class_names or getattr(model, "output_names", None)
+    if names is not None:
+        names = [str(n) for n in names]
+        adapter.class_names = names
+    return Resolved(adapter=adapter, masker=text_masker, class_names=names, word_vocab=word_vocab)
+
+
+def _list_input(f):
+    """shap maskers hand models numpy arrays of strings; string models get plain lists."""
+
+    def call(texts: list[str]) -> object:
+        return f(list(texts))
+
+    return call
+
+
+def to_text_list(x: object) -> list[str]:
+    """A string, or an iterable of strings (list, array, Series, ``{"text": ...}``), as a list."""
+    if isinstance(x, dict) and "text" in x:
+        x = x["text"]
+    if isinstance(x, str):
+        return [x]
+    if isinstance(x, np.ndarray):
+        x = x.reshape(-1).tolist()
+    try:
+        texts = list(x)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"explain a string or a list of strings, not a {type(x).__name__}") from None
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"every input must be a string, got a {type(t).__name__}")
+    return texts

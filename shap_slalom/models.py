@@ -1,0 +1,81 @@
+"""The quantity SLALOM explains, as a plain shap model ``f(list[str]) -> array``.
+
+SLALOM fits log-odds (paper Sec. 5.1; App. C.1 for k > 2 classes). To compare it with SHAP's
+own explainers or score it with ``shap.benchmark``, those must see the *same* outputs, so
+:class:`LogOddsModel` returns exactly the columns whose attributions
+:class:`~shap_slalom.SlalomExplainer` reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+import slalom_core as sc
+
+__all__ = ["LogOddsModel"]
+
+
+class LogOddsModel:
+    """Strings in, the outputs SLALOM explains out.
+
+    - a binary model (two outputs): ``(B, 2)`` log-odds of each class, ``[-F, F]`` with
+      ``F = log p1/p0`` (for logits ``z1 - z0``), i.e. ``logit(p_c)`` per class;
+    - ``k > 2`` classes: ``(B, k)`` centred logits ``z_c - mean(z)`` (the joint fit);
+    - a single output: ``(B,)``, that logit.
+
+    Texts are tokenized without truncation, as the explainer does.
+
+    Args:
+        adapter: the engine adapter that scores token-id sequences (or strings).
+        output: "logits" or "probs": what the wrapped model returns.
+        class_names: names of the model's outputs (become ``output_names``).
+
+    Example:
+        >>> f = LogOddsModel(explainer.adapter)  # doctest: +SKIP
+        >>> f(["a great movie"])  # doctest: +SKIP
+        array([[-2.1,  2.1]])
+    """
+
+    def __init__(self, adapter: sc.ModelAdapter, output: str = "logits", class_names: Sequence[str] | None = None) -> None:
+        self.adapter = adapter
+        self.output = output
+        self.output_names = list(class_names) if class_names is not None else None
+        self._n_outputs: int | None = None
+
+    def raw(self, texts: Sequence[str]) -> np.ndarray:
+        """The wrapped model's raw outputs, (B, K) float64."""
+        texts = [str(t) for t in texts]
+        if isinstance(self.adapter, sc.StringClassifier):
+            out = np.asarray(self.adapter.func(texts), dtype=np.float64)
+            return out.reshape(len(texts), -1)
+        tok = self.adapter.tokenizer
+        ids = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        with self.adapter.session():
+            return self.adapter.score(ids).numpy()
+
+    def n_outputs(self, probe: str = "a") -> int:
+        """K, the wrapped model's number of outputs (one model call the first time)."""
+        if self._n_outputs is None:
+            cfg = getattr(getattr(self.adapter, "model", None), "config", None)
+            k = getattr(cfg, "num_labels", None)
+            self._n_outputs = int(k) if isinstance(k, int) and k > 0 else int(self.raw([probe]).shape[1])
+        return self._n_outputs
+
+    def transform(self, raw: np.ndarray) -> np.ndarray:
+        """Raw outputs (B, K) to the explained outputs (see the class docstring)."""
+        raw = np.asarray(raw, dtype=np.float64).reshape(len(raw), -1)
+        self._n_outputs = raw.shape[1]
+        y = sc.OutputLink(raw.shape[1], self.output).transform(torch.from_numpy(raw)).numpy()
+        if raw.shape[1] == 2:
+            # The engine fits F = log p1/p0; class 0's log-odds is -F.
+            return np.stack([-y, y], axis=1)
+        return y
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Explained outputs for a list (or numpy array) of strings."""
+        if isinstance(texts, str):
+            raise TypeError("LogOddsModel takes a list of strings, not a single string")
+        return self.transform(self.raw(list(texts)))

