@@ -4,6 +4,7 @@
 MiniLM used as a zero-shot sentiment scorer), prints a tokens × scores table and writes a
 value-vs-importance scatter (PNG) and a token highlight (HTML) per sentence.
 ``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
+``slalom-xai bench`` compares SLALOM with the Captum / SHAP baselines (:mod:`.bench_cli`).
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", default="demo_output", help="directory for the PNG and HTML files")
     demo.set_defaults(func=run_demo)
+    from . import bench_cli
+
+    bench_cli.register(sub)
     return parser
 
 
