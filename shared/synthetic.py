@@ -38,6 +38,7 @@ __all__ = [
     "sample_slalom_dataset",
     "make_word_tokenizer",
     "as_generator",
+    "counts_matrix",
 ]
 
 # --- App. E.1, Table 3 -------------------------------------------------------------------
@@ -145,6 +146,11 @@ def counts_matrix(sequences: Sequence[Sequence[int]], n_words: int) -> np.ndarra
     return counts
 
 
+def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    """Cut one long draw into consecutive sequences of the given lengths."""
+    return [a.copy() for a in np.split(flat, np.cumsum(lengths)[:-1])] if len(lengths) else []
+
+
 # --- ground-truth log-odds ---------------------------------------------------------------
 def linear_log_odds(
     sequences: Sequence[Sequence[int]], weights: Sequence[float] = LINEAR_WEIGHTS
@@ -212,7 +218,8 @@ def sample_linear_dataset(
     while bad.any():  # practically never for the defaults
         lengths[bad] = rng.binomial(max_len, p_len, size=int(bad.sum()))
         bad = lengths < min_len
-    sequences = [rng.choice(len(words), size=int(k), p=p).astype(np.int64) for k in lengths]
+    flat = rng.choice(len(words), size=int(lengths.sum()), p=p).astype(np.int64)
+    sequences = _split(flat, lengths)
     log_odds = linear_log_odds(sequences, w)
     labels = (rng.random(n) < _sigmoid(log_odds)).astype(np.int64)
     return SyntheticDataset(
@@ -338,7 +345,7 @@ def sample_slalom_dataset(
     if not 1 <= min_len <= max_len:
         raise ValueError("need 1 <= min_len <= max_len")
     lengths = rng.integers(min_len, max_len + 1, size=n)
-    sequences = [rng.integers(0, len(vocab), size=int(k)).astype(np.int64) for k in lengths]
+    sequences = _split(rng.integers(0, len(vocab), size=int(lengths.sum())).astype(np.int64), lengths)
     log_odds = vocab.log_odds(sequences)
     labels = (rng.random(n) < _sigmoid(log_odds)).astype(np.int64)
     return SyntheticDataset(
