@@ -233,6 +233,7 @@ def fit_als(
     max_iter: int = 200,
     tol: float = 1e-9,
     ridge: float = 1e-8,
+    irls_steps: int = 3,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Fit SLALOM by alternating least squares (DESIGN.md sec. 3, "SLALOM-fidel").
 
@@ -247,6 +248,7 @@ def fit_als(
         counts: (B, U) occurrence counts; y: (B, K) targets.
         ridge: relative Tikhonov term that keeps both solves well posed when units always
             occur together.
+        irls_steps: linear solves per s-step, each with denominators from the previous.
 
     Returns:
         value (U, K), importance (U,), and a dict with "iterations", "converged", "loss".
@@ -268,36 +270,59 @@ def fit_als(
         a = w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
         return float(np.mean((a @ value - y) ** 2))
 
-    value, _ = solve_values(imp)
-    loss = mse(value, imp)
-    converged = False
-    it = 0
-    for it in range(1, max_iter + 1):
-        # s-step: residual r_bk = Σ_u M_(bk),u w_u with M = c_bu (v_uk − y_bk) / D_b.
-        w_old = np.exp(imp - imp.max())
-        den = counts @ w_old
-        coef = counts / den[:, None]
-        m = (coef[:, None, :] * (value.T[None, :, :] - y[:, :, None])).reshape(n_samples * n_out, n_units)
-        h = m.T @ m
-        h += ridge * max(np.trace(h) / n_units, 1e-12) * np.eye(n_units)
-        g = coef.mean(axis=0)  # mean_b D_b(w) / D_b(w_old) = g·w: keep it at 1
-        hinv_g = np.linalg.solve(h, g)
-        w_new = hinv_g / (g @ hinv_g)
-        w_new = np.maximum(w_new, 1e-8 * max(w_new.max(), 1e-300))
-        direction = np.log(w_new) - np.log(w_old)
-        # Line search along the s-step on the *reduced* objective (v re-solved for each
-        # candidate s): backtrack until the MSE does not increase, and when the full step
-        # already helps, try longer ones too. Plain alternation crawls along the valley
-        # where v and s trade off (measured: 3x more iterations with v held fixed).
-        step, improved = 1.0, False
+    def _grad_s(value: np.ndarray, imp: np.ndarray) -> np.ndarray:
+        """Gradient of the MSE w.r.t. s for fixed v, scaled to a max step of 1."""
+        w = counts * np.exp(imp - imp.max())
+        a = w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        f = a @ value
+        r = f - y
+        # dF_bk/ds_u = a_bu (v_uk − F_bk)
+        g = (a * (r @ value.T)).sum(axis=0) - a.T @ (r * f).sum(axis=1)
+        return g / max(np.abs(g).max(), 1e-300)
+
+    def _backtrack(imp: np.ndarray, direction: np.ndarray, loss: float):
+        """First step 1, 1/2, 1/4 … along ``direction`` whose reduced MSE is not larger."""
+        step = 1.0
         for _ in range(30):
             cand = imp + step * direction
             cand_value, _ = solve_values(cand)
             cand_loss = mse(cand_value, cand)
             if cand_loss <= loss:
-                improved = True
-                break
+                return True, step, cand, cand_value, cand_loss
             step *= 0.5
+        return False, 0.0, imp, None, loss
+
+    value, _ = solve_values(imp)
+    loss = mse(value, imp)
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        # s-step: residual r_bk = Σ_u M_(bk),u w_u with M = c_bu (v_uk − y_bk) / D_b. The
+        # denominators D_b depend on w themselves, so the linear solve is repeated a few
+        # times with D_b from the latest w (IRLS); one pass alone stalls short of the optimum.
+        w_old = np.exp(imp - imp.max())
+        w_new = w_old
+        for _ in range(irls_steps):
+            den = counts @ w_new
+            coef = counts / den[:, None]
+            m = (coef[:, None, :] * (value.T[None, :, :] - y[:, :, None])).reshape(n_samples * n_out, n_units)
+            h = m.T @ m
+            h += ridge * max(np.trace(h) / n_units, 1e-12) * np.eye(n_units)
+            g = coef.mean(axis=0)  # mean_b D_b(w) / D_b(w_prev) = g·w: keep the scale
+            hinv_g = np.linalg.solve(h, g)
+            w_next = hinv_g / (g @ hinv_g) * (g @ w_new)
+            w_new = np.maximum(w_next, 1e-8 * max(w_next.max(), 1e-300))
+        direction = np.log(w_new) - np.log(w_old)
+        # Line search along the s-step on the *reduced* objective (v re-solved for each
+        # candidate s): backtrack until the MSE does not increase, and when the full step
+        # already helps, try longer ones too. Plain alternation crawls along the valley
+        # where v and s trade off (measured: 3x more iterations with v held fixed).
+        improved, step, cand, cand_value, cand_loss = _backtrack(imp, direction, loss)
+        if not improved:
+            # The IRLS step is not guaranteed to descend; steepest descent on s is.
+            improved, step, cand, cand_value, cand_loss = _backtrack(imp, -_grad_s(value, imp), loss)
+            direction = cand - imp if improved else direction
+            step = 1.0
         if not improved:
             converged = True
             break
