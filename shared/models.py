@@ -256,15 +256,23 @@ class _TorchModelMixin:
         """
         order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
         batches: list[list[int]] = []
+        real = 0  # tokens in the current batch before padding
         for i in order:
-            if (
-                batches
-                and len(batches[-1]) < self.batch_size
-                and (not self.equal_length_batches or len(sequences[batches[-1][0]]) == len(sequences[i]))
-            ):
-                batches[-1].append(i)
-            else:
-                batches.append([i])
+            n = len(sequences[i]) + len(self.prefix_ids) + len(self.suffix_ids)
+            if batches and len(batches[-1]) < self.batch_size:
+                if self.equal_length_batches:
+                    fits = len(sequences[batches[-1][0]]) == len(sequences[i])
+                else:
+                    # Sorted by length, the newcomer sets the padded width: start a new
+                    # batch rather than pad more than half of it (one full text among
+                    # 2-token samples once made a batch 60x more expensive).
+                    fits = n * (len(batches[-1]) + 1) <= 1.5 * (real + n)
+                if fits:
+                    batches[-1].append(i)
+                    real += n
+                    continue
+            batches.append([i])
+            real = n
         return batches
 
     def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:

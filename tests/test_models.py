@@ -105,3 +105,15 @@ def test_probabilities_converted_to_logits():
     three = torch.tensor([[0.1, 0.7, 0.2]], dtype=torch.float64)
     one_vs_rest = sc.OutputLink(3, output="probs", target=1).transform(three)
     assert one_vs_rest.item() == pytest.approx(np.log(0.7 / 0.3))
+
+
+def test_batches_do_not_pad_short_samples_to_a_long_one():
+    clf = sc.TorchClassifier(lambda ids, mask: ids.float().sum(1, keepdim=True), batch_size=64)
+    seqs = [[1, 2]] * 40 + [list(range(1, 200))] + [[3, 4, 5]] * 10
+    batches = clf._batches(seqs)
+    long_batch = next(b for b in batches if 40 in b)
+    assert long_batch == [40]  # the full-length sequence is batched alone
+    assert sorted(i for b in batches for i in b) == list(range(len(seqs)))
+    # padding still gives each row its own result
+    out = clf.score(seqs).squeeze(1)
+    assert out[40].item() == sum(range(1, 200)) and out[0].item() == 3 and out[-1].item() == 12
