@@ -472,7 +472,7 @@ class FidelFitter(_SampledFitter):
 
     name = "fidel"
 
-    def __init__(self, max_delete_fraction: float = 0.5, holdout_fraction: float = 0.1, max_iter: int = 200, tol: float = 1e-8) -> None:
+    def __init__(self, max_delete_fraction: float = 0.5, holdout_fraction: float = 0.1, max_iter: int = 100, tol: float = 1e-6) -> None:
         super().__init__(holdout_fraction, max_iter, tol)
         self.max_delete_fraction = max_delete_fraction
 
