@@ -92,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", default="demo_output", help="directory for the PNG and HTML files")
     demo.set_defaults(func=run_demo)
-    from . import bench_cli
+    from . import bench_cli, paper_cli
 
     bench_cli.register(sub)
+    paper_cli.register(sub)
     return parser
 
 

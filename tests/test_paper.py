@@ -196,3 +196,72 @@ def test_slalom_fits_transformer_better_than_linear_and_gam(tmp_path):
     assert mse["slalom"] < mse["linear"] < mse["gam"]
     assert mse["slalom"] < 0.8 * mse["linear"]
     assert res["slalom_best"]
+
+
+# --- Table 12 (App. F.7): deletion AOPC against n_samples ------------------------------------
+REVIEWS = [
+    {"id": "a", "label": 1, "text": "the movie was great and the plot was fun , i loved it !"},
+    {"id": "b", "label": 0, "text": "a boring film . the actor was awful and the story was very bad"},
+    {"id": "c", "label": 1, "text": "not bad at all"},  # too short for the window below
+]
+
+
+@pytest.fixture
+def tiny_bert(tmp_path):
+    from tiny_models import bert_tokenizer, tiny_classifier
+
+    tok = bert_tokenizer(tmp_path / "tok")
+    return tiny_classifier("bert", tok, seed=0), tok
+
+
+@pytest.fixture
+def reviews_file(tmp_path):
+    import json
+
+    path = tmp_path / "reviews.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in REVIEWS))
+    return path
+
+
+def test_run_table12_toy(tmp_path, tiny_bert, reviews_file):
+    out = tmp_path / "t12"
+    res = P.run_table12(
+        out, model=tiny_bert, data=reviews_file, n_texts=3, n_samples_grid=(60, 30), min_tokens=8, max_tokens=20
+    )
+    assert "skipped" not in res
+    for name in ("table12.png", "table12.csv", "table12.md"):
+        assert (out / name).stat().st_size > 0
+    assert res["n_texts"] == 2  # the 4-token review is outside the window
+    assert list(res["results"]) == ["30", "60"]
+    for r in res["results"].values():
+        assert np.isfinite(r["deletion_aopc"]) and -1.0 <= r["deletion_aopc"] <= 1.0 and r["seconds"] > 0
+    rows = _rows(out / "table12.csv")
+    assert len(rows) == 2 * 3  # per text: random ranking + two budgets
+    assert {r["method"] for r in rows} == {"random", "slalom-eff"}
+    assert {r["id"] for r in rows} == {"a", "b"}
+    md = (out / "table12.md").read_text()
+    assert "SLALOM-eff lin, 30 samples" in md and "random ranking" in md
+
+    # the same classifier saved to a local folder gives the same numbers
+    folder = tmp_path / "clf"
+    tiny_bert[0].save_pretrained(folder)
+    tiny_bert[1].save_pretrained(folder)
+    again = P.run_table12(
+        tmp_path / "t12b", model=str(folder), data=reviews_file, n_texts=3, n_samples_grid=(30, 60),
+        min_tokens=8, max_tokens=20,
+    )
+    for n in ("30", "60"):
+        assert again["results"][n]["deletion_aopc"] == pytest.approx(res["results"][n]["deletion_aopc"], abs=1e-6)
+
+
+def test_run_table12_skips_without_data(tmp_path, tiny_bert):
+    res = P.run_table12(tmp_path / "t12", model=tiny_bert, data=tmp_path / "missing.jsonl")
+    assert "skipped" in res and "missing.jsonl" in res["skipped"] and res["files"] == []
+    assert not (tmp_path / "t12").exists()
+    res = P.run_table12(tmp_path / "t12", model=str(tmp_path / "no-model"), data=__file__)
+    assert "skipped" in res and "no-model" in res["skipped"]
+
+
+def test_table12_default_data_path():
+    assert P.DEFAULT_IMDB_TEST.parts[-3:] == ("shared", "data", "imdb_test.jsonl")
+    assert P.DEFAULT_IMDB_TEST.parents[2] == Path(P.__file__).resolve().parents[2]
