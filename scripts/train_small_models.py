@@ -32,6 +32,8 @@ from pathlib import Path
 
 import torch
 
+from slalom_core.paper import small_classifier
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from finetune_minilm import (  # noqa: E402  (the sibling script's helpers)
     LABELS,
@@ -56,27 +58,15 @@ def build_model(arch: str, tokenizer: object, *, layers: int, hidden: int, heads
     Example:
         >>> m = build_model("gpt2", tok, layers=2, hidden=64, heads=2, ffn=128, max_positions=128)  # doctest: +SKIP
     """
-    from transformers import (
-        BertConfig,
-        BertForSequenceClassification,
-        DistilBertConfig,
-        DistilBertForSequenceClassification,
-        GPT2Config,
-        GPT2ForSequenceClassification,
-    )
-
+    if arch not in ARCHS:
+        raise ValueError(f"unknown architecture {arch!r}; choose from {ARCHS}")
     common = dict(num_labels=2, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)}, pad_token_id=tokenizer.pad_token_id)
-    vocab = len(tokenizer)
-    if arch == "bert":
-        cfg = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=ffn, max_position_embeddings=max_positions, **common)
-        return BertForSequenceClassification(cfg)
-    if arch == "distilbert":
-        cfg = DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=ffn, max_position_embeddings=max_positions, **common)
-        return DistilBertForSequenceClassification(cfg)
     if arch == "gpt2":
-        cfg = GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads, n_inner=ffn, n_positions=max_positions, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, **common)
-        return GPT2ForSequenceClassification(cfg)
-    raise ValueError(f"unknown architecture {arch!r}; choose from {ARCHS}")
+        common.update(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+    return small_classifier(
+        arch, vocab_size=len(tokenizer), hidden_size=hidden, n_layers=layers, n_heads=heads,
+        intermediate_size=ffn, max_positions=max_positions, **common,
+    )
 
 
 def copy_minilm_embeddings(model: torch.nn.Module, minilm_path: str) -> None:

@@ -136,6 +136,48 @@ def build_classifier(spec: ModelSpec, words: Sequence[str], *, seed: int = 0):
     words = tuple(words)
     if spec.arch == "mlp":
         return _CountMLP(len(words), spec.hidden_size, spec.n_layers), None
+    tok = make_word_tokenizer(words, add_cls_sep=spec.arch != "gpt2")
+    gpt_tokens = dict(bos_token_id=None, eos_token_id=None) if spec.arch == "gpt2" else {}
+    model = small_classifier(
+        spec.arch,
+        vocab_size=len(tok),
+        hidden_size=spec.hidden_size,
+        n_layers=spec.n_layers,
+        n_heads=spec.n_heads,
+        intermediate_size=spec.intermediate_size,
+        max_positions=spec.max_len + 2,
+        dropout=spec.dropout,
+        pad_token_id=tok.pad_token_id,
+        num_labels=2,
+        **gpt_tokens,
+    )
+    return model, tok
+
+
+def small_classifier(
+    arch: str,
+    *,
+    vocab_size: int,
+    hidden_size: int,
+    n_layers: int,
+    n_heads: int,
+    intermediate_size: int,
+    max_positions: int,
+    dropout: float = 0.1,
+    **config_kwargs: object,
+) -> torch.nn.Module:
+    """A randomly initialised small BERT / DistilBERT / GPT-2 sequence classifier.
+
+    One place that maps the shared size parameters onto each family's config names (used
+    by the synthetic experiments and by ``scripts/train_small_models.py``). Extra keyword
+    arguments (``num_labels``, ``pad_token_id``, ``id2label``...) go to the config.
+
+    Example:
+        >>> m = small_classifier("bert", vocab_size=50, hidden_size=16, n_layers=1, n_heads=2,
+        ...                      intermediate_size=32, max_positions=32, num_labels=2)
+        >>> type(m).__name__
+        'BertForSequenceClassification'
+    """
     from transformers import (
         BertConfig,
         BertForSequenceClassification,
@@ -145,52 +187,29 @@ def build_classifier(spec: ModelSpec, words: Sequence[str], *, seed: int = 0):
         GPT2ForSequenceClassification,
     )
 
-    tok = make_word_tokenizer(words, add_cls_sep=spec.arch != "gpt2")
-    n_pos = spec.max_len + 2
-    common = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, num_labels=2)
-    if spec.arch == "bert":
+    if arch == "bert":
         cfg = BertConfig(
-            hidden_size=spec.hidden_size,
-            num_hidden_layers=spec.n_layers,
-            num_attention_heads=spec.n_heads,
-            intermediate_size=spec.intermediate_size,
-            hidden_dropout_prob=spec.dropout,
-            attention_probs_dropout_prob=spec.dropout,
-            max_position_embeddings=n_pos,
-            **common,
+            vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=n_layers,
+            num_attention_heads=n_heads, intermediate_size=intermediate_size,
+            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+            max_position_embeddings=max_positions, **config_kwargs,
         )
-        model = BertForSequenceClassification(cfg)
-    elif spec.arch == "distilbert":
+        return BertForSequenceClassification(cfg)
+    if arch == "distilbert":
         cfg = DistilBertConfig(
-            dim=spec.hidden_size,
-            n_layers=spec.n_layers,
-            n_heads=spec.n_heads,
-            hidden_dim=spec.intermediate_size,
-            dropout=spec.dropout,
-            attention_dropout=spec.dropout,
-            seq_classif_dropout=spec.dropout,
-            max_position_embeddings=n_pos,
-            **common,
+            vocab_size=vocab_size, dim=hidden_size, n_layers=n_layers, n_heads=n_heads,
+            hidden_dim=intermediate_size, dropout=dropout, attention_dropout=dropout,
+            seq_classif_dropout=dropout, max_position_embeddings=max_positions, **config_kwargs,
         )
-        model = DistilBertForSequenceClassification(cfg)
-    elif spec.arch == "gpt2":
+        return DistilBertForSequenceClassification(cfg)
+    if arch == "gpt2":
         cfg = GPT2Config(
-            n_embd=spec.hidden_size,
-            n_layer=spec.n_layers,
-            n_head=spec.n_heads,
-            n_inner=spec.intermediate_size,
-            n_positions=n_pos,
-            resid_pdrop=spec.dropout,
-            embd_pdrop=spec.dropout,
-            attn_pdrop=spec.dropout,
-            bos_token_id=None,
-            eos_token_id=None,
-            **common,
+            vocab_size=vocab_size, n_embd=hidden_size, n_layer=n_layers, n_head=n_heads,
+            n_inner=intermediate_size, n_positions=max_positions, resid_pdrop=dropout,
+            embd_pdrop=dropout, attn_pdrop=dropout, **config_kwargs,
         )
-        model = GPT2ForSequenceClassification(cfg)
-    else:
-        raise ValueError(f"unknown architecture {spec.arch!r}; use one of {ARCHITECTURES + ('mlp',)}")
-    return model, tok
+        return GPT2ForSequenceClassification(cfg)
+    raise ValueError(f"unknown architecture {arch!r}; use one of {ARCHITECTURES + ('mlp',)}")
 
 
 @dataclass
