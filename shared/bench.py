@@ -207,15 +207,12 @@ class BenchConfig:
         slalom_batch_size: sequences per forward pass for SLALOM-eff, whose samples are a
             few tokens long (None: ``batch_size``; SLALOM-fidel's samples are full-length
             and always use ``batch_size``).
-        bucket_lengths: experimental. Never put sequences of very different lengths in one
-            padded batch (a batch closes when a sequence is over twice as long as its
-            shortest one). The engine's batching sorts by length but fills batches up to
-            ``batch_size``, so SLALOM-eff's one full-length sequence (the text itself) pads
-            up to a whole batch of short samples; this flag measures what length buckets
-            would give. Applies to every method's model calls.
         lig_steps: integrated-gradients steps.
         slalom_batch: texts per ``explain_batch`` call for SLALOM (1: one text at a time, the
             same footing as the baselines; more: shared batches, time split evenly).
+        slalom_options: fitter options for SLALOM-eff / -fidel, passed to
+            ``explain_batch`` (e.g. ``{"sample_length": 3}``); options a fitter does not
+            take are left out for it.
         threads: ``torch.set_num_threads`` (None: leave as is).
         progress: show a tqdm bar over (text, method) runs.
     """
@@ -239,9 +236,9 @@ class BenchConfig:
     attention_field: str = "human_attention"
     batch_size: int = 64
     slalom_batch_size: int | None = None
-    bucket_lengths: bool = False
     lig_steps: int = 50
     slalom_batch: int = 1
+    slalom_options: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
     progress: bool = True
 
@@ -366,7 +363,7 @@ def select_instances(
         text = row.get("text")
         if not isinstance(text, str) or not text.strip():
             continue
-        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=fast)
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=fast, verbose=False)
         ids = list(enc["input_ids"])
         if not (min_tokens <= len(ids) <= (max_tokens if max_tokens is not None else len(ids))):
             continue
@@ -414,28 +411,13 @@ def build_nb_table(
         rows = rows[:max_docs]
     texts = [r["text"] for r in rows]
     labels = [int(r["label"]) for r in rows]
-    docs = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    docs = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
     return ev.naive_bayes_log_ratios(docs, labels, alpha=alpha)
 
 
 # ----------------------------------------------------------------------------------------
 # Running the model
 # ----------------------------------------------------------------------------------------
-
-
-class _BucketedHFClassifier(HFClassifier):
-    """``HFClassifier`` whose padded batches hold sequences of similar length only
-    (see ``BenchConfig.bucket_lengths``)."""
-
-    def _batches(self, sequences: Sequence[Sequence[int]]) -> list[list[int]]:
-        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-        batches: list[list[int]] = []
-        for i in order:
-            if batches and len(batches[-1]) < self.batch_size and len(sequences[i]) <= 2 * len(sequences[batches[-1][0]]) + 2:
-                batches[-1].append(i)
-            else:
-                batches.append([i])
-        return batches
 
 
 class _Context:
@@ -445,9 +427,8 @@ class _Context:
         self.config = config
         self.model = model
         self.tokenizer = tokenizer
-        cls = _BucketedHFClassifier if config.bucket_lengths else HFClassifier
-        self.adapter = cls(model, tokenizer, batch_size=config.batch_size)
-        self.slalom_adapter = cls(model, tokenizer, batch_size=config.slalom_batch_size or config.batch_size)
+        self.adapter = HFClassifier(model, tokenizer, batch_size=config.batch_size)
+        self.slalom_adapter = HFClassifier(model, tokenizer, batch_size=config.slalom_batch_size or config.batch_size)
         self.n_classes = _n_classes(self.adapter)
         self.evaluations = 0  # sequences sent to the model by the method being timed
         if config.removal == "delete":
@@ -570,13 +551,30 @@ def _run_slalom(ctx: _Context, insts: Sequence[Instance], method: str) -> list[t
     exps = explain_batch(
         adapter, [i.token_ids for i in insts], method=method,
         n_samples=ctx.config.n_samples, target=target, seed=ctx.config.seed,
+        **_fitter_options(method, ctx.config.slalom_options),
     )
     out = []
     for e in exps:
         scores = {name: np.asarray(e.scores(name), dtype=float) for name in _SLALOM_SCORES}
         d = e.diagnostics
-        out.append((scores, {"model_evaluations": int(d["model_evaluations"]), "heldout_r2": float(d.get("heldout_r2", float("nan")))}))
+        # Where the time went (model passes vs the engine's own work), for the tables' notes.
+        out.append((scores, {
+            "model_evaluations": int(d["model_evaluations"]),
+            "heldout_r2": float(d.get("heldout_r2", float("nan"))),
+            "model_seconds": float(d.get("model_seconds", float("nan"))),
+            "fit_seconds": float(d.get("fit_seconds", float("nan"))),
+        }))
     return out
+
+
+def _fitter_options(method: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``options`` that this fitter's constructor accepts."""
+    import inspect
+
+    from .fitting import FITTERS
+
+    params = inspect.signature(FITTERS[method].__init__).parameters
+    return {k: v for k, v in options.items() if k in params}
 
 
 class _CountingModel(torch.nn.Module):
@@ -836,7 +834,7 @@ def _evaluate(
         # A degenerate explanation (e.g. a failed fit) cannot be ranked: record nan.
         return {m: float("nan") for m in METRICS}, {"error": "non-finite scores"}
     rep = ev.faithfulness_metrics(
-        predict_target(predict, inst.target), inst.token_ids, oriented, bins=ctx.config.bins,
+        _predict_target(predict, inst.target), inst.token_ids, oriented, bins=ctx.config.bins,
         curve_fractions=ctx.config.curve_fractions, strategy=ctx.strategy,
         replacement_id=ctx.replacement_id,
     )
@@ -852,7 +850,7 @@ def _evaluate(
     return metrics, curves
 
 
-def predict_target(predict: Callable, target: int) -> Callable[[list[list[int]]], np.ndarray]:
+def _predict_target(predict: Callable, target: int) -> Callable[[list[list[int]]], np.ndarray]:
     """The metric's ``predict`` for one class from a memoised all-class predictor."""
     return lambda seqs: predict(seqs)[:, target]
 
@@ -1215,7 +1213,7 @@ def _write_outputs(config, summary, results, curves, markdown, info, skipped, er
     files["results_csv"] = str(path)
 
     path = out / "instances.csv"
-    rows = [{**r.to_dict(), "n_tokens": r.extra.get("n_tokens"), "target": r.extra.get("target")} for r in results]
+    rows = [{**r.to_dict(), **{k: v for k, v in r.extra.items() if isinstance(v, (int, float, str))}} for r in results]
     keys = list(dict.fromkeys(k for r in rows for k in r)) or ["method"]
     with path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
@@ -1264,6 +1262,7 @@ def _write_outputs(config, summary, results, curves, markdown, info, skipped, er
         files[f"{mode}_png"] = str(path)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    k = 0
     for r in summary:
         row = r["method"]
         if row not in rows_to_plot or "/value" in row:
@@ -1273,7 +1272,9 @@ def _write_outputs(config, summary, results, curves, markdown, info, skipped, er
             continue
         se = r.get("comprehensiveness_se", float("nan"))
         ax.errorbar([max(sec, 1e-4)], [aopc], yerr=None if math.isnan(se) else [se], fmt="o", capsize=3)
-        ax.annotate(row, (max(sec, 1e-4), aopc), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        # Alternate label offsets: methods of similar cost would print on top of each other.
+        ax.annotate(row, (max(sec, 1e-4), aopc), textcoords="offset points", xytext=(4, 4 if k % 2 == 0 else -11), fontsize=7)
+        k += 1
     ax.set_xscale("log")
     ax.set_xlabel("median seconds per explanation (log scale)")
     ax.set_ylabel("deletion AOPC (comprehensiveness) ↑")

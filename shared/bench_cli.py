@@ -67,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--attention-field", default="human_attention", help="per-word 0/1 field for human attention (default: human_attention)")
     p.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default: 64)")
     p.add_argument("--slalom-batch-size", type=int, default=None, help="sequences per forward pass for SLALOM-eff's short samples (default: --batch-size)")
-    p.add_argument("--bucket-lengths", action="store_true", help="experimental: padded batches hold sequences of similar length only (see BenchConfig.bucket_lengths)")
     p.add_argument("--slalom-batch", type=int, default=1, help="texts per explain_batch call for SLALOM (default 1: timed per text like the baselines)")
+    p.add_argument("--slalom-option", action="append", default=[], metavar="KEY=VALUE", help="fitter option for SLALOM-eff/-fidel, repeatable, e.g. sample_length=3")
     p.add_argument("--lig-steps", type=int, default=50, help="integrated-gradients steps (default: 50)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -99,17 +99,32 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
+def _option_value(text: str) -> object:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     """The :class:`BenchConfig` described by parsed arguments."""
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    options = {}
+    for item in args.slalom_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--slalom-option needs KEY=VALUE, got {item!r}")
+        options[key.strip()] = _option_value(value.strip())
     return BenchConfig(
         model=args.model, data=args.data, out=args.out, methods=methods, n=args.n,
         min_tokens=args.min_tokens, max_tokens=args.max_tokens, n_samples=args.n_samples,
         seed=args.seed, device=args.device, removal=args.removal, bins=tuple(args.bins),
         nb_train=args.nb_train, nb_alpha=args.nb_alpha, nb_max_docs=args.nb_max_docs,
         attention_field=args.attention_field, batch_size=args.batch_size,
-        slalom_batch_size=args.slalom_batch_size, bucket_lengths=args.bucket_lengths, slalom_batch=args.slalom_batch,
-        lig_steps=args.lig_steps, threads=args.threads, progress=not args.no_progress,
+        slalom_batch_size=args.slalom_batch_size, slalom_batch=args.slalom_batch,
+        slalom_options=options, lig_steps=args.lig_steps, threads=args.threads, progress=not args.no_progress,
     )
 
 

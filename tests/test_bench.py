@@ -12,7 +12,6 @@ import csv
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,10 +122,10 @@ def test_runner_end_to_end(bench_files, tmp_path):
 
 
 def test_batching_options_do_not_change_results(bench_files, tmp_path):
-    # explain_batch over 3 texts, and length-bucketed padding, give the per-text results.
+    # explain_batch over 3 texts, and another batch size, give the per-text results.
     runs = [
         run_benchmark(_config(bench_files, tmp_path, methods=("slalom-eff",), n=3, **kw), write=False)
-        for kw in ({}, {"slalom_batch": 3}, {"bucket_lengths": True, "slalom_batch_size": 8})
+        for kw in ({}, {"slalom_batch": 3}, {"slalom_batch_size": 8})
     ]
     base = [r.metrics["comprehensiveness"] for r in runs[0].results]
     for other in runs[1:]:
@@ -183,10 +182,12 @@ def test_cli(bench_files, tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="slalom-xai")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["bench", "--model", bench_files["model"], "--data", bench_files["data"], "--out", str(tmp_path),
-                              "--methods", "slalom-eff,random", "--n", "2", "--n-samples", "20", "--bins", "0.1,0.5", "--no-progress"])
+                              "--methods", "slalom-eff,random", "--n", "2", "--n-samples", "20", "--bins", "0.1,0.5", "--no-progress",
+                              "--slalom-option", "sample_length=3"])
     assert args.func(args) == 0
     assert "| slalom-eff/lin |" in capsys.readouterr().out
-    assert json.loads((tmp_path / "results.json").read_text())["config"]["bins"] == [0.1, 0.5]
+    saved = json.loads((tmp_path / "results.json").read_text())["config"]
+    assert saved["bins"] == [0.1, 0.5] and saved["slalom_options"] == {"sample_length": 3}
     assert bench_main(["--data", bench_files["data"], "--methods", "bogus"]) == 2
 
 
