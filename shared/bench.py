@@ -662,31 +662,29 @@ def _lime_similarity(original_inp, perturbed_inp, perturbed_interpretable_inp, *
     return torch.sqrt(torch.exp(-(d**2) / 25.0**2))
 
 
+def _captum_attribution(ctx: _Context, inst: Instance, explainer) -> tuple[Scores, dict]:
+    """Run a Captum perturbation explainer (Lime, KernelShap) the same way for both."""
+    torch.manual_seed(ctx.config.seed)
+    attr = explainer.attribute(
+        torch.tensor([inst.token_ids], dtype=torch.long),
+        baselines=_DELETED if ctx.strategy == "delete" else ctx.replacement_id,
+        n_samples=ctx.config.n_samples, perturbations_per_eval=ctx.config.batch_size,
+    )
+    return {"attribution": attr.detach().double().numpy().reshape(-1)}, {}
+
+
 def _run_lime(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     from captum._utils.models.linear_model import SkLearnRidge
     from captum.attr import Lime
 
     lime = Lime(_perturbation_forward(ctx, inst), interpretable_model=SkLearnRidge(alpha=1.0), similarity_func=_lime_similarity)
-    torch.manual_seed(ctx.config.seed)
-    attr = lime.attribute(
-        torch.tensor([inst.token_ids], dtype=torch.long),
-        baselines=_DELETED if ctx.strategy == "delete" else ctx.replacement_id,
-        n_samples=ctx.config.n_samples, perturbations_per_eval=ctx.config.batch_size,
-    )
-    return {"attribution": attr.detach().double().numpy().reshape(-1)}, {}
+    return _captum_attribution(ctx, inst, lime)
 
 
 def _run_kernelshap(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     from captum.attr import KernelShap
 
-    ks = KernelShap(_perturbation_forward(ctx, inst))
-    torch.manual_seed(ctx.config.seed)
-    attr = ks.attribute(
-        torch.tensor([inst.token_ids], dtype=torch.long),
-        baselines=_DELETED if ctx.strategy == "delete" else ctx.replacement_id,
-        n_samples=ctx.config.n_samples, perturbations_per_eval=ctx.config.batch_size,
-    )
-    return {"attribution": attr.detach().double().numpy().reshape(-1)}, {}
+    return _captum_attribution(ctx, inst, KernelShap(_perturbation_forward(ctx, inst)))
 
 
 def _run_partition(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:

@@ -16,3 +16,14 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 @pytest.fixture(scope="session")
 def tok_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("tokenizers")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Training tests on 1 thread: faster than 2 on a shared 2-core machine, and stable."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

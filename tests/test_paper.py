@@ -16,12 +16,7 @@ from slalom_core import synthetic as syn
 TOY_TRAIN = dict(epochs=1, samples_per_epoch=60, batch_size=20)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _rows(path: Path) -> list[dict]:

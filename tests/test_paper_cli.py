@@ -5,17 +5,11 @@ from __future__ import annotations
 import csv
 
 import pytest
-import torch
 
 from slalom_core import cli, paper_cli
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_parser_knows_every_experiment():
