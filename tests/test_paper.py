@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from slalom_core import paper as P
 from slalom_core import synthetic as syn
