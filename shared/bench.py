@@ -11,6 +11,8 @@ Methods (``--methods`` keys; a row per score in the tables):
 ``slalom-eff``      this engine, short random samples (rows ``/value``, ``/importance``,
                     ``/lin``, ``/removal``: one fit gives all four)
 ``slalom-fidel``    this engine, deletions from the full text (same four rows)
+``slalom-ana``      this engine, the analytical 2U − 1 design (each unit alone, then each
+                    with one reference unit); ignores ``n_samples``
 ``reference``       PyPI ``slalom-explanations`` 0.1.2 (the authors' code, SLALOM-eff);
                     optional: skipped with a message when not installed
 ``lime``            ``captum.attr.Lime``, LIME-package style: ridge (alpha 1) on the binary
@@ -137,6 +139,7 @@ METHODS: dict[str, MethodInfo] = {
     for m in (
         MethodInfo("slalom-eff", "slalom-eff", "slalom", _SLALOM_SCORES, frozenset({"importance"}), "n_samples short random sequences"),
         MethodInfo("slalom-fidel", "slalom-fidel", "slalom", _SLALOM_SCORES, frozenset({"importance"}), "n_samples deletions from the full text"),
+        MethodInfo("slalom-ana", "slalom-ana", "slalom", _SLALOM_SCORES, frozenset({"importance"}), "2U-1 evaluations, whatever n_samples says"),
         MethodInfo("reference", "reference-eff", "reference", _SLALOM_SCORES, frozenset({"importance"}), "n_samples (slalom-explanations 0.1.2 defaults otherwise)"),
         MethodInfo("lime", "captum-lime", "captum", ("attribution",), frozenset(), "n_samples perturbations"),
         MethodInfo("kernelshap", "captum-kernelshap", "captum", ("attribution",), frozenset(), "n_samples perturbations"),
@@ -547,7 +550,8 @@ def _run_slalom(ctx: _Context, insts: Sequence[Instance], method: str) -> list[t
     if not ctx.binary and len({i.target for i in insts}) > 1:
         # One-vs-rest targets differ per text: a batch needs one target; run singly.
         return [r for inst in insts for r in _run_slalom(ctx, [inst], method)]
-    adapter = ctx.slalom_adapter if method == "eff" else ctx.adapter
+    # eff and ana send short sequences: they get the short-sample batch size.
+    adapter = ctx.slalom_adapter if method in ("eff", "ana") else ctx.adapter
     exps = explain_batch(
         adapter, [i.token_ids for i in insts], method=method,
         n_samples=ctx.config.n_samples, target=target, seed=ctx.config.seed,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize  # imported once here, not inside every fit (~0.5 s)
 
-from .sampling import deletion_neighbourhood, short_sequences, split_holdout
+from .sampling import balanced_sequences, deletion_neighbourhood, short_sequences, split_holdout
 from .surrogate import normalise_importance
 
 __all__ = [
@@ -431,11 +431,21 @@ class _SampledFitter(Fitter):
         return FitResult(value, normalise_importance(imp), diag)
 
 
+_EFF_DESIGNS = {"random": short_sequences, "balanced": balanced_sequences}
+
+
 class EffFitter(_SampledFitter):
     """SLALOM-eff (App. D, Algorithm 1): short random sequences, gradient descent.
 
     Args:
         sample_length: units per sample (the paper uses 2).
+        design: "random" (the paper's: units drawn uniformly with replacement) or
+            "balanced" (every unit in the same number of samples, ±1; see
+            :func:`~slalom_core.sampling.balanced_sequences`).
+        singletons: spend the first U samples on each unit alone. A one-unit sample is
+            the shortest forward pass there is and measures the unit's value directly
+            (G([u]) = v_u under the surrogate), leaving the rest of the budget to pin down
+            the importances.
         solver: "lbfgs" (default) or "adam", see :func:`fit_gradient`.
         l2_importance, l2_value: ridge weights, see :func:`fit_gradient`.
         tol: relative improvement (in units of the targets' variance) at which to stop.
@@ -444,18 +454,24 @@ class EffFitter(_SampledFitter):
 
     name = "eff"
 
-    def __init__(self, sample_length: int = 2, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-7, learning_rate: float = 0.05, l2_importance: float = 1e-3, l2_value: float = 1e-3) -> None:
+    def __init__(self, sample_length: int = 2, design: str = "random", singletons: bool = False, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-7, learning_rate: float = 0.05, l2_importance: float = 1e-3, l2_value: float = 1e-3) -> None:
         super().__init__(holdout_fraction, max_iter, tol)
         if solver not in ("lbfgs", "adam"):
             raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
+        if design not in _EFF_DESIGNS:
+            raise ValueError(f"unknown design {design!r}; choose one of {sorted(_EFF_DESIGNS)}")
         self.sample_length = int(sample_length)
+        self.design_name = design
+        self.singletons = bool(singletons)
         self.solver = solver
         self.learning_rate = learning_rate
         self.l2_importance = l2_importance
         self.l2_value = l2_value
 
     def design(self, rng, position_units, n_units, n_samples):
-        return short_sequences(rng, n_units, n_samples, self.sample_length)
+        singles = [np.array([u]) for u in range(n_units)] if self.singletons else []
+        rest = _EFF_DESIGNS[self.design_name](rng, n_units, n_samples - len(singles), self.sample_length)
+        return singles + rest
 
     def solve(self, samples, y, n_units, init):
         idx, mask = pad_sequences(samples)

@@ -33,7 +33,7 @@ TEXTS = [
     ("best film , great fun and very good story", 1),
 ]
 SENTIMENT = {"great", "loved", "boring", "awful", "hated", "good", "bad", "worst", "best", "fun"}
-FAST_METHODS = ("slalom-eff", "slalom-fidel", "lime", "kernelshap", "partition", "lig", "ixg", "saliency", "random")
+FAST_METHODS = ("slalom-eff", "slalom-fidel", "slalom-ana", "lime", "kernelshap", "partition", "lig", "ixg", "saliency", "random")
 
 
 @pytest.fixture(scope="module")

@@ -59,6 +59,33 @@ def test_sampled_fits_reach_high_heldout_r2(method, vocab, n_classes):
         assert np.corrcoef(exp.value.ravel(), true_v.ravel())[0, 1] > 0.99
 
 
+@pytest.mark.parametrize("design,singletons", [("balanced", False), ("random", True), ("balanced", True)])
+def test_eff_designs_fit_a_true_slalom(design, singletons):
+    v, s = random_slalom(40, seed=11)
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    ids = text_over(40, 60, seed=3)
+    exp = sc.explain(model, ids, method="eff", n_samples=400, seed=0, design=design, singletons=singletons)
+    assert exp.diagnostics["heldout_r2"] >= 0.99, exp.diagnostics
+    assert exp.diagnostics["model_evaluations"] == 401
+    pos_ids = np.array([t[0] for t in exp.token_ids])
+    assert np.corrcoef(exp.value, v[pos_ids])[0, 1] > 0.99
+
+
+def test_eff_design_layouts():
+    rng = np.random.default_rng(0)
+    fitter = sc.get_fitter("eff", design="balanced", singletons=True)
+    samples = fitter.design(rng, np.arange(7), 7, 50)
+    assert len(samples) == 50
+    # the first U samples are the units alone, in order; the rest are pairs
+    assert [s.tolist() for s in samples[:7]] == [[u] for u in range(7)]
+    assert all(len(s) == 2 for s in samples[7:])
+    # balanced: 43 pairs = 86 slots over 7 units -> 12 or 13 each
+    counts = np.bincount(np.concatenate(samples[7:]), minlength=7)
+    assert counts.min() >= 12 and counts.max() <= 13
+    with pytest.raises(ValueError, match="unknown design"):
+        sc.get_fitter("eff", design="sobol")
+
+
 def test_adam_solver_also_fits():
     v, s = random_slalom(15, seed=3)
     exp = sc.explain(sc.TorchClassifier(SlalomModel(v, s)), text_over(15, 30, 0), method="eff", solver="adam", max_iter=3000, n_samples=600, seed=0)
