@@ -509,7 +509,7 @@ class _Context:
     def forward_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Differentiable logits for full sequences (special tokens included); counted."""
         self.evaluations += int(input_ids.shape[0])
-        out = self.adapter._forward(input_ids, attention_mask)
+        out = self.adapter.forward(input_ids, attention_mask)
         if hasattr(out, "logits"):
             out = out.logits
         elif isinstance(out, (tuple, list)):

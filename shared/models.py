@@ -275,7 +275,18 @@ class _TorchModelMixin:
             real = n
         return batches
 
-    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+        """One raw call of the wrapped model on full rows (special tokens included).
+
+        No batching, padding, gradient switch or output conversion: the model's own output
+        (e.g. a ``SequenceClassifierOutput``) comes back, differentiable. Evaluation code
+        uses it to run gradient baselines through exactly the call the engine makes
+        (token-type ids included), inside :meth:`session`.
+
+        Example:
+            >>> with clf.session():  # doctest: +SKIP
+            ...     logits = clf.forward(ids, torch.ones_like(ids)).logits
+        """
         raise NotImplementedError
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -300,7 +311,7 @@ class _TorchModelMixin:
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                out = _to_2d_float64(self._forward(ids.to(device), mask.to(device)))
+                out = _to_2d_float64(self.forward(ids.to(device), mask.to(device)))
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
@@ -353,7 +364,7 @@ class TorchClassifier(_TorchModelMixin, ModelAdapter):
         self.device = device
         self.equal_length_batches = not pads_safely
 
-    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         return self.forward_func(input_ids, attention_mask)
 
 
@@ -449,7 +460,7 @@ class HFClassifier(_TorchModelMixin, ModelAdapter):
             finally:
                 cfg.pad_token_id = None
 
-    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self._wants_token_types:
             # A single text is segment 0 throughout.

@@ -27,6 +27,10 @@ def test_engine_logits_equal_model_logits(family):
         with torch.no_grad():
             want = model(**enc).logits[0].double()
         torch.testing.assert_close(row, want, atol=1e-5, rtol=1e-5)
+        # the public raw call (used by the gradient baselines) is the same model call
+        with adapter.session():
+            raw = adapter.forward(enc["input_ids"], enc["attention_mask"]).logits[0].double()
+        torch.testing.assert_close(raw, want, atol=1e-5, rtol=1e-5)
 
 
 def test_special_tokens_read_from_tokenizer(tok_dir):
