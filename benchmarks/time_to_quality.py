@@ -20,6 +20,7 @@ import csv
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -53,8 +54,11 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
 
 def _row(res, label: str, score: str) -> dict:
     by = {r["method"]: r for r in res.summary}
-    r = by[f"{label}/{score}"]
+    row = f"{label}/{score}"
+    r = by[row]
+    r2 = [x.extra.get("heldout_r2", float("nan")) for x in res.results if x.method == row]
     return {
+        "heldout_r2": float(np.nanmedian(r2)) if r2 and not np.all(np.isnan(r2)) else float("nan"),
         "aopc": r["comprehensiveness_mean"],
         "se": r["comprehensiveness_se"],
         "seconds": r["seconds_median"],
@@ -95,7 +99,7 @@ def main() -> None:
         row = {"design": name, "n_samples": n_samples, **_row(res, label, args.score)}
         rows.append(row)
         print(f"{name:<22}{n_samples:>6}  AOPC {row['aopc']:.3f} ± {row['se']:.3f}  "
-              f"{row['seconds']:.3f} s  {row['evals']:.0f} evals", flush=True)
+              f"{row['seconds']:.3f} s  {row['evals']:.0f} evals  held-out R² {row['heldout_r2']:.3f}", flush=True)
 
     budgets = [int(b) for b in args.budgets.split(",") if b]
     for b in [int(x) for x in args.reference_samples.split(",") if x]:
@@ -111,9 +115,9 @@ def main() -> None:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    lines = [f"| design | samples | deletion AOPC ({args.score}) | s / explanation (median) | model evals |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {r['design']} | {r['n_samples']} | {r['aopc']:.3f} ± {r['se']:.3f} | {r['seconds']:.3f} | {r['evals']:.0f} |" for r in rows]
+    lines = [f"| design | samples | deletion AOPC ({args.score}) | s / explanation (median) | model evals | held-out R² (median) |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['design']} | {r['n_samples']} | {r['aopc']:.3f} ± {r['se']:.3f} | {r['seconds']:.3f} | {r['evals']:.0f} | {r['heldout_r2']:.3f} |" for r in rows]
     (out / "time_to_quality.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -137,6 +137,7 @@ def fit_gradient(
     learning_rate: float = 0.05,
     l2_importance: float = 1e-3,
     l2_value: float = 1e-3,
+    prior_sd: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Minimise the MSE between SLALOM and the targets by gradient descent.
 
@@ -151,6 +152,11 @@ def fit_gradient(
         l2_importance: weight of a ridge penalty ``l2 · mean(s²)`` that keeps weakly
             identified importances from drifting (0 disables it).
         l2_value: the same for values, ``l2 · mean(v²) / var(y)``.
+        prior_sd: if given, replaces ``l2_importance`` by a Gaussian prior s ~ N(0, prior_sd²)
+            with the noise variance profiled out: the objective becomes
+            ``log(MSE) + Σ s² / (n · prior_sd²)`` (n samples), the negative log posterior
+            up to constants. Its pull on s grows with the residual noise and fades with
+            more samples, so noisy fits are shrunk and exact data is still fitted exactly.
 
     Returns:
         value (U, K), importance (U,), and a dict with "iterations", "converged", "loss".
@@ -171,6 +177,7 @@ def fit_gradient(
     # The objective is the MSE in units of the targets' variance (1 − R² on the samples), so
     # that ``tol`` means the same for models with large or small log-odds.
     scale = 1.0 / max(float(np.var(y)), 1e-12)
+    n_samples = y.shape[0]
 
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
         value, imp = unpack(theta)
@@ -181,13 +188,19 @@ def fit_gradient(
         # A weak ridge on s: with few samples a unit seen only beside one partner can
         # trade an ever larger importance against its value without changing the fit;
         # the ridge picks the smallest such s instead of letting it run off.
-        loss += l2_importance * float(imp @ imp) / n_units
-        gs = gs + 2.0 * l2_importance * imp / n_units
         # Likewise for values (in units of the targets' variance): a unit whose weight is
         # tiny next to its partners barely moves F, so its value would wander.
         loss += l2_value * scale * float(np.sum(value * value)) / value.size
         gv = gv + 2.0 * l2_value * scale * value / value.size
-        return loss, np.concatenate([gv.ravel(), gs])
+        if prior_sd is None:
+            loss += l2_importance * float(imp @ imp) / n_units
+            gs = gs + 2.0 * l2_importance * imp / n_units
+            return loss, np.concatenate([gv.ravel(), gs])
+        # Profiled noise: d log(L) = dL / L. The floor keeps exact fits finite.
+        floor = loss + 1e-12
+        prior = 1.0 / (n_samples * prior_sd**2)
+        grad = np.concatenate([gv.ravel() / floor, gs / floor + 2.0 * prior * imp])
+        return float(np.log(floor)) + prior * float(imp @ imp), grad
 
     theta0 = np.concatenate([value0.ravel(), imp0])
     if solver == "lbfgs":
@@ -201,6 +214,8 @@ def fit_gradient(
     else:
         raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
     value, imp = unpack(theta)
+    # Report the plain MSE, whatever the objective was.
+    info["loss"] = float(_loss_grad(idx, mask, y, value, imp)[0])
     return value, imp, info
 
 
@@ -447,15 +462,28 @@ class EffFitter(_SampledFitter):
             (G([u]) = v_u under the surrogate), leaving the rest of the budget to pin down
             the importances.
         solver: "lbfgs" (default) or "adam", see :func:`fit_gradient`.
-        l2_importance, l2_value: ridge weights, see :func:`fit_gradient`.
+        l2_importance: "auto" (default): a Gaussian prior on s with standard deviation
+            ``prior_sd`` and the noise variance profiled out (see :func:`fit_gradient`); its
+            pull on s grows with the residual noise and fades as samples accumulate. Or a
+            number: a fixed ridge weight (1e-3 was the default before; 0 disables it). Short
+            samples identify s only weakly and a nearly unregularised fit overfits them (see
+            docs/results.md, Table C, for the held-out R² and AOPC of both).
+        prior_sd: the prior's standard deviation of s, for ``l2_importance="auto"``.
+        l2_value: ridge weight on v, see :func:`fit_gradient`.
         tol: relative improvement (in units of the targets' variance) at which to stop.
         holdout_fraction: share of samples kept aside to report held-out MSE/R².
     """
 
     name = "eff"
 
-    def __init__(self, sample_length: int = 2, design: str = "random", singletons: bool = False, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-7, learning_rate: float = 0.05, l2_importance: float = 1e-3, l2_value: float = 1e-3) -> None:
+    def __init__(self, sample_length: int = 2, design: str = "random", singletons: bool = False, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-7, learning_rate: float = 0.05, l2_importance: float | str = "auto", prior_sd: float = 0.25, l2_value: float = 1e-3) -> None:
         super().__init__(holdout_fraction, max_iter, tol)
+        if isinstance(l2_importance, str) and l2_importance != "auto":
+            raise ValueError(f"l2_importance must be a number or 'auto', got {l2_importance!r}")
+        if not isinstance(l2_importance, str) and not l2_importance >= 0:
+            raise ValueError(f"l2_importance must be >= 0, got {l2_importance!r}")
+        if not prior_sd > 0:
+            raise ValueError(f"prior_sd must be > 0, got {prior_sd!r}")
         if solver not in ("lbfgs", "adam"):
             raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
         if design not in _EFF_DESIGNS:
@@ -466,6 +494,7 @@ class EffFitter(_SampledFitter):
         self.solver = solver
         self.learning_rate = learning_rate
         self.l2_importance = l2_importance
+        self.prior_sd = float(prior_sd)
         self.l2_value = l2_value
 
     def design(self, rng, position_units, n_units, n_samples):
@@ -475,7 +504,9 @@ class EffFitter(_SampledFitter):
 
     def solve(self, samples, y, n_units, init):
         idx, mask = pad_sequences(samples)
-        return fit_gradient(idx, mask, y, n_units, init=init, solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate, l2_importance=self.l2_importance, l2_value=self.l2_value)
+        auto = self.l2_importance == "auto"
+        return fit_gradient(idx, mask, y, n_units, init=init, solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate,
+                            l2_importance=0.0 if auto else float(self.l2_importance), prior_sd=self.prior_sd if auto else None, l2_value=self.l2_value)
 
 
 class FidelFitter(_SampledFitter):
