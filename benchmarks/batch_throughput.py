@@ -56,7 +56,7 @@ def main() -> None:
     adapter = sc.HFClassifier(model, tok, batch_size=args.batch_size)
     sc.explain(adapter, texts[0], method=args.method, n_samples=200, seed=0)  # warm-up
     print(f"{len(texts)} texts, {args.n_samples} samples, method {args.method}, "
-          f"batch size {args.batch_size}, torch threads {torch.get_num_threads()}, device {adapter.device}")
+          f"batch size {args.batch_size}, torch threads {torch.get_num_threads()}, device {next(model.parameters()).device}")
 
     t0 = time.perf_counter()
     single = [sc.explain(adapter, t, method=args.method, n_samples=args.n_samples, seed=0) for t in texts]
