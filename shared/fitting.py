@@ -185,14 +185,14 @@ def fit_gradient(
         loss, gv, gs = loss * scale, gv * scale, gs * scale
         if centre:
             gv = gv - gv.mean(axis=1, keepdims=True)
-        # A weak ridge on s: with few samples a unit seen only beside one partner can
-        # trade an ever larger importance against its value without changing the fit;
-        # the ridge picks the smallest such s instead of letting it run off.
-        # Likewise for values (in units of the targets' variance): a unit whose weight is
-        # tiny next to its partners barely moves F, so its value would wander.
+        # A weak ridge on values (in units of the targets' variance): a unit whose weight
+        # is tiny next to its partners barely moves F, so its value would wander.
         loss += l2_value * scale * float(np.sum(value * value)) / value.size
         gv = gv + 2.0 * l2_value * scale * value / value.size
         if prior_sd is None:
+            # A ridge on s: with few samples a unit seen only beside one partner can trade
+            # an ever larger importance against its value without changing the fit; the
+            # ridge picks the smallest such s instead of letting it run off.
             loss += l2_importance * float(imp @ imp) / n_units
             gs = gs + 2.0 * l2_importance * imp / n_units
             return loss, np.concatenate([gv.ravel(), gs])
