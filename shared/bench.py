@@ -628,6 +628,8 @@ def _reference_check(ctx: _Context) -> None:
 
 
 def _run_reference(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
+    # The reference package's only public explainer class (its spelling): benchmarking the
+    # authors' implementation means calling it, so its name appears here.
     from slalom_explanations import SLALOMLocalExplanantions
 
     dev = str(ctx.device)
@@ -1196,6 +1198,16 @@ def _plot_rows(rows: Sequence[str]) -> list[str]:
     return keep
 
 
+def _write_dict_csv(path: Path, rows: Sequence[dict]) -> str:
+    """Rows of dicts as CSV; the columns are every key in first-seen order."""
+    keys = list(dict.fromkeys(k for r in rows for k in r)) or ["method"]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    return str(path)
+
+
 def _write_outputs(config, summary, results, curves, markdown, info, skipped, errors, instances) -> dict[str, str]:
     import matplotlib
 
@@ -1206,22 +1218,9 @@ def _write_outputs(config, summary, results, curves, markdown, info, skipped, er
     out.mkdir(parents=True, exist_ok=True)
     files = {}
 
-    path = out / "results.csv"
-    keys = list(dict.fromkeys(k for r in summary for k in r))
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
-        w.writerows(summary)
-    files["results_csv"] = str(path)
-
-    path = out / "instances.csv"
+    files["results_csv"] = _write_dict_csv(out / "results.csv", summary)
     rows = [{**r.to_dict(), **{k: v for k, v in r.extra.items() if isinstance(v, (int, float, str))}} for r in results]
-    keys = list(dict.fromkeys(k for r in rows for k in r)) or ["method"]
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-    files["instances_csv"] = str(path)
+    files["instances_csv"] = _write_dict_csv(out / "instances.csv", rows)
 
     path = out / "results.md"
     path.write_text("# Benchmark results\n\n" + markdown)
