@@ -512,6 +512,28 @@ def _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads) -> 
     )
 
 
+def _trained_runs(spec: ModelSpec, sampler: Sampler, *, n_runs: int, seed: int, train: dict, **options) -> Iterator[tuple[int, int, SyntheticClassifier]]:
+    """(run, run seed, trained model) for each of ``n_runs`` independent trainings of ``spec``.
+
+    Every experiment repeats a model with seeds ``seed + 1000 · run``, so that adding runs
+    keeps the earlier ones (and the training cache) unchanged.
+    """
+    for run in range(n_runs):
+        run_seed = seed + 1000 * run
+        yield run, run_seed, train_classifier(spec, sampler, seed=run_seed, **options, **train)
+
+
+def _runs_phrase(n_runs: int) -> str:
+    return f"{n_runs} run(s){', mean ± s.e.' if n_runs > 1 else ''}"
+
+
+def _identity_scatter(ax, x: np.ndarray, y: np.ndarray, *, size: float, lims: tuple[float, float] | None = None, **scatter) -> None:
+    """Scatter y against x over the dashed identity line (limits: both arrays, or ``lims``)."""
+    lo, hi = lims if lims is not None else (float(min(x.min(), y.min())), float(max(x.max(), y.max())))
+    ax.plot([lo, hi], [lo, hi], "--k", linewidth=1)
+    ax.scatter(x, y, s=size, **scatter)
+
+
 def _repeat_word_sequences(word_index: int, k_max: int) -> list[np.ndarray]:
     return [np.full(k, word_index, dtype=np.int64) for k in range(1, k_max + 1)]
 
@@ -676,15 +698,8 @@ def run_fig4ab(
             spec = ModelSpec(arch=arch, n_layers=n_layers, hidden_size=hidden_size, n_heads=n_heads)
             per_run = {s: [] for s in SURROGATES}
             label = None
-            for run in range(n_runs):
-                run_seed = seed + 1000 * run
-                clf = train_classifier(
-                    spec,
-                    _linear_sampler(),
-                    seed=run_seed,
-                    cache_key=("linear",),
-                    **_training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads),
-                )
+            train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
+            for run, run_seed, clf in _trained_runs(spec, _linear_sampler(), n_runs=n_runs, seed=seed, train=train, cache_key=("linear",)):
                 label = clf.label
                 rng = np.random.default_rng([run_seed, 4])
                 fit = sample_linear_dataset(n_fit, rng)
@@ -717,7 +732,7 @@ def run_fig4ab(
     md = (
         f"Held-out MSE (×100) of surrogates fitted to the transformers' log-odds on {n_fit} "
         f"fresh samples of the linear data set, evaluated on {n_test} new samples "
-        f"({n_runs} run(s){', mean ± s.e.' if n_runs > 1 else ''}).\n\n"
+        f"({_runs_phrase(n_runs)}).\n\n"
         + _markdown(["model", "linear", "GAM", "SLALOM"], md_rows)
     )
     (out / "table6.md").write_text(md)
@@ -729,12 +744,12 @@ def run_fig4ab(
         fig, axes = _figure(len(arch_list), 3, (9.0, 3.0 * len(arch_list)))
         for r, arch in enumerate(arch_list):
             d = first_of_arch[arch]
-            lo = float(min(d["y_test"].min(), *(p.min() for p in d["preds"].values())))
-            hi = float(max(d["y_test"].max(), *(p.max() for p in d["preds"].values())))
+            # one range per row, so the three surrogates of a model share their axes
+            lims = (float(min(d["y_test"].min(), *(p.min() for p in d["preds"].values()))),
+                    float(max(d["y_test"].max(), *(p.max() for p in d["preds"].values()))))
             for c, s in enumerate(SURROGATES):
                 ax = axes[r, c]
-                ax.plot([lo, hi], [lo, hi], "--k", linewidth=1)
-                ax.scatter(d["y_test"], d["preds"][s], s=3, alpha=0.5)
+                _identity_scatter(ax, d["y_test"], d["preds"][s], size=3, lims=lims, alpha=0.5)
                 ax.set_xlabel(f"log-odds ({d['label']})")
                 ax.set_ylabel(f"fitted {SURROGATE_LABELS[s]}")
                 ax.set_title(f"{SURROGATE_LABELS[s]}: MSE={_mse(d['preds'][s], d['y_test']):.3f}", fontsize="medium")
@@ -808,16 +823,9 @@ def run_fig4cd(
             keys = _T7_KEYS + _T8_KEYS
             per_run = {k: [] for k in keys}
             label = None
-            for run in range(n_runs):
-                run_seed = seed + 1000 * run
-                clf = train_classifier(
-                    spec,
-                    _slalom_sampler(vocab, max_len),
-                    seed=run_seed,
-                    cache_key=("slalom", n_words, max_len, vocab_seed),
-                    soft_labels=soft_labels,
-                    **_training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads),
-                )
+            train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
+            for run, run_seed, clf in _trained_runs(spec, _slalom_sampler(vocab, max_len), n_runs=n_runs, seed=seed, train=train,
+                                                    cache_key=("slalom", n_words, max_len, vocab_seed), soft_labels=soft_labels):
                 label = clf.label
                 rng = np.random.default_rng([run_seed, 7])
                 fit = sample_slalom_dataset(n_fit, rng, vocab=vocab, max_len=max_len)
@@ -849,7 +857,7 @@ def run_fig4cd(
     n7 = 3 + len(_T7_KEYS)
     _write_csv(out / "table7.csv", ["arch", "layers", "run", *_T7_KEYS], [r[:n7] for r in rows])
     _write_csv(out / "table8.csv", ["arch", "layers", "run", *_T8_KEYS], [r[:3] + r[n7:] for r in rows])
-    note = f"({n_runs} run(s){', mean ± s.e.' if n_runs > 1 else ''}; |V| = {n_words}, lengths uniform in [1, {max_len}])"
+    note = f"({_runs_phrase(n_runs)}; |V| = {n_words}, lengths uniform in [1, {max_len}])"
     md7 = (
         f"Logit-space MSE (×100) of the SLALOM fitted post hoc to transformers trained on SLALOM data, "
         f"on {n_test} held-out samples {note}.\n\n"
@@ -879,9 +887,7 @@ def run_fig4cd(
     if first is not None:
         fig, axes = _figure(1, 3, (10.0, 3.2))
         ax = axes[0, 0]
-        lo, hi = float(min(first["y_test"].min(), first["pred"].min())), float(max(first["y_test"].max(), first["pred"].max()))
-        ax.plot([lo, hi], [lo, hi], "--k", linewidth=1)
-        ax.scatter(first["y_test"], first["pred"], s=6)
+        _identity_scatter(ax, first["y_test"], first["pred"], size=6)
         ax.set_xlabel(f"log-odds ({first['label']})")
         ax.set_ylabel("recovered SLALOM")
         ax.set_title("(c) recovering log-odds", fontsize="medium")
@@ -889,9 +895,7 @@ def run_fig4cd(
             (axes[0, 1], "values v", vocab.value, first["sur"].value),
             (axes[0, 2], "importances s", vocab.importance, first["sur"].importance),
         ):
-            lo, hi = float(min(true.min(), est.min())), float(max(true.max(), est.max()))
-            ax.plot([lo, hi], [lo, hi], "--k", linewidth=1)
-            ax.scatter(true, est, s=8)
+            _identity_scatter(ax, true, est, size=8)
             ax.set_xlabel(f"true {name}")
             ax.set_ylabel(f"recovered {name}")
             ax.set_title(f"(d) {name}", fontsize="medium")
@@ -955,16 +959,9 @@ def run_fig9(
     for sweep, n_words, max_len in settings:
         vocab = full.first(n_words)
         spec = ModelSpec(arch=arch, n_layers=n_layers, hidden_size=hidden_size, n_heads=n_heads, max_len=max(max_len, 2))
-        for run in range(n_runs):
-            run_seed = seed + 1000 * run
-            clf = train_classifier(
-                spec,
-                _slalom_sampler(vocab, max_len),
-                seed=run_seed,
-                cache_key=("slalom", n_words, max_len, vocab_seed),
-                soft_labels=soft_labels,
-                **_training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads),
-            )
+        train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
+        for run, run_seed, clf in _trained_runs(spec, _slalom_sampler(vocab, max_len), n_runs=n_runs, seed=seed, train=train,
+                                                cache_key=("slalom", n_words, max_len, vocab_seed), soft_labels=soft_labels):
             rng = np.random.default_rng([run_seed, 9, n_words, max_len])
             test = sample_slalom_dataset(n_test, rng, vocab=vocab, max_len=max_len)
             fitted: dict[str, SlalomSurrogate] = {}
