@@ -11,9 +11,9 @@ Example:
     >>> exp.value, exp.importance, exp.lin  # doctest: +SKIP
 """
 
-from .api import DEFAULT_N_SAMPLES, explain, explain_batch
+from .api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, SlalomFitWarning, explain, explain_batch
 from .explanation import SlalomExplanation
-from .fitting import FITTERS, AnaFitter, EffFitter, FidelFitter, Fitter, FitResult, fit_als, fit_gradient, get_fitter
+from .fitting import FITTERS, AnaFitter, EffFitter, FidelFitter, Fitter, FitResult, fit_als, fit_gradient, get_fitter, laplace_standard_errors
 from .link import OUTPUT_KINDS, OutputLink
 from .models import (
     HFClassifier,
@@ -34,6 +34,8 @@ __all__ = [
     "explain",
     "explain_batch",
     "DEFAULT_N_SAMPLES",
+    "SlalomFitWarning",
+    "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
     "SlalomSurrogate",
     "SCORE_NAMES",
@@ -56,4 +58,5 @@ __all__ = [
     "get_fitter",
     "fit_gradient",
     "fit_als",
+    "laplace_standard_errors",
 ]

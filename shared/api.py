@@ -7,18 +7,19 @@ shared batches, converts raw outputs to log-odds (:mod:`.link`) and assembles th
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from .explanation import SlalomExplanation
-from .fitting import Fitter, get_fitter
+from .fitting import FitResult, Fitter, get_fitter
 from .link import OutputLink
 from .models import ModelAdapter, Segmentation, as_adapter
 from .surrogate import SlalomSurrogate
 
-__all__ = ["explain", "explain_batch", "DEFAULT_N_SAMPLES"]
+__all__ = ["explain", "explain_batch", "DEFAULT_N_SAMPLES", "SlalomFitWarning", "FULL_TEXT_GAP_BOUND", "MIN_HELDOUT_R2"]
 
 DEFAULT_N_SAMPLES = 1000
 
@@ -73,20 +74,22 @@ def explain_batch(
     n_samples: int = DEFAULT_N_SAMPLES,
     target: int | None = None,
     output: str = "logits",
+    reference: ReferenceOption = "empty",
+    multiclass: str = "joint",
     granularity: str = "token",
     seed: int | None = None,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     gamma: float = 0.0,
-    empty_value: float = 0.0,
     show_progress: ProgressOption = False,
     **method_options,
 ) -> list[SlalomExplanation]:
     """Explain several texts; their model calls share batches.
 
     Each text gets the random stream of ``seed``, so ``explain_batch(m, texts, seed=s)[i]``
-    equals ``explain(m, texts[i], seed=s)`` up to floating-point effects of batching.
-    Arguments are those of :func:`explain`.
+    is ``explain(m, texts[i], seed=s)`` up to floating-point effects of batching (the fits
+    are unique optima, so these stay within the fit's tolerance). The input with no tokens
+    is scored once for all texts. Arguments are those of :func:`explain`.
 
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
@@ -97,9 +100,11 @@ def explain_batch(
     fitter = get_fitter(method, **method_options)
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    fixed_reference = _check_reference(reference)
     if seed is None:
-        # Record the seed actually used so that any explanation can be reproduced.
-        seed = int(np.random.SeedSequence().entropy % (2**31))
+        # Drawn from torch's global generator, as Captum does, so that torch.manual_seed
+        # reproduces; recorded so that any explanation can be reproduced on its own.
+        seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
 
     plans = []
     for t in texts:
@@ -117,100 +122,198 @@ def explain_batch(
     if not plans:
         return []
 
-    link: OutputLink | None = None
-    results: list[SlalomExplanation | None] = [None] * len(plans)
-    model_outputs: list[np.ndarray | None] = [None] * len(plans)
+    results: list[FitResult | None] = [None] * len(plans)
     with adapter.session():
-        gens = [fitter.run(np.random.default_rng(seed), p.position_units, len(p.units), n_samples) for p in plans]
+        # Round zero: every full text (the outputs being explained) and, once for all, the
+        # input with no tokens (the default reference point).
+        empty = adapter.empty_sequence() if fixed_reference is None else None
+        if fixed_reference is None and empty is None:
+            raise ValueError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
+        seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
+        t0 = time.perf_counter()
+        try:
+            raw = adapter.score(seqs)
+        except Exception as err:
+            if empty is None:
+                raise
+            # Not every model can be called on an input with no tokens: learn whether the
+            # texts alone work, so that the error names the real problem.
+            adapter.score(seqs[:-1])
+            raise ValueError(_NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")) from err
+        _check_rows(raw, len(seqs))
+        link = OutputLink(raw.shape[1], output, target, adapter.class_names, multiclass)
+        if empty is not None and not torch.isfinite(raw[-1]).all():
+            raise ValueError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
+        y0 = _as_2d(link.transform(raw))
+        elapsed = time.perf_counter() - t0
+        base = y0[-1] if empty is not None else _reference_vector(fixed_reference, y0.shape[1], link)
+        model_outputs = y0[: len(plans)]
+        tokens0 = max(adapter.n_tokens_scored(seqs), 1)
+        for i, p in enumerate(plans):
+            toks = adapter.n_tokens_scored(seqs[i : i + 1])
+            p.model_evaluations += 1
+            p.tokens_evaluated += toks
+            p.model_seconds += elapsed * toks / tokens0
+
+        gens = [fitter.run(np.random.default_rng(seed), p.position_units, len(p.units), n_samples, model_outputs[i] - base) for i, p in enumerate(plans)]
         requests = {}
         for i, g in enumerate(gens):
             t0 = time.perf_counter()
             requests[i] = next(g)
             plans[i].fit_seconds += time.perf_counter() - t0
-        first_round = True
-        # The first round also scores each full text once (the model output being explained).
-        bar = _progress(sum(len(r) + 1 for r in requests.values()), show_progress, "SLALOM samples")
+        bar = _progress(sum(len(r) for r in requests.values()), show_progress, "SLALOM samples")
         while requests:
             order = sorted(requests)
-            seqs: list[list[int]] = []
+            seqs = []
             owners: list[tuple[int, int]] = []  # (text, start offset) per text block
             for i in order:
                 owners.append((i, len(seqs)))
                 seqs.extend(plans[i].token_sequence(s) for s in requests[i])
-                if first_round:
-                    # The full text: the model output the explanation is about (diagnostic).
-                    seqs.append(plans[i].token_sequence(plans[i].position_units))
             t0 = time.perf_counter()
             raw = _score_in_chunks(adapter, seqs, bar)
             elapsed = time.perf_counter() - t0
-            if link is None:
-                link = OutputLink(raw.shape[1], output, target, adapter.class_names)
-            y_all = link.transform(raw).numpy()
-            if y_all.ndim == 1:
-                y_all = y_all[:, None]
+            _check_rows(raw, len(seqs))
+            y_all = _as_2d(link.transform(raw)) - base
             total_tokens = max(adapter.n_tokens_scored(seqs), 1)
             new_requests = {}
             for i, start in owners:
-                n_req = len(requests[i]) + (1 if first_round else 0)
-                block = seqs[start : start + n_req]
-                toks = adapter.n_tokens_scored(block)
+                n_req = len(requests[i])
+                toks = adapter.n_tokens_scored(seqs[start : start + n_req])
                 p = plans[i]
                 p.model_evaluations += n_req
                 p.tokens_evaluated += toks
                 p.model_seconds += elapsed * toks / total_tokens
-                y = y_all[start : start + n_req]
-                if first_round:
-                    model_outputs[i] = y[-1]
-                    y = y[:-1]
                 t1 = time.perf_counter()
                 try:
-                    new_requests[i] = gens[i].send(y)
+                    new_requests[i] = gens[i].send(y_all[start : start + n_req])
                 except StopIteration as stop:
                     results[i] = stop.value
                 p.fit_seconds += time.perf_counter() - t1
             requests = new_requests
             if bar is not None and requests:
                 bar.total += sum(len(r) for r in requests.values())
-            first_round = False
         if bar is not None:
             bar.close()
 
-    assert link is not None
+    col = link.column
+    select = (lambda a: a[col]) if col is not None else (lambda a: a if link.joint else a[0])
     out = []
     for i, p in enumerate(plans):
         fit = results[i]
-        value = fit.value[:, 0] if not link.joint else fit.value
-        sur = SlalomSurrogate(value, fit.importance, gamma=gamma)
-        mo = model_outputs[i]
+        value = fit.value if link.joint else fit.value[:, 0]
+        se_v = None if fit.value_se is None else (fit.value_se if link.joint else fit.value_se[:, 0])
         diag = {
             "method": fitter.name,
             "seed": seed,
             "n_samples": int(n_samples) if fitter.name != "ana" else int(2 * len(p.units) - 1),
             "n_positions": len(p.seg.unit_ids),
             "n_units": len(p.units),
-            "model_evaluations": p.model_evaluations,
+            "model_evaluations": p.model_evaluations + (1 if empty is not None and i == 0 else 0),
             "tokens_evaluated": p.tokens_evaluated,
             "model_seconds": p.model_seconds,
             "fit_seconds": p.fit_seconds,
             "total_seconds": p.model_seconds + p.fit_seconds,
+            "reference": "empty input" if empty is not None else "given",
+            "prior_sd": getattr(fitter, "prior_sd", None),
         }
         diag.update(fit.diagnostics)
-        out.append(
-            SlalomExplanation(
-                tokens=list(p.seg.tokens),
-                token_ids=list(p.seg.unit_ids),
-                unit_index=p.position_units,
-                surrogate=sur,
-                method=fitter.name,
-                granularity=granularity,
-                target=target,
-                class_names=link.fitted_class_names,
-                model_output=(mo if link.joint else float(mo[0])),
-                empty_value=empty_value,
-                diagnostics=diag,
-            )
+        exp = SlalomExplanation(
+            tokens=list(p.seg.tokens),
+            token_ids=list(p.seg.unit_ids),
+            unit_index=p.position_units,
+            surrogate=SlalomSurrogate(value, fit.importance, gamma=gamma),
+            method=fitter.name,
+            granularity=granularity,
+            target=target,
+            class_names=link.fitted_class_names,
+            model_output=_plain(select(model_outputs[i])),
+            base_value=_plain(select(base)),
+            class_index=col,
+            unit_value_se=se_v,
+            unit_importance_se=fit.importance_se,
+            diagnostics=diag,
         )
+        diag["model_output"] = exp.model_output
+        diag["surrogate_output"] = exp.surrogate_output
+        diag["full_text_gap"] = exp.full_text_gap
+        out.append(exp)
+    _warn_about_fits(out)
     return out
+
+
+ReferenceOption = str | float | Sequence[float] | np.ndarray
+
+_NO_EMPTY_INPUT = (
+    "the default reference point is the model's output on the input with no tokens, but {why}; "
+    "pass reference=<number> (the output the scores are measured from, in log-odds; "
+    "reference=0.0 gives the paper's raw scores)"
+)
+
+#: A SlalomFitWarning is raised when the surrogate misses the model's output on the
+#: explained text by more than this many log-odds (a factor e on the odds).
+FULL_TEXT_GAP_BOUND = 1.0
+#: ... or when its held-out R² on the design's samples is below this.
+MIN_HELDOUT_R2 = 0.5
+
+
+class SlalomFitWarning(UserWarning):
+    """A fitted surrogate that should not be read at face value (not converged, poor fit,
+    far from the model on the explained text, or invalid pairs in ana)."""
+
+
+def _check_reference(reference: ReferenceOption) -> np.ndarray | None:
+    """None for "empty" (score it), else the user's reference as a float array."""
+    if isinstance(reference, str):
+        if reference != "empty":
+            raise ValueError(f"unknown reference {reference!r}; use 'empty' or a number")
+        return None
+    if isinstance(reference, bool):
+        raise TypeError("reference must be 'empty' or a number, not a bool")
+    ref = np.asarray(reference, dtype=np.float64)
+    if ref.ndim > 1 or not np.isfinite(ref).all():
+        raise ValueError(f"reference must be 'empty', a finite number or one per class, got {reference!r}")
+    return ref
+
+
+def _reference_vector(ref: np.ndarray, n_cols: int, link: OutputLink) -> np.ndarray:
+    if ref.ndim == 0:
+        return np.full(n_cols, float(ref))
+    if link.joint and ref.shape[0] == n_cols:
+        # Centred logits are what is fitted: centre a per-class reference the same way.
+        return ref - ref.mean()
+    raise ValueError(f"reference has {ref.shape[0]} entries; the explained output has {n_cols} column(s)")
+
+
+def _check_rows(raw: torch.Tensor, n: int) -> None:
+    if raw.ndim != 2 or raw.shape[0] != n:
+        raise ValueError(f"the model returned {tuple(raw.shape)} outputs for {n} inputs; expected one row per input")
+
+
+def _as_2d(y: torch.Tensor) -> np.ndarray:
+    y = y.numpy()
+    return y[:, None] if y.ndim == 1 else y
+
+
+def _plain(x: np.ndarray) -> np.ndarray | float:
+    return float(x) if np.ndim(x) == 0 else np.asarray(x)
+
+
+def _warn_about_fits(explanations: list[SlalomExplanation]) -> None:
+    """One SlalomFitWarning per call, listing what went wrong in which texts."""
+    problems: dict[str, list[int]] = {}
+    for i, exp in enumerate(explanations):
+        d = exp.diagnostics
+        if d.get("fit_converged") is False:
+            problems.setdefault("the fit did not converge", []).append(i)
+        if np.isfinite(d.get("heldout_r2", np.nan)) and d["heldout_r2"] < MIN_HELDOUT_R2:
+            problems.setdefault(f"held-out R² below {MIN_HELDOUT_R2}", []).append(i)
+        if np.max(np.abs(exp.full_text_gap)) > FULL_TEXT_GAP_BOUND:
+            problems.setdefault(f"the surrogate misses the model's output on the text by more than {FULL_TEXT_GAP_BOUND} log-odds", []).append(i)
+        if d.get("ana_invalid_pairs", 0):
+            problems.setdefault("ana met pairs whose importance ratio is not positive (the model is no SLALOM there)", []).append(i)
+    if problems:
+        parts = [f"{what} (text{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx[:10]))}{', …' if len(idx) > 10 else ''})" for what, idx in problems.items()]
+        warnings.warn("SLALOM fit: " + "; ".join(parts) + ". See each explanation's diagnostics.", SlalomFitWarning, stacklevel=3)
 
 
 def _score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.Tensor:
@@ -234,12 +337,13 @@ def explain(
     n_samples: int = DEFAULT_N_SAMPLES,
     target: int | None = None,
     output: str = "logits",
+    reference: ReferenceOption = "empty",
+    multiclass: str = "joint",
     granularity: str = "token",
     seed: int | None = None,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     gamma: float = 0.0,
-    empty_value: float = 0.0,
     show_progress: ProgressOption = False,
     **method_options,
 ) -> SlalomExplanation:
@@ -255,24 +359,37 @@ def explain(
             from the full text, alternating least squares; faithful near the input) or
             "ana" (2U − 1 evaluations, closed form). Default: "eff".
         n_samples: model evaluations to fit on (ignored by "ana"). Default: 1000.
-        target: None explains the log-odds of class 1 of a binary model, or fits all
-            classes jointly for k > 2 classes; an int explains that class (one-vs-rest).
+        target: None explains the log-odds of class 1 of a binary model (0: of class 0).
+            With k > 2 classes the fit is joint (App. C.1: shared importances, per-class
+            values summing to zero) and ``target=c`` reports class c's column of it; None
+            reports every class.
         output: "logits" (default) or "probs" if the model returns probabilities.
+        reference: the point every score is measured from, reported as ``base_value``.
+            "empty" (default): the model's output on the input with no tokens (special
+            tokens only; the empty string for a string black box), one extra model call
+            shared by all texts. A number (or one per class): that output, e.g. 0.0 for
+            the paper's raw scores measured from even odds.
+        multiclass: "joint" (default) or "ovr" (k > 2 classes: fit class ``target``'s
+            one-vs-rest log-odds on its own; that is not a SLALOM even when the model is).
         granularity: "token" (default) or "word" (a word's sub-tokens are sampled,
             deleted and scored together as one unit).
-        seed: random seed; the same seed gives the same explanation.
+        seed: random seed; the same seed gives the same explanation. None draws one from
+            torch's global generator (so ``torch.manual_seed`` reproduces) and records it
+            in ``diagnostics["seed"]``.
         batch_size: sequences per forward pass (default: the adapter's, 64).
         device: run the model here (it is moved back afterwards).
         gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
-        empty_value: output attributed to the empty text (used by removal of the only
-            token and by Shapley values).
         show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
             (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
         **method_options: passed to the fitter, e.g. ``sample_length=2``, ``solver="adam"``
-            (eff), ``max_delete_fraction=0.5`` (fidel), ``holdout_fraction=0.1``.
+            (eff), ``max_delete_fraction=0.5`` (fidel), ``holdout_fraction=0.1``,
+            ``prior_sd=0.25``, ``anchor_weight``, ``check_samples`` (eff, fidel).
 
     Returns:
-        A :class:`SlalomExplanation`.
+        A :class:`SlalomExplanation`. Its diagnostics hold the model's and the surrogate's
+        output on the full text and their gap; a :class:`SlalomFitWarning` says when a
+        fit did not converge, fits its held-out samples badly (R² < 0.5), misses the full
+        text by more than 1 log-odds, or (ana) meets invalid pairs.
 
     Example:
         >>> from transformers import AutoTokenizer, AutoModelForSequenceClassification
@@ -291,12 +408,13 @@ def explain(
         n_samples=n_samples,
         target=target,
         output=output,
+        reference=reference,
+        multiclass=multiclass,
         granularity=granularity,
         seed=seed,
         batch_size=batch_size,
         device=device,
         gamma=gamma,
-        empty_value=empty_value,
         show_progress=show_progress,
         **method_options,
     )[0]

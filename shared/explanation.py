@@ -17,20 +17,33 @@ class SlalomExplanation:
     """A fitted local SLALOM and its scores for every position of one text.
 
     Per-position arrays have one row per position (token, or word at word granularity)
-    and, for a joint multi-class fit, a trailing class axis (``class_names``).
+    and, for a joint multi-class fit explained without a ``target``, a trailing class axis
+    (``class_names``).
+
+    **Reference point and units.** Every score is in the units of the explained output
+    (log-odds, or centred logits for k > 2 classes) and measured from :attr:`base_value`,
+    by default the model's output on the input with no tokens. A value of +1 means "this
+    token alone moves the output 1 log-odds above the empty input"; ``contribution`` and
+    ``shapley`` add up, with ``base_value``, to the surrogate's output on the full text.
+    ``importance`` is unit-free (a log-weight, mean zero over the text's unique tokens).
 
     Attributes:
         tokens: display string per position.
         token_ids: the model's token ids making up each position.
         unit_index: (n,) index of each position's unique unit in ``surrogate``.
-        surrogate: the fitted :class:`SlalomSurrogate` over the unique units.
+        surrogate: the fitted :class:`SlalomSurrogate` over the unique units, on outputs
+            measured from ``base_value`` (every class column for a joint fit).
         method: fitting algorithm ("eff", "fidel", "ana").
         granularity: "token" or "word".
         target: the explained class (None: class 1 of a binary model, or all classes).
         class_names: class axis labels of a joint multi-class fit, else None.
         model_output: the model's log-odds (or centred logits) on the full text.
+        base_value: the reference point the scores are measured from.
+        class_index: the column of a joint multi-class fit that ``target`` selects.
+        unit_value_se, unit_importance_se: standard errors per unique unit (Laplace
+            approximation; None for ana, which has none).
         diagnostics: model_evaluations, tokens_evaluated, model_seconds, fit_seconds,
-            heldout_mse, heldout_r2, seed, ...
+            heldout_mse, heldout_r2, model_output, surrogate_output, full_text_gap, seed, ...
 
     Example:
         >>> exp = slalom_core.explain(model, "a great movie", tokenizer=tok)  # doctest: +SKIP
@@ -46,41 +59,74 @@ class SlalomExplanation:
     target: int | None = None
     class_names: list[str] | None = None
     model_output: np.ndarray | float | None = None
-    empty_value: float = 0.0
+    base_value: np.ndarray | float = 0.0
+    class_index: int | None = None
+    unit_value_se: np.ndarray | None = None
+    unit_importance_se: np.ndarray | None = None
     diagnostics: dict = field(default_factory=dict)
+
+    def _column(self, per_unit: np.ndarray) -> np.ndarray:
+        """Per-unit values of the explained class (all classes when no column is chosen)."""
+        if self.class_index is not None and per_unit.ndim == 2:
+            return per_unit[:, self.class_index]
+        return per_unit
+
+    def _unit_value(self) -> np.ndarray:
+        return self._column(self.surrogate.value)
 
     # -- per-position scores ----------------------------------------------------------
     @property
     def value(self) -> np.ndarray:
-        """v of each position's token: its effect alone (sign = direction)."""
-        return self.surrogate.value[self.unit_index].copy()
+        """v of each position's token: the output on the token alone, minus ``base_value``."""
+        return self._unit_value()[self.unit_index].copy()
 
     @property
     def importance(self) -> np.ndarray:
-        """s of each position's token: how much weight it takes from the others."""
+        """s of each position's token: how much weight it takes from the others (mean zero)."""
         return self.surrogate.importance[self.unit_index].copy()
 
     @property
+    def value_se(self) -> np.ndarray | None:
+        """Standard error of each position's value (None where the method gives none)."""
+        return None if self.unit_value_se is None else self._column(self.unit_value_se)[self.unit_index].copy()
+
+    @property
+    def importance_se(self) -> np.ndarray | None:
+        """Standard error of each position's importance. Close to the prior's sd (0.25 by
+        default) means the samples did not determine it; see :attr:`importance_determined`."""
+        return None if self.unit_importance_se is None else self.unit_importance_se[self.unit_index].copy()
+
+    @property
+    def importance_determined(self) -> np.ndarray | None:
+        """True where the data, not the prior, fixed the importance: its standard error is
+        below half the prior's standard deviation (the posterior at least twice as sharp)."""
+        se = self.importance_se
+        sd = self.diagnostics.get("prior_sd")
+        if se is None:
+            return None
+        return se < (0.5 * sd if sd else 0.5)
+
+    @property
     def lin(self) -> np.ndarray:
-        """v·exp(s), the paper's linearised attribution."""
+        """v·exp(s), the paper's linearised attribution (v measured from ``base_value``)."""
         return _scores.lin(self.value, self.importance)
 
     @property
     def removal(self) -> np.ndarray:
-        """Predicted change F(t) − F(t without this position)."""
-        return _scores.removal(self.value, self.importance, self.empty_value)
+        """Predicted change F(t) − F(t without this position), in output units."""
+        return _scores.removal(self.value, self.importance)
 
     @property
     def contribution(self) -> np.ndarray:
-        """α_i·v_i; sums over positions to :attr:`surrogate_output`."""
+        """α_i·v_i; with ``base_value`` they sum to :attr:`surrogate_output`."""
         return _scores.contribution(self.value, self.importance)
 
     def shapley(self, *, exact_max_positions: int = 12, n_permutations: int = 512, seed: int | None = 0) -> np.ndarray:
-        """Shapley values of the surrogate game (see :func:`slalom_core.scores.shapley`)."""
+        """Shapley values of the surrogate game with F(∅) = ``base_value`` (see
+        :func:`slalom_core.scores.shapley`); they sum to surrogate_output − base_value."""
         return _scores.shapley(
             self.value,
             self.importance,
-            empty_value=self.empty_value,
             exact_max_positions=exact_max_positions,
             n_permutations=n_permutations,
             seed=seed,
@@ -96,9 +142,15 @@ class SlalomExplanation:
 
     @property
     def surrogate_output(self) -> np.ndarray | float:
-        """The surrogate's own output on the full text."""
-        out = self.contribution.sum(axis=0)
+        """The surrogate's own output on the full text (``base_value`` + contributions)."""
+        out = np.asarray(self.base_value) + self.contribution.sum(axis=0)
         return out if np.ndim(out) else float(out)
+
+    @property
+    def full_text_gap(self) -> np.ndarray | float:
+        """model_output − surrogate_output: what the surrogate misses on the explained text."""
+        gap = np.asarray(self.model_output) - np.asarray(self.surrogate_output)
+        return gap if np.ndim(gap) else float(gap)
 
     @property
     def n_positions(self) -> int:
@@ -111,7 +163,8 @@ class SlalomExplanation:
         first = {}
         for pos, u in enumerate(self.unit_index.tolist()):
             first.setdefault(u, pos)
-        lin = self.surrogate.lin()
+        value = self._unit_value()
+        lin = _scores.lin(value, self.surrogate.importance)
         rows = []
         for u in range(self.surrogate.n_units):
             pos = first.get(u)
@@ -120,9 +173,9 @@ class SlalomExplanation:
                     "token": self.tokens[pos] if pos is not None else None,
                     "token_ids": self.token_ids[pos] if pos is not None else None,
                     "count": int(counts[u]),
-                    "value": self.surrogate.value[u].tolist() if self.surrogate.multiclass else float(self.surrogate.value[u]),
+                    "value": value[u].tolist() if value.ndim == 2 else float(value[u]),
                     "importance": float(self.surrogate.importance[u]),
-                    "lin": lin[u].tolist() if self.surrogate.multiclass else float(lin[u]),
+                    "lin": lin[u].tolist() if value.ndim == 2 else float(lin[u]),
                 }
             )
         return rows
@@ -150,6 +203,9 @@ class SlalomExplanation:
             "removal": plain(self.removal),
             "contribution": plain(self.contribution),
             "model_output": plain(self.model_output),
+            "base_value": plain(self.base_value),
+            "value_se": plain(self.value_se),
+            "importance_se": plain(self.importance_se),
             "surrogate_output": plain(self.surrogate_output),
             "units": self.unit_table(),
             "diagnostics": {k: plain(v) for k, v in self.diagnostics.items()},

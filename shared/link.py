@@ -1,8 +1,10 @@
 """From raw model outputs to the log-odds SLALOM fits.
 
 SLALOM models log-odds (Sec. 5.1): ``F = log p(y=1|t) / p(y=0|t)`` for a binary model and
-centred logits for a joint multi-class fit (App. C.1). :class:`OutputLink` converts a
-model's raw outputs — one logit, two logits, k logits, or probabilities — into that form.
+centred logits for a multi-class model (App. C.1: one importance per token shared by all
+classes, one value per class, values summing to zero over classes). :class:`OutputLink`
+converts a model's raw outputs — one logit, two logits, k logits, or probabilities — into
+that form.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["OutputLink", "OUTPUT_KINDS"]
+__all__ = ["OutputLink", "OUTPUT_KINDS", "MULTICLASS_MODES"]
 
 OUTPUT_KINDS = ("logits", "probs")
+MULTICLASS_MODES = ("joint", "ovr")
 _EPS = 1e-12
 
 
@@ -25,9 +28,13 @@ class OutputLink:
     Args:
         n_outputs: K, the number of raw outputs per sample.
         output: "logits" (default) or "probs" (converted to logits first).
-        target: None explains class 1 of a binary model (log-odds) or fits every class
-            jointly when K > 2; an int explains that class against the rest.
+        target: None explains class 1 of a binary model (log-odds); with K > 2 classes the
+            fit is joint (App. C.1) and ``target=c`` selects class c's column of it, None
+            keeps every column.
         class_names: names of the K outputs, if known.
+        multiclass: "joint" (default, App. C.1) or "ovr": with K > 2 classes, fit the
+            one-vs-rest log-odds ``log p_c / (1 − p_c)`` of ``target`` alone. One-vs-rest
+            log-odds of a multi-class SLALOM are not a SLALOM, so this is opt-in.
 
     Example:
         >>> link = OutputLink(2)
@@ -39,23 +46,31 @@ class OutputLink:
     output: str = "logits"
     target: int | None = None
     class_names: Sequence[str] | None = None
+    multiclass: str = "joint"
 
     def __post_init__(self) -> None:
         if self.output not in OUTPUT_KINDS:
             raise ValueError(f"unknown output kind {self.output!r}; choose one of {OUTPUT_KINDS}")
+        if self.multiclass not in MULTICLASS_MODES:
+            raise ValueError(f"unknown multiclass mode {self.multiclass!r}; choose one of {MULTICLASS_MODES}")
         n_classes = max(self.n_outputs, 2)  # one logit still means two classes
         if self.target is not None:
             if isinstance(self.target, bool) or not isinstance(self.target, int):
                 raise TypeError(f"target must be an int class index or None, got {self.target!r}")
             if not 0 <= self.target < n_classes:
                 raise ValueError(f"target {self.target} is not a class of this model (it has {n_classes} classes)")
-        if self.output == "probs" and self.n_outputs == 1 and self.target is None:
-            pass  # a single probability of class 1: logit(p)
+        if self.multiclass == "ovr" and self.n_outputs > 2 and self.target is None:
+            raise ValueError("multiclass='ovr' explains one class against the rest: give target=")
 
     @property
     def joint(self) -> bool:
         """True when every class is fitted at once (values get a class axis)."""
-        return self.n_outputs > 2 and self.target is None
+        return self.n_outputs > 2 and self.multiclass == "joint"
+
+    @property
+    def column(self) -> int | None:
+        """The class column of a joint fit that ``target`` selects (None: all, or not joint)."""
+        return self.target if self.joint else None
 
     @property
     def fitted_class_names(self) -> list[str] | None:
@@ -91,7 +106,7 @@ class OutputLink:
         if self.n_outputs == 2:
             y = z[:, 1] - z[:, 0]
             return -y if self.target == 0 else y
-        if self.target is None:
+        if self.joint:
             return z - z.mean(dim=1, keepdim=True)
         # One-vs-rest log-odds: log p_t - log(1 - p_t), computed stably from logits.
         rest = torch.cat([z[:, : self.target], z[:, self.target + 1 :]], dim=1)

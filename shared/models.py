@@ -192,23 +192,40 @@ class ModelAdapter(ABC):
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
         """Raw outputs, float64 (B, K) on the CPU, for sequences without special tokens."""
 
+    def empty_sequence(self) -> list[int] | None:
+        """The content of "the input with no tokens", scored as the default reference point.
+
+        ``[]``: the model's special tokens alone (BERT's ``[CLS] [SEP]``), or the empty string
+        for a string black box. None where the model has no such input.
+        """
+        return []
+
     def n_tokens_scored(self, sequences: Sequence[Sequence[int]]) -> int:
         """Tokens the model reads for these sequences (special tokens included)."""
         extra = len(self.prefix_ids) + len(self.suffix_ids)
         return int(sum(len(s) + extra for s in sequences))
 
 
-def _to_2d_float64(out: object) -> torch.Tensor:
-    """Logits from whatever a model returns: a tensor, a tuple, or an object with .logits."""
+def _to_2d_float64(out: object, n_rows: int) -> torch.Tensor:
+    """Logits from whatever a model returns: a tensor, a tuple, or an object with .logits.
+
+    Exactly one row per input is required: a model that reshapes, squeezes or drops rows
+    would otherwise shift every later sample's target silently.
+    """
     if hasattr(out, "logits"):
         out = out.logits
     elif isinstance(out, (tuple, list)):
         out = out[0]
     t = torch.as_tensor(out)
-    if t.ndim == 1:
+    if t.ndim == 1 and n_rows == 1 and t.numel() > 1:
+        # A batch of one squeezed to (classes,): the one row it is.
+        t = t[None, :]
+    elif t.ndim == 1:
         t = t[:, None]
     if t.ndim != 2:
         raise ValueError(f"the model must return (batch, classes) scores, got shape {tuple(t.shape)}")
+    if t.shape[0] != n_rows:
+        raise ValueError(f"the model returned {t.shape[0]} rows of scores for {n_rows} inputs; expected one row per input")
     return t.detach().to("cpu", torch.float64)
 
 
@@ -311,7 +328,7 @@ class _TorchModelMixin:
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                out = _to_2d_float64(self.forward(ids.to(device), mask.to(device)))
+                out = _to_2d_float64(self.forward(ids.to(device), mask.to(device)), len(rows))
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
@@ -460,6 +477,17 @@ class HFClassifier(_TorchModelMixin, ModelAdapter):
             finally:
                 cfg.pad_token_id = None
 
+    def empty_sequence(self) -> list[int] | None:
+        if self.prefix_ids or self.suffix_ids:
+            return []
+        # A tokenizer that adds nothing (GPT-2): its begin/end-of-text token is the input
+        # that carries no content; a model cannot read zero tokens.
+        for name in ("bos_token_id", "eos_token_id"):
+            tid = getattr(self.tokenizer, name, None)
+            if isinstance(tid, int):
+                return [tid]
+        return None
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self._wants_token_types:
@@ -506,7 +534,7 @@ class StringClassifier(ModelAdapter):
         outs = []
         for start in range(0, len(sequences), self.batch_size):
             texts = [self.decode(s) for s in sequences[start : start + self.batch_size]]
-            outs.append(_to_2d_float64(np.asarray(self.func(texts), dtype=np.float64)))
+            outs.append(_to_2d_float64(np.asarray(self.func(texts), dtype=np.float64), len(texts)))
         if not outs:
             return torch.zeros((0, 0), dtype=torch.float64)
         return torch.cat(outs)

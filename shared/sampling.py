@@ -12,22 +12,30 @@ import numpy as np
 __all__ = ["short_sequences", "balanced_sequences", "deletion_neighbourhood", "split_holdout"]
 
 
-def short_sequences(rng: np.random.Generator, n_units: int, n_samples: int, length: int = 2) -> list[np.ndarray]:
+def short_sequences(rng: np.random.Generator, n_units: int, n_samples: int, length: int | tuple[int, int] = 2) -> list[np.ndarray]:
     """SLALOM-eff's design (App. D): random sequences of ``length`` units drawn uniformly
     with replacement from the text's unique units.
 
     Short sequences make each forward pass cheap, which is where SLALOM-eff's speed comes
-    from; a unit drawn twice simply counts twice.
+    from; a unit drawn twice simply counts twice. ``length=(lo, hi)`` draws each sample's
+    length uniformly from lo … hi (App. D mentions lengths 1–3): one-unit samples measure
+    values directly, longer ones weigh more units against each other.
 
     Example:
         >>> seqs = short_sequences(np.random.default_rng(0), n_units=4, n_samples=3)
         >>> [len(s) for s in seqs]
         [2, 2, 2]
+        >>> sorted({len(s) for s in short_sequences(np.random.default_rng(0), 4, 50, (1, 3))})
+        [1, 2, 3]
     """
-    if length < 1:
-        raise ValueError(f"sample_length must be >= 1, got {length}")
-    draws = rng.integers(0, n_units, size=(n_samples, length))
-    return list(draws)
+    lo, hi = (length, length) if not isinstance(length, tuple) else length
+    if not 1 <= lo <= hi:
+        raise ValueError(f"sample_length must be >= 1 (or a range 1 <= lo <= hi), got {length}")
+    draws = rng.integers(0, n_units, size=(n_samples, hi))
+    if lo == hi:
+        return list(draws)
+    lengths = rng.integers(lo, hi + 1, size=n_samples)
+    return [row[:k] for row, k in zip(draws, lengths)]
 
 
 def balanced_sequences(rng: np.random.Generator, n_units: int, n_samples: int, length: int = 2) -> list[np.ndarray]:
@@ -44,8 +52,8 @@ def balanced_sequences(rng: np.random.Generator, n_units: int, n_samples: int, l
         >>> sorted(np.bincount(np.concatenate(seqs)).tolist())
         [2, 2, 2]
     """
-    if length < 1:
-        raise ValueError(f"sample_length must be >= 1, got {length}")
+    if isinstance(length, tuple) or length < 1:
+        raise ValueError(f"the balanced design takes one sample_length >= 1, got {length}")
     slots = n_samples * length
     rounds = -(-slots // n_units)
     stream = np.concatenate([rng.permutation(n_units) for _ in range(rounds)])[:slots]

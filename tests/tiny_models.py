@@ -62,8 +62,13 @@ def roberta_tokenizer(tmp: Path):
     return _make(RobertaTokenizerFast, 100, dict(vocab=vocab, merges=merges), dict(vocab_file=vocab, merges_file=merges))
 
 
-def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0):
-    """A 1-layer random classifier of the given family ("bert", "distilbert", "roberta", "gpt2")."""
+def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0, initializer_range: float = 0.02):
+    """A 1-layer random classifier of the given family ("bert", "distilbert", "roberta", "gpt2").
+
+    With the default initialisation its output barely depends on the input; an
+    ``initializer_range`` of ~0.2 gives log-odds that vary by about one unit across tokens,
+    a model with a signal to explain.
+    """
     from transformers import (
         BertConfig,
         BertForSequenceClassification,
@@ -78,16 +83,16 @@ def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0):
     torch.manual_seed(seed)
     vocab_size = len(tokenizer)
     if kind == "bert":
-        cfg = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=64)
+        cfg = BertConfig(initializer_range=initializer_range, vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=64)
         model = BertForSequenceClassification(cfg)
     elif kind == "distilbert":
-        cfg = DistilBertConfig(vocab_size=vocab_size, dim=32, n_layers=1, n_heads=2, hidden_dim=37, num_labels=num_labels, max_position_embeddings=64)
+        cfg = DistilBertConfig(initializer_range=initializer_range, vocab_size=vocab_size, dim=32, n_layers=1, n_heads=2, hidden_dim=37, num_labels=num_labels, max_position_embeddings=64)
         model = DistilBertForSequenceClassification(cfg)
     elif kind == "roberta":
-        cfg = RobertaConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=66, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        cfg = RobertaConfig(initializer_range=initializer_range, vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=66, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
         model = RobertaForSequenceClassification(cfg)
     elif kind == "gpt2":
-        cfg = GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64, num_labels=num_labels, pad_token_id=None, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+        cfg = GPT2Config(initializer_range=initializer_range, vocab_size=vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64, num_labels=num_labels, pad_token_id=None, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
         model = GPT2ForSequenceClassification(cfg)
     else:
         raise ValueError(kind)
@@ -98,7 +103,8 @@ class SlalomModel(torch.nn.Module):
     """A classifier that *is* a SLALOM over token ids: ground truth for the fitters.
 
     ``value`` (V,) gives one log-odds output; (V, C) gives C logits (a joint multi-class
-    SLALOM whose centred logits are F_c).
+    SLALOM whose centred logits are F_c). The input with no tokens scores 0 (even odds),
+    so the default reference point leaves the true values unshifted.
     """
 
     def __init__(self, value: np.ndarray, importance: np.ndarray) -> None:
@@ -108,7 +114,7 @@ class SlalomModel(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         w = torch.exp(self.importance[input_ids]) * attention_mask
-        alpha = w / w.sum(dim=1, keepdim=True)
+        alpha = w / w.sum(dim=1, keepdim=True).clamp_min(1e-300)
         v = self.value[input_ids]
         if v.ndim == 2:
             return (alpha * v).sum(dim=1, keepdim=True)

@@ -1,0 +1,306 @@
+"""Scores that mean one thing: a reference point, one answer per fit, honest warnings.
+
+These are the invariances a user relies on when reading a SLALOM explanation:
+- a constant added to the explained log-odds moves ``base_value`` and no per-token score;
+- a model whose output ignores its input gets scores of 0;
+- the additive scores add up, with ``base_value``, to the surrogate's output on the text;
+- the same seed gives the same scores whatever the batching (the fit is a unique optimum).
+"""
+
+import contextlib
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+import slalom_core as sc
+from tiny_models import SlalomModel, bert_tokenizer, gpt2_tokenizer, random_slalom, tiny_classifier
+
+ADDITIVE = ("value", "lin", "removal", "contribution", "shapley")
+TEXT = "the movie was great but the plot was boring"
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    tok = bert_tokenizer(tmp_path_factory.mktemp("bert_ref"))
+    # With BERT's default initialisation a random 1-layer model barely reacts to its input;
+    # wider weights give it a signal, so that the checks below compare real scores.
+    return tiny_classifier("bert", tok, initializer_range=0.2), tok
+
+
+@contextlib.contextmanager
+def logit_offset(model: torch.nn.Module, offset: float):
+    """Add ``offset`` to class 1's logit of an HF classifier (a constant shift of the log-odds)."""
+
+    def hook(_module, _inputs, out):
+        logits = out.logits.clone()
+        logits[:, 1] += offset
+        return SequenceClassifierOutput(logits=logits)
+
+    handle = model.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def all_scores(exp) -> dict:
+    out = {name: np.asarray(exp.scores(name)) for name in ADDITIVE}
+    out["importance"] = exp.importance
+    return out
+
+
+def assert_scores_close(a, b, rel):
+    for name in a:
+        scale = 1.0 + np.abs(a[name]).max()
+        np.testing.assert_allclose(a[name], b[name], atol=rel * scale, rtol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("method", ["eff", "fidel", "ana"])
+def test_constant_offset_moves_only_base_value(bert, method):
+    model, tok = bert
+    kw = dict(tokenizer=tok, method=method, n_samples=300, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        plain = sc.explain(model, TEXT, **kw)
+        with logit_offset(model, 3.0):
+            shifted = sc.explain(model, TEXT, **kw)
+    assert shifted.base_value == pytest.approx(plain.base_value + 3.0, abs=1e-5)
+    assert shifted.model_output == pytest.approx(plain.model_output + 3.0, abs=1e-5)
+    assert np.abs(plain.lin).max() > 0.1  # the model has a signal to explain
+    assert_scores_close(all_scores(plain), all_scores(shifted), 1e-4)
+
+
+def test_reference_zero_gives_the_papers_raw_scores(bert):
+    model, tok = bert
+    kw = dict(tokenizer=tok, method="ana")
+    ref = sc.explain(model, TEXT, **kw)
+    raw = sc.explain(model, TEXT, reference=0.0, **kw)
+    assert raw.base_value == 0.0
+    # ana measures v directly: raw values are the model's log-odds on each token alone
+    np.testing.assert_allclose(raw.value, ref.value + ref.base_value, atol=1e-6)
+    with logit_offset(model, 3.0):
+        raw_shifted = sc.explain(model, TEXT, reference=0.0, **kw)
+    np.testing.assert_allclose(raw_shifted.value, raw.value + 3.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["eff", "fidel", "ana"])
+def test_model_that_ignores_its_input_scores_zero(method):
+    const = sc.TorchClassifier(lambda ids, mask: torch.tensor([[0.3, 1.7]], dtype=torch.float64).expand(len(ids), 2))
+    exp = sc.explain(const, [4, 5, 6, 5, 7], method=method, n_samples=100, seed=0)
+    assert exp.base_value == pytest.approx(1.4)
+    for name, score in all_scores(exp).items():
+        assert np.abs(score).max() < 1e-6, name
+
+
+@pytest.mark.parametrize("method", ["eff", "fidel", "ana"])
+def test_additive_scores_add_up_to_the_surrogate(bert, method):
+    model, tok = bert
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        exp = sc.explain(model, TEXT, tokenizer=tok, method=method, n_samples=200, seed=1)
+    # the surrogate's output on the text, computed from the fitted parameters directly
+    f_text = exp.base_value + float(exp.surrogate.predict_sequences([exp.unit_index.tolist()])[0])
+    assert exp.surrogate_output == pytest.approx(f_text, abs=1e-9)
+    assert exp.base_value + exp.contribution.sum() == pytest.approx(f_text, abs=1e-9)
+    assert exp.base_value + exp.shapley().sum() == pytest.approx(f_text, abs=1e-9)
+    d = exp.diagnostics
+    assert d["full_text_gap"] == pytest.approx(exp.model_output - f_text, abs=1e-9)
+    assert d["model_output"] == exp.model_output
+
+
+def test_reference_is_one_shared_model_call(bert):
+    model, tok = bert
+    texts = ["the movie was great", "i hated the plot", "fun"]
+    exps = sc.explain_batch(model, texts, tokenizer=tok, n_samples=40, seed=0)
+    assert len({e.base_value for e in exps}) == 1
+    # the empty input: [CLS] [SEP] alone
+    adapter = sc.HFClassifier(model, tok)
+    raw = adapter.score([[]])
+    assert exps[0].base_value == pytest.approx(float(raw[0, 1] - raw[0, 0]), abs=1e-6)
+    assert sum(e.diagnostics["model_evaluations"] for e in exps) == 3 * (40 + 1) + 1
+
+
+def test_reference_errors_are_clear():
+    # a model that cannot be called on zero tokens: the default reference needs that input
+    v, s = random_slalom(10)
+    model = SlalomModel(v, s)
+
+    def f(ids, mask):
+        if ids.shape[1] == 0:
+            raise IndexError("no tokens")
+        return model(ids, mask)
+
+    clf = sc.TorchClassifier(f)
+    with pytest.raises(ValueError, match="reference=<number>"):
+        sc.explain(clf, [1, 2, 3], method="ana")
+    exp = sc.explain(clf, [1, 2, 3], method="ana", reference=0.0)
+    np.testing.assert_allclose(exp.value, v[[1, 2, 3]], atol=1e-8)
+    with pytest.raises(ValueError, match="unknown reference"):
+        sc.explain(clf, [1, 2, 3], method="ana", reference="zero")
+    with pytest.raises(TypeError, match="bool"):
+        sc.explain(clf, [1, 2, 3], method="ana", reference=True)
+    with pytest.raises(ValueError, match="finite"):
+        sc.explain(clf, [1, 2, 3], method="ana", reference=float("nan"))
+
+
+def test_gpt2_reference_is_its_end_of_text_token(tok_dir):
+    tok = gpt2_tokenizer(tok_dir / "gpt2_ref")
+    model = tiny_classifier("gpt2", tok)
+    exp = sc.explain(model, "the movie was great", tokenizer=tok, method="ana")
+    raw = sc.HFClassifier(model, tok).score([[tok.eos_token_id]])
+    assert exp.base_value == pytest.approx(float(raw[0, 1] - raw[0, 0]), abs=1e-6)
+
+
+def test_string_black_box_reference_is_the_empty_string():
+    seen = []
+
+    def f(texts):
+        seen.extend(texts)
+        return [[1.0 + t.count("good") - t.count("bad")] for t in texts]
+
+    exp = sc.explain(sc.StringClassifier(f), "good good bad plot", method="ana")
+    assert "" in seen
+    assert exp.base_value == pytest.approx(1.0)
+    np.testing.assert_allclose(exp.value, [1.0, 1.0, -1.0, 0.0], atol=1e-9)
+
+
+def test_rows_per_input_are_checked():
+    # a model that drops a row (e.g. .squeeze() or a wrong reshape) is an error, not a shift
+    f = lambda ids, mask: torch.ones((max(len(ids) - 1, 1), 2), dtype=torch.float64)
+    with pytest.raises(ValueError, match="one row per input"):
+        sc.explain(sc.TorchClassifier(f, batch_size=100), [1, 2, 3], method="ana", reference=0.0)
+
+
+# ----------------------------------------------------------------------------------------
+# One answer per fit
+# ----------------------------------------------------------------------------------------
+def assert_same_explanations(a_list, b_list, rel=1e-3):
+    for a, b in zip(a_list, b_list):
+        assert a.tokens == b.tokens
+        assert_scores_close(all_scores(a), all_scores(b), rel)
+
+
+@pytest.mark.parametrize("method", ["eff", "fidel"])
+def test_batching_does_not_change_the_answer(bert, method):
+    model, tok = bert
+    texts = ["the movie was great", "i hated the boring plot and the actor , it was awful", "fun"]
+    kw = dict(tokenizer=tok, n_samples=150, seed=0, method=method)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        batch = sc.explain_batch(model, texts, **kw)
+        loop = [sc.explain(model, t, **kw) for t in texts]
+        small = sc.explain_batch(model, texts, batch_size=7, **kw)
+    assert_same_explanations(batch, loop)
+    assert_same_explanations(batch, small)
+    assert all(e.diagnostics["fit_converged"] for e in batch)
+
+
+def test_fidel_converges_to_the_prior_optimum(bert):
+    """Polished fits stop at a stationary point of the posterior, not on a plateau."""
+    model, tok = bert
+    exp = sc.explain(model, TEXT, tokenizer=tok, method="fidel", n_samples=200, seed=0)
+    assert exp.diagnostics["fit_converged"]
+    assert exp.diagnostics["fit_grad_norm"] <= sc.fitting.GRAD_TOL
+
+
+# ----------------------------------------------------------------------------------------
+# Warnings
+# ----------------------------------------------------------------------------------------
+def noisy_model(scale: float):
+    """Outputs that are pure (deterministic) noise in the token ids: no SLALOM fits them."""
+
+    def f(ids, mask):
+        h = ((ids * mask).double() * torch.arange(1, ids.shape[1] + 1, dtype=torch.float64) * 12.9898).sum(1)
+        noise = torch.frac(torch.abs(torch.sin(h) * 43758.5453)) - 0.5  # classic hash noise
+        return (noise * scale)[:, None]
+
+    return sc.TorchClassifier(f)
+
+
+def test_warns_on_poor_heldout_fit():
+    with pytest.warns(sc.SlalomFitWarning, match="held-out R²"):
+        sc.explain(noisy_model(3.0), list(range(1, 31)), n_samples=200, seed=0, reference=0.0)
+
+
+def test_warns_when_not_converged(bert):
+    model, tok = bert
+    with pytest.warns(sc.SlalomFitWarning, match="did not converge"):
+        exp = sc.explain(model, TEXT, tokenizer=tok, method="eff", n_samples=100, seed=0, max_iter=2)
+    assert exp.diagnostics["fit_converged"] is False
+
+
+def test_warns_on_full_text_gap():
+    # A model that is SLALOM on short inputs but adds 5 on long ones: the surrogate of
+    # short samples misses the full text.
+    v, s = random_slalom(12, seed=3)
+    base = SlalomModel(v, s)
+    f = lambda ids, mask: base(ids, mask) + 5.0 * (mask.sum(1, keepdim=True) > 5)
+    with pytest.warns(sc.SlalomFitWarning, match="misses the model's output") as rec:
+        exp = sc.explain(sc.TorchClassifier(f), list(range(12)), n_samples=300, seed=0, reference=0.0)
+    assert len([w for w in rec if issubclass(w.category, sc.SlalomFitWarning)]) == 1  # once per call
+    assert abs(exp.full_text_gap) > sc.FULL_TEXT_GAP_BOUND
+
+
+def test_warns_on_invalid_ana_pairs():
+    # three tokens with the "pair = mean + 1" behaviour: no positive weight ratio explains it
+    single = {1: 0.0, 2: 1.0, 3: 3.0}
+
+    def f(ids, mask):
+        rows = []
+        for r, m in zip(ids.tolist(), mask.tolist()):
+            toks = [t for t, k in zip(r, m) if k]
+            vals = [single[t] for t in toks]
+            rows.append([np.mean(vals) + (2.0 if len(toks) == 2 else 0.0)])
+        return torch.tensor(rows, dtype=torch.float64)
+
+    with pytest.warns(sc.SlalomFitWarning, match="ana met pairs"):
+        sc.explain(sc.TorchClassifier(f), [1, 2, 3], method="ana", reference=0.0)
+
+
+def test_no_warning_on_a_true_slalom():
+    v, s = random_slalom(15, seed=5)
+    clf = sc.TorchClassifier(SlalomModel(v, s))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sc.SlalomFitWarning)
+        for method in ("eff", "fidel", "ana"):
+            sc.explain(clf, list(range(15)), method=method, n_samples=400, seed=0, reference=0.0, prior_sd=1.0) if method != "ana" else sc.explain(clf, list(range(15)), method="ana", reference=0.0)
+
+
+# ----------------------------------------------------------------------------------------
+# Multi-class (App. C.1)
+# ----------------------------------------------------------------------------------------
+def test_target_selects_a_column_of_the_joint_fit():
+    v, s = random_slalom(20, n_classes=3, seed=2)
+    clf = sc.TorchClassifier(SlalomModel(v, s))
+    ids = [1, 4, 4, 9, 13, 17]
+    joint = sc.explain(clf, ids, method="ana", reference=0.0)
+    for c in range(3):
+        one = sc.explain(clf, ids, method="ana", reference=0.0, target=c)
+        assert one.value.shape == (6,)
+        np.testing.assert_allclose(one.value, joint.value[:, c], atol=1e-10)
+        np.testing.assert_allclose(one.importance, joint.importance, atol=1e-10)
+        assert one.model_output == pytest.approx(joint.model_output[c])
+        # a true multi-class SLALOM is recovered exactly, class by class
+        true_v = v[ids] - v[ids].mean(1, keepdims=True)
+        np.testing.assert_allclose(one.value, true_v[:, c], atol=1e-6)
+    # one-vs-rest is one argument away, and is not the joint fit's column
+    ovr = sc.explain(clf, ids, method="eff", target=2, multiclass="ovr", n_samples=300, seed=0, reference=0.0)
+    assert ovr.value.shape == (6,) and ovr.class_index is None
+    with pytest.raises(ValueError, match="give target"):
+        sc.explain(clf, ids, method="ana", multiclass="ovr", reference=0.0)
+    with pytest.raises(ValueError, match="unknown multiclass"):
+        sc.explain(clf, ids, method="ana", multiclass="both", reference=0.0)
+
+
+def test_multiclass_reference_is_per_class():
+    v, s = random_slalom(20, n_classes=3, seed=2)
+    model = SlalomModel(v, s)
+    # a model with an empty-input output: 0.5, -0.2, 0.1 logits for zero tokens
+    empty = torch.tensor([[0.5, -0.2, 0.1]], dtype=torch.float64)
+    f = lambda ids, mask: model(ids, mask) if ids.shape[1] else empty
+    exp = sc.explain(sc.TorchClassifier(f), [1, 4, 9], method="ana")
+    np.testing.assert_allclose(exp.base_value, (empty - empty.mean())[0].numpy(), atol=1e-9)
+    np.testing.assert_allclose(exp.surrogate_output, exp.model_output, atol=1e-8)
