@@ -170,6 +170,10 @@ class SlalomLLMAttribution(LLMAttribution):
             # change of log p(target) when a feature is deleted - does not, and is what
             # FeatureAblation measures directly.
             kwargs.setdefault("score", "removal")
+            # A prompt with every feature deleted may have no token left to condition on,
+            # so there is no empty-input reference: values are measured from log p = 0.
+            # "removal" does not depend on that choice.
+            kwargs.setdefault("reference", 0.0)
             # The presence tensor holds 1.0s, not token ids: no id-based special tokens.
             kwargs["special_token_ids"] = ()
             kwargs.setdefault("perturbations_per_eval", 1)

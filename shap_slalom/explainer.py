@@ -26,8 +26,8 @@ __all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "BASES"]
 SCORES = ("contribution", "value", "importance", "lin", "removal", "shapley")
 #: Scores that sum (with the base value) to the surrogate's output: safe for waterfall plots.
 ADDITIVE_SCORES = ("contribution", "shapley")
-#: Choices of ``base=``: "empty" = the surrogate on the empty text (0), "residual" = whatever
-#: makes base + sum(values) equal the model's own output.
+#: Choices of ``base=``: "empty" = the reference point, the model's output on the input with
+#: no tokens; "residual" = whatever makes base + sum(values) equal the model's own output.
 BASES = ("empty", "residual")
 
 _SIGNED = ("contribution", "value", "lin", "removal", "shapley")
@@ -47,10 +47,11 @@ class SlalomExplainer(shap.Explainer):
       ``.base_values + .values.sum() == F(t)``, the surrogate's log-odds. The other scores
       ("value", "importance", "lin", "removal", "shapley") come with ``score=``, or all at
       once, from one fit, with :meth:`explain_scores`.
-    - ``.base_values``: 0 by default (``base="empty"``): the surrogate has no intercept, and
-      0 is its output on the empty text (even odds). ``base="residual"`` instead uses the fit
-      residual ``model output - sum(values)``, so that base + values adds up to the model's
-      own output, as Shapley values do. Non-additive scores always get base 0.
+    - ``.base_values``: by default (``base="empty"``) the reference point the scores are
+      measured from, the model's output on the input with no tokens (the engine's
+      ``base_value``). ``base="residual"`` instead uses ``model output - sum(values)``, so
+      that base + values adds up to the model's own output, as Shapley values do.
+      Non-additive scores always get base 0.
     - an output axis per class for models with two or more outputs, named from ``id2label``:
       a binary model gives ``[-x, x]`` (log-odds of class 0 is minus that of class 1); k > 2
       classes are fitted jointly (centred logits) in one fit. ``importance`` is shared by
@@ -223,10 +224,12 @@ class SlalomExplainer(shap.Explainer):
         k = self._n_outputs(text)
         s = np.asarray(fit.scores(score), dtype=np.float64)
         model_out = np.asarray(fit.model_output, dtype=np.float64)
+        reference = np.asarray(fit.base_value, dtype=np.float64)
         if k == 2:
             # One fit of F = log p1/p0 explains both classes: class 0 is -F.
             s = np.stack([s, s] if score == "importance" else [-s, s], axis=1)
             model_out = np.array([-model_out, model_out])
+            reference = np.array([-reference, reference])
         elif k > 2 and s.ndim == 1:
             s = np.repeat(s[:, None], k, axis=1)  # importance: one per token, shared by classes
         values = np.zeros((n,) + s.shape[1:])
@@ -235,7 +238,7 @@ class SlalomExplainer(shap.Explainer):
             if base == "residual":
                 expected = model_out - s.sum(axis=0)
             else:
-                expected = np.full(s.shape[1:], float(fit.empty_value))
+                expected = np.broadcast_to(reference, s.shape[1:]).astype(np.float64)
         else:
             expected = np.zeros(s.shape[1:])
         return values, (float(expected) if expected.ndim == 0 else expected)

@@ -130,6 +130,7 @@ def explain_batch(
         if fixed_reference is None and empty is None:
             raise ValueError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
         seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
+        bar = _progress(len(seqs), show_progress, "SLALOM samples")
         t0 = time.perf_counter()
         try:
             raw = adapter.score(seqs)
@@ -141,6 +142,8 @@ def explain_batch(
             adapter.score(seqs[:-1])
             raise ValueError(_NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")) from err
         _check_rows(raw, len(seqs))
+        if bar is not None:
+            bar.update(len(seqs))
         link = OutputLink(raw.shape[1], output, target, adapter.class_names, multiclass)
         if empty is not None and not torch.isfinite(raw[-1]).all():
             raise ValueError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
@@ -161,7 +164,8 @@ def explain_batch(
             t0 = time.perf_counter()
             requests[i] = next(g)
             plans[i].fit_seconds += time.perf_counter() - t0
-        bar = _progress(sum(len(r) for r in requests.values()), show_progress, "SLALOM samples")
+        if bar is not None:
+            bar.total += sum(len(r) for r in requests.values())
         while requests:
             order = sorted(requests)
             seqs = []
@@ -208,8 +212,9 @@ def explain_batch(
             "n_samples": int(n_samples) if fitter.name != "ana" else int(2 * len(p.units) - 1),
             "n_positions": len(p.seg.unit_ids),
             "n_units": len(p.units),
+            # The shared empty-input call is booked on the first text.
             "model_evaluations": p.model_evaluations + (1 if empty is not None and i == 0 else 0),
-            "tokens_evaluated": p.tokens_evaluated,
+            "tokens_evaluated": p.tokens_evaluated + (adapter.n_tokens_scored([empty]) if empty is not None and i == 0 else 0),
             "model_seconds": p.model_seconds,
             "fit_seconds": p.fit_seconds,
             "total_seconds": p.model_seconds + p.fit_seconds,

@@ -40,7 +40,7 @@ def test_too_long_text_raises(bert):
 def test_non_finite_output_raises():
     f = lambda ids, mask: torch.where(ids[:, :1] == 2, torch.nan, 1.0).double()
     with pytest.raises(FloatingPointError, match="non-finite"):
-        sc.explain(sc.TorchClassifier(f), [1, 2, 3], method="ana")
+        sc.explain(sc.TorchClassifier(f), [1, 2, 3], method="ana", reference=0.0)
 
 
 def test_bad_target_raises(slalom3, bert):
@@ -86,13 +86,14 @@ def test_one_token_text(bert):
     for method in ("eff", "fidel", "ana"):
         exp = sc.explain(model, "great", tokenizer=tok, method=method, n_samples=20, seed=0)
         assert exp.tokens == ["great"]
-        # one token: removal leaves the empty text (F(∅) = 0), the importance is 0 by
-        # normalisation, and fidel/ana see the text itself, so v is the model output
-        # (eff's samples are "great great": v is the output on those)
+        # one token: removal leaves the empty text (F(∅) = base_value), the importance is 0
+        # by normalisation, and fidel/ana see the text itself, so v is the model output
+        # measured from the reference (eff's samples are "great great": v is the output
+        # on those)
         assert exp.removal[0] == pytest.approx(exp.value[0])
         assert exp.importance[0] == 0.0
         if method != "eff":
-            assert exp.value[0] == pytest.approx(exp.model_output, abs=1e-6)
+            assert exp.value[0] == pytest.approx(exp.model_output - exp.base_value, abs=1e-6)
 
 
 def test_same_seed_same_explanation(bert):
@@ -110,15 +111,16 @@ def test_same_seed_same_explanation(bert):
     np.testing.assert_array_equal(d.lin, e.lin)
 
 
-def test_batch_equals_loop(bert):
-    model, tok = bert
+def test_batch_shares_the_reference_call(tok_dir):
+    # the invariance itself (batch = loop = other batch_size) is tested on a model with a
+    # signal in test_reference_point.py; here: the bookkeeping of a batch
+    tok = bert_tokenizer(tok_dir / "bert_batch")
+    model = tiny_classifier("bert", tok, initializer_range=0.2)
     texts = ["the movie was great", "i hated the boring plot and the actor", "fun"]
     batch = sc.explain_batch(model, texts, tokenizer=tok, n_samples=50, seed=0, method="fidel")
-    for text, got in zip(texts, batch):
-        single = sc.explain(model, text, tokenizer=tok, n_samples=50, seed=0, method="fidel")
-        assert got.tokens == single.tokens
-        np.testing.assert_allclose(got.lin, single.lin, atol=1e-4)
-    assert all(e.diagnostics["model_evaluations"] == 51 for e in batch)
+    # 50 samples + the full text each, and one empty-input call booked on the first text
+    assert [e.diagnostics["model_evaluations"] for e in batch] == [52, 51, 51]
+    assert len({e.base_value for e in batch}) == 1
 
 
 def test_joint_multiclass_and_one_vs_rest(slalom3):
@@ -147,15 +149,15 @@ def test_diagnostics_and_dict(bert):
     model, tok = bert
     exp = sc.explain(model, "the movie was great fun", tokenizer=tok, n_samples=100, seed=0)
     d = exp.diagnostics
-    assert d["model_evaluations"] == 101
-    assert d["tokens_evaluated"] == 100 * (2 + 2) + (5 + 2)
+    assert d["model_evaluations"] == 101 + 1  # + the empty input ([CLS] [SEP])
+    assert d["tokens_evaluated"] == 100 * (2 + 2) + (5 + 2) + 2
     assert d["model_seconds"] > 0 and d["fit_seconds"] > 0
     assert np.isfinite(d["heldout_mse"]) and d["n_heldout"] == 10
     out = json.loads(json.dumps(exp.to_dict()))
     assert out["tokens"] == exp.tokens
     assert len(exp.unit_table()) == exp.surrogate.n_units
-    assert exp.contribution.sum() == pytest.approx(exp.surrogate_output)
-    assert exp.shapley().sum() == pytest.approx(exp.surrogate_output)
+    assert exp.base_value + exp.contribution.sum() == pytest.approx(exp.surrogate_output)
+    assert exp.base_value + exp.shapley().sum() == pytest.approx(exp.surrogate_output)
     for name in sc.SCORE_NAMES:
         assert exp.scores(name).shape == (5,)
 

@@ -76,7 +76,8 @@ class TokenSlalom:
     def __call__(self, ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         self.calls.append((ids.clone(), None if mask is None else mask.clone()))
         w = self.weights(ids, mask)
-        alpha = w / w.sum(dim=1, keepdim=True)
+        # No real token (the empty input, the default reference point): even odds.
+        alpha = w / w.sum(dim=1, keepdim=True).clamp_min(1e-300)
         if self.n_classes == 2:
             f = (alpha * self.v[ids]).sum(dim=1)
             if self.single_output:
@@ -221,10 +222,10 @@ def test_three_class_targets_per_example():
     res = slalom.attribute((ids, mask), target=[0, 2], method="ana", return_all=True)
     for i, (row, cls) in enumerate(zip(_rows(), (0, 2))):
         content = torch.tensor(row[1:-1])
-        # SLALOM-ana's values are the model's one-vs-rest log-odds on each token alone.
+        # SLALOM-ana's values are the model's centred logits of the class on each token
+        # alone (App. C.1's joint fit), measured from those of the empty input (all 0).
         z = model.v[content]  # logits of the single-token texts
-        rest = torch.cat([z[:, :cls], z[:, cls + 1 :]], dim=1)
-        expected = (z[:, cls] - torch.logsumexp(rest, dim=1)).numpy()
+        expected = (z[:, cls] - z.mean(dim=1)).numpy()
         np.testing.assert_allclose(res.value[i, 1 : len(row) - 1].numpy(), expected, atol=1e-5)
     # Every Captum spelling of the same targets gives the same attributions.
     ref = res.lin
@@ -338,10 +339,11 @@ def test_additional_forward_args_follow_captum_conventions():
         ids, target=1, additional_forward_args=(shift, torch.tensor(2.0, dtype=torch.float64), "note"), method="ana", return_all=True
     )
     plain = SlalomAttribution(model, special_token_ids=SPECIALS).attribute(ids, target=1, method="ana", return_all=True)
-    # F' = 2 F + shift: values scale and shift, importances are unchanged.
+    # F' = 2 F + shift: values scale, importances are unchanged, and the shift moves only
+    # the reference point (the empty input scores `shift` now), not the values.
     torch.testing.assert_close(res.importance, plain.importance)
     content = res.value != 0
-    expected = 2 * plain.value + shift.float()[:, None]
+    expected = 2 * plain.value
     torch.testing.assert_close(res.value[content], expected[content])
     assert all(note == "note" for _, note in seen)
     # A per-position tensor cannot follow deleted tokens: a clear error, not a silent misuse.
@@ -385,8 +387,8 @@ def test_progress_bar_uses_captums_name(capsys):
     )
     err = capsys.readouterr().err
     assert "Slalom attribution" in err
-    # One bar for both rows: 2 x (50 samples + the full text).
-    assert "102/102" in err
+    # One bar for both rows: 2 x (50 samples + the full text + the empty input).
+    assert "104/104" in err
 
 
 def test_engine_accepts_a_progress_factory():
@@ -412,7 +414,8 @@ def test_engine_accepts_a_progress_factory():
     adapter = slalom_core.TorchClassifier(model, prefix_ids=[CLS], suffix_ids=[SEP])
     slalom_core.explain(adapter, [5, 6, 7], method="ana", show_progress=factory)
     slalom_core.explain(adapter, [5, 6, 7], n_samples=40, seed=0, show_progress=factory)
-    assert [b.total for b in bars] == [2 * 3 - 1 + 1, 40 + 1]
+    # + the full text and the empty input (the reference point)
+    assert [b.total for b in bars] == [2 * 3 - 1 + 2, 40 + 2]
     assert all(b.n == b.total and b.closed for b in bars)
 
 

@@ -107,7 +107,7 @@ def test_probabilities_converted_to_logits():
     link_probs = sc.OutputLink(2, output="probs").transform(torch.softmax(logits, 1))
     torch.testing.assert_close(link_logits, link_probs)
     three = torch.tensor([[0.1, 0.7, 0.2]], dtype=torch.float64)
-    one_vs_rest = sc.OutputLink(3, output="probs", target=1).transform(three)
+    one_vs_rest = sc.OutputLink(3, output="probs", target=1, multiclass="ovr").transform(three)
     assert one_vs_rest.item() == pytest.approx(np.log(0.7 / 0.3))
 
 

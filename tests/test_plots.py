@@ -17,6 +17,7 @@ import torch
 import slalom_core as sc
 from slalom_core import plots
 from slalom_core.synthetic import make_word_tokenizer
+from tiny_models import SlalomModel
 
 # Words with characters HTML must escape, and WordPiece-style continuations.
 WORDS = ["the", "film", "was", "great", "awful", "<b>", "&", "play", "##ing", "dull", '"quoted"']
@@ -30,13 +31,8 @@ def _slalom_model(n_classes: int = 1, seed: int = 0) -> sc.TorchClassifier:
     vocab = N_SPECIAL + len(WORDS)
     v = torch.randn(vocab, n_classes, generator=g, dtype=torch.float64) * 2
     s = torch.randn(vocab, generator=g, dtype=torch.float64)
-
-    def f(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        w = torch.exp(s[ids]) * mask
-        return (w[..., None] * v[ids]).sum(1) / w.sum(1, keepdim=True)
-
     tok = make_word_tokenizer(WORDS, add_cls_sep=False)
-    return sc.TorchClassifier(f, tokenizer=tok)
+    return sc.TorchClassifier(SlalomModel(v.numpy(), s.numpy()), tokenizer=tok)
 
 
 @pytest.fixture(scope="module")

@@ -185,7 +185,7 @@ def test_recovers_ground_truth_multiclass_joint_fit(tok):
     f.calls = 0
     sv = ex([TEXT], silent=True)
     n_units = len(set(TEXT.split()))
-    assert f.calls <= 2 * n_units - 1 + 1 + 1  # one joint fit for all classes (+ full text, + probe)
+    assert f.calls <= 2 * n_units - 1 + 1 + 1 + 1  # one joint fit for all classes (+ full text, empty input, probe)
     truth = f.truth(TEXT)
     assert sv.shape == (1, len(masker_tokens(tok, TEXT)), 3)
     for j, name in enumerate("ABC"):
@@ -248,8 +248,8 @@ def test_regex_masker_and_single_output(tok):
     weights = {"great": 2.0, "boring": -3.0}
 
     def f(texts):
-        # A mean over the words is a SLALOM with equal importances.
-        return np.array([np.mean([weights.get(w, 0.0) for w in t.split()]) for t in texts])
+        # A mean over the words is a SLALOM with equal importances (no word: even odds).
+        return np.array([np.mean([weights.get(w, 0.0) for w in t.split()]) if t.split() else 0.0 for t in texts])
 
     ex = SlalomExplainer(f, shap.maskers.Text(), n_samples=300)
     sv = ex(["great fun, but boring"], silent=True)
@@ -276,7 +276,7 @@ def test_pipeline_input(pipe, pipe_explainer, tok):
     assert lo[1] == pytest.approx(scipy.special.logit(probs["POSITIVE"]), abs=1e-4)
     fits = pipe_explainer.fit(TEXTS[:2])
     assert all(f.diagnostics["heldout_r2"] > 0.5 for f in fits)
-    assert pos.values.sum() == pytest.approx(fits[0].surrogate_output, abs=1e-9)
+    assert pos.base_values + pos.values.sum() == pytest.approx(fits[0].surrogate_output, abs=1e-9)
 
 
 def test_pipeline_reentry_is_idempotent(pipe, tok):
@@ -321,8 +321,8 @@ def test_multiclass_pipeline_one_joint_fit(tok):
     assert sv[0, :, "POSITIVE"].values.shape == (len(masker_tokens(tok, TEXTS[0])),)
     np.testing.assert_allclose(sv[1].values.sum(axis=1), 0.0, atol=1e-9)
     fit = ex.fit(TEXTS[0])[0]
-    assert fit.diagnostics["model_evaluations"] == 301  # every class from one set of samples
-    np.testing.assert_allclose(sv[0].values.sum(axis=0), fit.surrogate_output, atol=1e-9)
+    assert fit.diagnostics["model_evaluations"] == 302  # every class from one set of samples (+ text, empty input)
+    np.testing.assert_allclose(sv[0].base_values + sv[0].values.sum(axis=0), fit.surrogate_output, atol=1e-9)
 
 
 # -- plots ---------------------------------------------------------------------------------
