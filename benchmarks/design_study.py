@@ -27,7 +27,7 @@ from slalom_core import evaluation as ev
 
 #: name -> (method, options)
 VARIANTS: dict[str, tuple[str, dict]] = {
-    "eff (pairs, default)": ("eff", {}),
+    "eff pairs (default)": ("eff", {}),
     "eff lengths 1-3": ("eff", {"sample_length": (1, 3)}),
     "eff + anchor 0.05": ("eff", {"anchor_weight": 0.05}),
     "eff + anchor 0.2": ("eff", {"anchor_weight": 0.2}),

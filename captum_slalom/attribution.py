@@ -544,7 +544,7 @@ class SlalomAttribution(PerturbationAttribution):
                         Default: False
             **engine_options: passed to ``slalom_core.explain_batch`` and its fitter,
                         e.g. ``sample_length=2`` (eff), ``max_delete_fraction=0.5``
-                        (fidel), ``gamma``, ``empty_value``.
+                        (fidel), ``gamma``, ``reference``.
 
         Returns:
 

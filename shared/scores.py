@@ -80,7 +80,8 @@ def shapley(
     """Shapley values of the surrogate game S ↦ F(S) over the text's positions.
 
     The game is the fitted SLALOM evaluated on the sub-sequence S (no model calls), with
-    F(∅) = ``empty_value`` (default 0: even odds, the prior of a balanced binary model).
+    F(∅) = ``empty_value`` (default 0: the reference point, when v are measured from it as
+    in :class:`~slalom_core.SlalomExplanation`).
     Exact by enumerating coalitions for up to ``exact_max_positions`` positions; otherwise
     estimated from ``n_permutations`` random permutations, each used with its reverse
     (antithetic pairs). Both satisfy efficiency: Σ_i φ_i = F(t) − F(∅).

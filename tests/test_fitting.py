@@ -141,3 +141,69 @@ def test_unknown_method_and_option():
         sc.explain(model, [0, 1, 2], method="lime")
     with pytest.raises(TypeError, match="invalid option"):
         sc.explain(model, [0, 1, 2], method="eff", not_an_option=3)
+
+
+class NoisySlalom(torch.nn.Module):
+    """A true SLALOM plus Gaussian noise, the same for the same input (seeded by its ids)."""
+
+    def __init__(self, v, s, sd):
+        super().__init__()
+        self.inner, self.sd = SlalomModel(v, s), sd
+
+    def forward(self, ids, mask):
+        out = self.inner(ids, mask)
+        noise = torch.stack([torch.randn(1, generator=torch.Generator().manual_seed(int((r * m).sum() * 7919 + r[0] * 31 + len(r))), dtype=out.dtype) for r, m in zip(ids, mask)])
+        return out + self.sd * noise
+
+
+@pytest.mark.parametrize("method", ["eff", "fidel"])
+def test_standard_errors_cover_the_truth(method):
+    """Laplace standard errors: the truth lies within 2 SE where the fit says determined."""
+    v, s = random_slalom(12, seed=21)
+    ids = list(range(12))
+    model = sc.TorchClassifier(NoisySlalom(v, s, 0.3))
+    exp = sc.explain(model, ids, method=method, n_samples=1500, seed=0, prior_sd=1.0, sample_length=(1, 3)) if method == "eff" else sc.explain(model, ids, method=method, n_samples=1500, seed=0, prior_sd=1.0)
+    true_s = s[ids] - s[ids].mean()
+    assert np.all(exp.importance_se > 0) and np.all(exp.value_se > 0)
+    det = exp.importance_determined
+    assert det.sum() >= 6
+    z_s = np.abs(exp.importance - true_s) / exp.importance_se
+    z_v = np.abs(exp.value - v[ids]) / exp.value_se
+    assert np.mean(z_s[det] <= 2.0) >= 0.8, z_s
+    assert np.mean(z_v <= 2.0) >= 0.8, z_v
+    # the SEs are not vacuous: far below the prior where determined
+    assert np.median(exp.importance_se[det]) < 0.5
+    if method == "eff":
+        from scipy.stats import spearmanr
+
+        assert spearmanr(exp.importance, true_s)[0] >= 0.9
+
+
+def test_standard_errors_match_a_finite_difference_hessian():
+    """The Gauss-Newton curvature behind the SEs is that of the profiled objective at the fit."""
+    rng = np.random.default_rng(0)
+    samples = [rng.integers(0, 5, size=2) for _ in range(300)]
+    v, s = random_slalom(5, seed=4)
+    counts = sc.fitting.count_matrix(samples, 5)
+    y = sc.SlalomSurrogate(v, s).predict(counts)[:, None] + 0.1 * rng.normal(size=(300, 1))
+    idx, mask = sc.fitting.pad_sequences(samples)
+    fv, fs, _ = sc.fit_gradient(idx, mask, y, 5, prior_sd=None, l2_importance=0.0, l2_value=0.0, tol=1e-14)
+    se_v, se_s = sc.laplace_standard_errors(counts, y, fv, fs - fs.mean())
+    # brute force: Hessian of SSE/(2σ²) by finite differences of the analytic gradient, in
+    # the mean-zero-s subspace, then invert
+    sigma2 = float(np.mean((sc.SlalomSurrogate(fv[:, 0], fs).predict(counts)[:, None] - y) ** 2))
+
+    def grad(theta):
+        _, gv, gs = sc.fitting._loss_grad(idx, mask, y, theta[:5, None], theta[5:])
+        return np.concatenate([gv[:, 0], gs]) * y.size / (2 * sigma2)
+
+    theta = np.concatenate([fv[:, 0], fs - fs.mean()])
+    h = np.zeros((10, 10))
+    for j in range(10):
+        e = np.zeros(10)
+        e[j] = 1e-5
+        h[:, j] = (grad(theta + e) - grad(theta - e)) / 2e-5
+    basis = np.linalg.qr(np.concatenate([np.zeros((5, 1)), np.ones((5, 1))]), mode="complete")[0][:, 1:]
+    cov = basis @ np.linalg.inv(basis.T @ ((h + h.T) / 2) @ basis) @ basis.T
+    np.testing.assert_allclose(se_v[:, 0], np.sqrt(np.diag(cov)[:5]), rtol=0.05)
+    np.testing.assert_allclose(se_s, np.sqrt(np.diag(cov)[5:]), rtol=0.05)
