@@ -62,9 +62,10 @@ def run_demo(args: argparse.Namespace) -> int:
     exps = explain_batch(model, texts, tokenizer=tok, method=args.method, n_samples=args.n_samples, seed=args.seed, granularity=args.granularity)
     for i, (text, exp) in enumerate(zip(texts, exps)):
         d = exp.diagnostics
-        out_val = exp.model_output if exp.class_names is None else exp.model_output[0]
+        first = (lambda x: x) if exp.class_names is None else (lambda x: x[0])
         print(f"[{i}] {text}")
-        print(f"    model log-odds {float(out_val):+.3f} · surrogate {float(exp.surrogate_output if exp.class_names is None else exp.surrogate_output[0]):+.3f} · held-out R² {d['heldout_r2']:.3f} · "
+        print(f"    model log-odds {float(first(exp.model_output)):+.3f} · surrogate {float(first(exp.surrogate_output)):+.3f} · "
+              f"scores measured from the empty input's {float(first(exp.base_value)):+.3f} · held-out R² {d['heldout_r2']:.3f} · "
               f"{d['model_evaluations']} model evaluations in {d['model_seconds']:.2f} s, fit {d['fit_seconds']:.2f} s")
         print(format_table(exp))
         fig, ax = plt.subplots(figsize=(6, 4.5))
