@@ -95,6 +95,12 @@ def _predict_sparse(idx: np.ndarray, mask: np.ndarray, value: np.ndarray, import
     return np.einsum("bl,blk->bk", alpha, value[idx]), alpha
 
 
+def _attention_dense(counts: np.ndarray, importance: np.ndarray) -> np.ndarray:
+    """(B, U) attention weights c_u exp(s_u) / Σ c exp(s) of dense count rows."""
+    w = counts * np.exp(importance - importance.max())
+    return w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+
+
 def _loss_grad(
     idx: np.ndarray,
     mask: np.ndarray,
@@ -113,12 +119,8 @@ def _loss_grad(
     n_units, n_out = value.shape
     f, alpha = _predict_sparse(idx, mask, value, importance)
     resid = f - y
-    if weights is not None:
-        resid_w = resid * weights[:, None]
-        loss = float(np.mean(resid_w * resid))
-    else:
-        resid_w = resid
-        loss = float(np.mean(resid**2))
+    resid_w = resid if weights is None else resid * weights[:, None]
+    loss = float(np.mean(resid_w * resid))
     g = 2.0 * resid_w / resid.size  # dLoss/dF, (B, K)
     flat = idx.ravel()
     grad_v = np.empty_like(value)
@@ -334,22 +336,19 @@ def fit_als(
     imp = np.zeros(n_units) if init_importance is None else np.asarray(init_importance, dtype=float).copy()
 
     def solve_values(imp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        w = counts * np.exp(imp - imp.max())
-        a = w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        a = _attention_dense(counts, imp)
         gram = a.T @ a
         lam = ridge * max(np.trace(gram) / n_units, 1e-12)
         value = np.linalg.solve(gram + lam * np.eye(n_units), a.T @ y)
         return value, a
 
     def mse(value: np.ndarray, imp: np.ndarray) -> float:
-        w = counts * np.exp(imp - imp.max())
-        a = w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        a = _attention_dense(counts, imp)
         return float(np.mean((a @ value - y) ** 2))
 
     def _grad_s(value: np.ndarray, imp: np.ndarray) -> np.ndarray:
         """Gradient of the MSE w.r.t. s for fixed v (unscaled)."""
-        w = counts * np.exp(imp - imp.max())
-        a = w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+        a = _attention_dense(counts, imp)
         f = a @ value
         r = f - y
         # dF_bk/ds_u = a_bu (v_uk − F_bk)
@@ -474,8 +473,7 @@ def laplace_standard_errors(
     """
     n_samples, n_units = counts.shape
     n_out = value.shape[1]
-    w = counts * np.exp(importance - importance.max())
-    a = w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)  # (B, U)
+    a = _attention_dense(counts, importance)  # (B, U)
     f = a @ value  # (B, K)
     wts = np.ones(n_samples) if weights is None else np.asarray(weights, dtype=float) / np.mean(weights)
     sigma2 = float(np.sum(wts[:, None] * (f - y) ** 2) / y.size)
