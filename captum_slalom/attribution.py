@@ -9,6 +9,7 @@ the input positions as Captum-shaped tensors. No fitting happens here.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -25,10 +26,10 @@ from slalom_core import SCORE_NAMES, Segmentation, SlalomExplanation, TorchClass
 
 __all__ = ["SlalomAttribution", "SlalomAttributionResult", "SCORE_NAMES"]
 
-InputType = Union[Tensor, tuple[Tensor, Tensor]]
+InputType = Union[Tensor, tuple[Tensor, ...]]
 FeatureMaskType = Union[None, Tensor, tuple[Union[Tensor, None], ...]]
 
-# explain_batch arguments the adapter sets itself; anything else in **engine_options is
+# explain_batch arguments the adapter sets itself; anything else in **fit_options is
 # handed to the engine (which rejects what it does not know).
 _RESERVED_ENGINE_OPTIONS = frozenset(
     {"model", "texts", "tokenizer", "granularity", "batch_size", "device", "target", "seed",
@@ -195,31 +196,6 @@ def _is_per_example(arg: object, n_rows: int) -> bool:
     return isinstance(arg, list) and len(arg) == n_rows
 
 
-def _select_row_args(args: tuple, row: int, n_rows: int) -> tuple[tuple, tuple[bool, ...]]:
-    selected, per_example = [], []
-    for a in args:
-        if _is_per_example(a, n_rows):
-            selected.append(a[row : row + 1])
-            per_example.append(True)
-        else:
-            selected.append(a)
-            per_example.append(False)
-    return tuple(selected), tuple(per_example)
-
-
-def _expand_row_args(args: tuple, per_example: tuple[bool, ...], batch: int) -> tuple:
-    out = []
-    for a, rowwise in zip(args, per_example):
-        if rowwise and isinstance(a, Tensor):
-            # a holds one example (selected by _select_row_args): share it across the batch.
-            out.append(a.expand(batch, *a.shape[1:]))
-        elif rowwise:
-            out.append(list(a) * batch)
-        else:
-            out.append(a)
-    return tuple(out)
-
-
 def _broadcast_rows(x: object, shape: tuple[int, int], name: str, dtype: torch.dtype, device: torch.device) -> Tensor:
     t = torch.as_tensor(x, device=device)
     try:
@@ -273,54 +249,182 @@ class _ProgressView:
 # ----------------------------------------------------------------------------------------
 # Forward functions handed to the engine (one per explained row)
 # ----------------------------------------------------------------------------------------
+#: How absent features are removed: "delete" (SLALOM's own: shorter inputs) or "replace"
+#: (Lime/KernelShap's: the baseline takes their place, inputs keep their length).
+PERTURBATIONS = ("delete", "replace")
+
+# An extra forward argument of one row, rebuilt per forward batch:
+# builder(batch, positions, real) -> the argument for that batch.
+_ArgBuilder = Callable[[int, Union[Tensor, None], Union[Tensor, None]], object]
+
+
+class _Companion:
+    """A per-position tensor of one row that follows SLALOM's deletions.
+
+    Inputs after the ids and per-position ``additional_forward_args`` (attention mask,
+    token type ids, position ids) are read at the positions a sample keeps. Position ids
+    that were a plain range are renumbered, as a tokenizer would number the shorter
+    text; padding gets 0 (the attention mask: 0, so the model ignores it).
+    """
+
+    def __init__(self, values: Tensor, valid: Tensor, *, is_mask: bool = False) -> None:
+        self.values = values
+        self.is_mask = is_mask
+        self.range_start: int | None = None
+        kept = values[valid]
+        integer = not (values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool)
+        if not is_mask and values.ndim == 1 and integer and kept.numel() >= 3:
+            start = int(kept[0])
+            if torch.equal(kept, torch.arange(start, start + kept.numel(), dtype=kept.dtype, device=kept.device)):
+                self.range_start = start
+
+    def __call__(self, batch: int, pos: Tensor | None, real: Tensor | None) -> Tensor:
+        assert pos is not None and real is not None
+        if self.is_mask:
+            return real.to(self.values.dtype)
+        if self.range_start is not None:
+            width = pos.shape[1]
+            return (self.range_start + torch.arange(width, device=pos.device)).to(self.values.dtype).expand(batch, width)
+        out = self.values.to(pos.device)[pos.clamp_min(0)]
+        return torch.where(real.view(*real.shape, *([1] * (out.ndim - 2))), out, torch.zeros_like(out))
+
+
+def _fixed_arg(a: object, per_example: bool) -> _ArgBuilder:
+    """An argument that does not follow positions: one example's entry shared by the batch."""
+
+    def build(batch: int, pos: Tensor | None = None, real: Tensor | None = None) -> object:
+        if not per_example:
+            return a
+        if isinstance(a, Tensor):
+            return a.expand(batch, *a.shape[1:])
+        return list(a) * batch  # type: ignore[call-overload]
+
+    return build
+
+
+def _row_arg_builders(args: tuple, row: int, n_rows: int, length: int, valid: Tensor | None) -> list[_ArgBuilder]:
+    """Per extra argument of ``row``: follows deletions (``valid`` given) or is fixed."""
+    builders: list[_ArgBuilder] = []
+    for a in args:
+        if not _is_per_example(a, n_rows):
+            builders.append(_fixed_arg(a, False))
+        elif valid is not None and isinstance(a, Tensor) and a.ndim >= 2 and a.shape[1] == length:
+            builders.append(_Companion(a[row], valid))
+        else:
+            builders.append(_fixed_arg(a[row : row + 1], True))
+    return builders
+
+
+class _BatchCaller:
+    """Calls ``forward_func`` on a forward batch and checks one score row per sample.
+
+    A forward that fails on a batch but runs on a single sample (a GPT-2 classifier
+    without pad token behind a closure refuses every batch > 1) is then called one sample
+    at a time, with a warning, so that the default ``perturbations_per_eval`` works on
+    every architecture. If one sample fails too, the original error is raised.
+    """
+
+    def __init__(self, forward_func: Callable[..., Any], index_prefix: tuple[int, ...]) -> None:
+        self.forward_func = forward_func
+        self.index_prefix = index_prefix
+        self.one_by_one = False
+
+    def __call__(self, inputs: tuple, args: tuple, batch: int) -> Tensor:
+        if self.one_by_one and batch > 1:
+            return torch.cat([self._one(inputs, args, batch, r) for r in range(batch)])
+        try:
+            return _as_score_matrix(self.forward_func(*inputs, *args), batch, self.index_prefix)
+        except Exception as err:
+            if batch == 1:
+                raise
+            try:
+                first = self._one(inputs, args, batch, 0)
+            except Exception:
+                raise err from None
+            warnings.warn(
+                f"forward_func failed on a batch of {batch} samples ({type(err).__name__}: {err}) but runs "
+                "on one: evaluating one sample per call from here on (as perturbations_per_eval=1)",
+                stacklevel=2,
+            )
+            self.one_by_one = True
+            return torch.cat([first] + [self._one(inputs, args, batch, r) for r in range(1, batch)])
+
+    def _one(self, inputs: tuple, args: tuple, batch: int, r: int) -> Tensor:
+        def pick(a: object) -> object:
+            if isinstance(a, Tensor) and a.ndim > 0 and a.shape[0] == batch:
+                return a[r : r + 1]
+            if isinstance(a, list) and len(a) == batch:
+                return a[r : r + 1]
+            return a
+
+        out = self.forward_func(*(pick(x) for x in inputs), *(pick(a) for a in args))
+        return _as_score_matrix(out, 1, self.index_prefix)
+
+
 class _DeletionForward:
     """Engine samples (token ids, right-padded, with a mask) -> the user's forward_func.
 
-    Called as forward_func(ids, *args) for a single input tensor, and as
-    forward_func(ids, attention_mask, *args) when inputs were (input_ids, attention_mask).
+    The engine wraps each sample in the row's leading and trailing special tokens; here
+    every column is traced back to a position of the original row (special tokens to
+    theirs, content tokens to the first position holding that id) so that the other
+    inputs and per-position arguments can follow the deletion.
     """
 
-    def __init__(self, forward_func, with_mask, ids_dtype, mask_dtype, args, per_example, index_prefix):
-        self.forward_func = forward_func
-        self.with_mask = with_mask
+    def __init__(self, ids_dtype, companions, arg_builders, prefix_pos, suffix_pos, content_ids, content_pos, caller):
         self.ids_dtype = ids_dtype
-        self.mask_dtype = mask_dtype
-        self.args = args
-        self.per_example = per_example
-        self.index_prefix = index_prefix
+        self.companions = companions
+        self.arg_builders = arg_builders
+        self.prefix_pos = prefix_pos
+        self.suffix_pos = suffix_pos
+        self.content_ids = content_ids
+        self.content_pos = content_pos
+        self.caller = caller
+
+    def positions(self, ids: Tensor, real: Tensor) -> Tensor:
+        """(B, W) original row position of every column; -1 on padding."""
+        batch, width = ids.shape
+        dev = ids.device
+        n = real.sum(dim=1, keepdim=True)
+        cols = torch.arange(width, device=dev).expand(batch, width)
+        lp, ls = len(self.prefix_pos), len(self.suffix_pos)
+        pos = torch.full((batch, width), -1, dtype=torch.long, device=dev)
+        if lp:
+            pos[:, :lp] = self.prefix_pos.to(dev)
+        content = (cols >= lp) & (cols < n - ls)
+        uid = self.content_ids.to(dev)
+        idx = torch.searchsorted(uid, ids.to(uid.dtype)).clamp_max(len(uid) - 1)
+        pos = torch.where(content, self.content_pos.to(dev)[idx], pos)
+        if ls:
+            k = cols - (n - ls)
+            pos = torch.where((k >= 0) & real, self.suffix_pos.to(dev)[k.clamp(0, ls - 1)], pos)
+        return pos
 
     def __call__(self, ids: Tensor, mask: Tensor) -> Tensor:
         batch = ids.shape[0]
-        args = _expand_row_args(self.args, self.per_example, batch)
-        ids = ids.to(self.ids_dtype)
-        if self.with_mask:
-            out = self.forward_func(ids, mask.to(self.mask_dtype), *args)
-        else:
-            out = self.forward_func(ids, *args)
-        return _as_score_matrix(out, batch, self.index_prefix)
+        real = mask.bool()
+        pos = self.positions(ids, real) if (self.companions or self.arg_builders) else None
+        inputs = (ids.to(self.ids_dtype), *(c(batch, pos, real) for c in self.companions))
+        args = tuple(b(batch, pos, real) for b in self.arg_builders)
+        return self.caller(inputs, args, batch)
 
 
 class _ReplacementForward:
     """Engine samples (sets of feature indices) -> full-length inputs with absent features
-    replaced by the baseline -> the user's forward_func."""
+    replaced by the baselines -> the user's forward_func."""
 
-    def __init__(self, forward_func, x_row, base_row, mask_row, mask_base_row, feature_of_position, n_features, args, per_example, index_prefix):
-        self.forward_func = forward_func
-        self.x_row = x_row
-        self.base_row = base_row
-        self.mask_row = mask_row
-        self.mask_base_row = mask_base_row
+    def __init__(self, rows, bases, feature_of_position, n_features, arg_builders, caller):
+        self.rows = rows  # per input tensor, this row: (1, L, ...)
+        self.bases = bases  # per input tensor, its baseline row or None (left unchanged)
         # Non-feature positions (special tokens, padding) point at an extra, always
         # present column so that they are never replaced.
         self.feature_of_position = feature_of_position
         self.n_features = n_features
-        self.args = args
-        self.per_example = per_example
-        self.index_prefix = index_prefix
+        self.arg_builders = arg_builders
+        self.caller = caller
 
     def __call__(self, units: Tensor, slots: Tensor) -> Tensor:
         batch = units.shape[0]
-        device = self.x_row.device
+        device = self.rows[0].device
         units, real = units.to(device), slots.to(device).bool()
         present = torch.zeros((batch, self.n_features + 1), dtype=torch.bool, device=device)
         present[:, self.n_features] = True
@@ -328,16 +432,15 @@ class _ReplacementForward:
         # A unit drawn twice is simply present (eff's sample_length is capped at 2 here).
         present[rows[real], units[real]] = True
         keep = present[:, self.feature_of_position]
-        x = torch.where(keep, self.x_row, self.base_row)
-        args = _expand_row_args(self.args, self.per_example, batch)
-        if self.mask_row is None:
-            out = self.forward_func(x, *args)
-        else:
-            m = self.mask_row.expand(batch, -1)
-            if self.mask_base_row is not None:
-                m = torch.where(keep, self.mask_row, self.mask_base_row)
-            out = self.forward_func(x, m, *args)
-        return _as_score_matrix(out, batch, self.index_prefix)
+        inputs = []
+        for x, base in zip(self.rows, self.bases):
+            if base is None:
+                inputs.append(x.expand(batch, *x.shape[1:]))
+            else:
+                k = keep.view(*keep.shape, *([1] * (x.ndim - 2)))
+                inputs.append(torch.where(k, x, base))
+        args = tuple(b(batch, None, None) for b in self.arg_builders)
+        return self.caller(tuple(inputs), args, batch)
 
 
 # ----------------------------------------------------------------------------------------
@@ -352,31 +455,34 @@ class SlalomAttribution(PerturbationAttribution):
     ``F(t) = Σ_i softmax(s(t))_i · v(t_i)`` that gives every token (or feature) a
     *value* v (its effect alone) and an *importance* s (how much weight it takes from
     the others), fitted to the model's log-odds on perturbed inputs. From one fit it
-    reports ``lin`` = v·exp(s) (default), ``value``, ``importance``, ``removal`` (the
-    predicted output change when the feature is deleted), ``contribution`` (α·v, sums
-    to the surrogate's output) and ``shapley`` (Shapley values of the surrogate).
+    reports ``contribution`` (default: α·v, additive like Lime's coefficients: with the
+    reference it sums to the surrogate's output), ``value``, ``importance``, ``lin``
+    (v·exp(s)), ``removal`` (the predicted output change when the feature is deleted) and
+    ``shapley`` (Shapley values of the surrogate). Scores are in log-odds, measured from
+    the reference point (the model's output on the input without content tokens).
 
     **Removal semantics.** SLALOM *deletes* absent tokens: the model sees shorter
     sequences (SLALOM-eff scores random 2-token sequences of the text's tokens, which is
-    why it is fast). Special tokens declared via ``special_token_ids`` /
-    ``special_token_positions`` stay in place at the start and end of every sample.
-    Captum's Lime and KernelShap instead *replace* absent features by a baseline; pass
-    ``baselines=`` to get that behaviour here (fixed-length inputs; see ``attribute``).
+    why it is fast). Special tokens stay in place at the start and end of every sample;
+    they are found from ``baselines`` (positions where the baseline equals the input, as
+    in Captum's BERT tutorial), the tokenizer, or ``special_token_ids``. Other inputs and
+    per-position ``additional_forward_args`` (attention mask, token type ids, position
+    ids) follow the deletions. Lime and KernelShap instead *replace* absent features by
+    the baseline: ``perturbation="replace"`` does that here (slower: full-length inputs).
 
     Fitting and sampling live in the ``slalom_core`` engine; this class only maps
     Captum's arguments and results. Use it exactly like ``Lime``::
 
-        >>> def forward_func(input_ids, attention_mask):
-        ...     return model(input_ids=input_ids, attention_mask=attention_mask).logits
-        >>> slalom = SlalomAttribution(forward_func, special_token_ids=tokenizer.all_special_ids)
-        >>> enc = tokenizer(["a great movie"], return_tensors="pt")
-        >>> attr_ids, _ = slalom.attribute((enc.input_ids, enc.attention_mask), target=1)
+        >>> slalom = SlalomAttribution(predict, tokenizer=tokenizer)
+        >>> attributions = slalom.attribute(input_ids, baselines=ref_input_ids, target=1,
+        ...     additional_forward_args=(token_type_ids, position_ids, attention_mask))
     """
 
     def __init__(
         self,
         forward_func: Callable[..., Any],
         *,
+        tokenizer: Any = None,
         special_token_ids: Sequence[int] | None = None,
         pad_token_id: int | None = None,
     ) -> None:
@@ -384,27 +490,30 @@ class SlalomAttribution(PerturbationAttribution):
         Args:
 
             forward_func (Callable or torch.nn.Module): the model's forward function,
-                        called as Captum calls it: ``forward_func(input_ids,
-                        *additional_forward_args)`` for a single input tensor, or
-                        ``forward_func(input_ids, attention_mask,
-                        *additional_forward_args)`` when ``inputs`` is the tuple
-                        ``(input_ids, attention_mask)``. It returns class scores
-                        (batch x classes; logits by default, see ``output``), a
-                        score per example, or an object with ``.logits``.
+                        called as Captum calls it: ``forward_func(*inputs,
+                        *additional_forward_args)``. It returns class scores (batch x
+                        classes; logits), a score per example, or an object with
+                        ``.logits``. A module (or a bound method of one) is run in
+                        eval mode while explaining; every submodule's mode is restored.
+            tokenizer (optional): a Hugging Face tokenizer: its special ids (never
+                        features) and pad id become the defaults below.
+                        Default: None
             special_token_ids (Sequence[int], optional): token ids that are never
-                        features and stay in place (e.g.
-                        ``tokenizer.all_special_ids``: [CLS], [SEP], [PAD], ...).
-                        The default for every ``attribute`` call.
-                        Default: None (no special tokens)
-            pad_token_id (int, optional): id used to pad a batch of samples of
-                        different lengths when ``inputs`` carries an attention mask
-                        (padding is masked out). If None, it is read from the padded
-                        positions of the inputs, else 0. Decoder classifiers that
-                        pool at the last non-pad token (GPT-2) need their
-                        ``config.pad_token_id`` here.
+                        features and stay in place (e.g. [CLS], [SEP], [PAD]).
+                        Default: None (the tokenizer's, else none)
+            pad_token_id (int, optional): id used to pad forward batches of samples of
+                        different lengths. Padding is used only when ``inputs`` is
+                        ``(input_ids, attention_mask)`` and this id is known (given,
+                        from the tokenizer, or read from padded positions of the
+                        inputs); otherwise every forward batch holds samples of one
+                        length and nothing is padded (safe for GPT-2 without a pad token).
                         Default: None
         """
         PerturbationAttribution.__init__(self, forward_func)
+        if special_token_ids is None and tokenizer is not None:
+            special_token_ids = getattr(tokenizer, "all_special_ids", None)
+        if pad_token_id is None and tokenizer is not None:
+            pad_token_id = getattr(tokenizer, "pad_token_id", None)
         self.special_token_ids = None if special_token_ids is None else tuple(int(i) for i in special_token_ids)
         self.pad_token_id = pad_token_id
 
@@ -438,40 +547,41 @@ class SlalomAttribution(PerturbationAttribution):
         feature_mask: FeatureMaskType = None,
         n_samples: int = slalom_core.DEFAULT_N_SAMPLES,
         perturbations_per_eval: int = 64,
+        return_input_shape: bool = True,
         show_progress: bool = False,
         *,
-        score: str = "lin",
+        score: str = slalom_core.DEFAULT_SCORE,
         method: str = "eff",
         seed: int | None = None,
+        perturbation: str = "delete",
         special_token_ids: Sequence[int] | None = None,
         special_token_positions: Sequence[int] | Tensor | None = None,
-        output: str = "logits",
+        output: str | None = None,
         return_all: bool = False,
-        **engine_options: Any,
-    ) -> Tensor | tuple[Tensor, Tensor] | SlalomAttributionResult:
+        **fit_options: Any,
+    ) -> Tensor | tuple[Tensor, ...] | SlalomAttributionResult:
         r"""
         Fits one local SLALOM per row of ``inputs`` and returns its scores per position.
+        The arguments up to ``show_progress`` are Lime's, in Lime's order.
 
         Args:
 
-            inputs (Tensor or tuple[Tensor, Tensor]): token ids, batch x length, or the
-                        tuple ``(input_ids, attention_mask)``. With a tuple,
-                        ``forward_func`` receives a rebuilt attention mask for every
-                        sample (1 on tokens, 0 on padding) and samples of different
-                        lengths share batches; with a single tensor, no padding is
-                        ever added (each forward batch holds samples of one length).
-                        Padding in a tuple's mask (0 entries, at either end) is no
-                        feature. Every row is explained separately.
-            baselines (scalar, Tensor or tuple, optional): None (default): absent
-                        features are *deleted* (SLALOM's own semantics). Given:
-                        absent features are *replaced* by the baseline and inputs
-                        keep their length, as in Lime/KernelShap. A scalar (e.g. the
-                        [MASK] or [PAD] id) or a tensor broadcastable to the ids.
-                        For tuple inputs, ``(ids_baseline, mask_baseline)``: either
-                        may be None (left unchanged); ``mask_baseline=0`` masks
-                        absent tokens out. In this mode every feature is its own
-                        SLALOM unit (repeated tokens are not merged) and SLALOM-eff
-                        needs ``sample_length`` <= 2.
+            inputs (Tensor or tuple[Tensor, ...]): token ids, batch x length, or a tuple
+                        whose first tensor holds the token ids and whose other tensors
+                        (attention mask, token type ids, position ids, each batch x
+                        length) follow the deletions. In a 2-tuple
+                        ``(input_ids, attention_mask)`` the mask's 0 entries are
+                        padding (no feature) and samples of different lengths may
+                        share padded forward batches. Every row is explained
+                        separately.
+            baselines (scalar, Tensor or tuple, optional): with the default
+                        ``perturbation="delete"``, positions where the baseline equals
+                        the input are special tokens (kept in place, attribution 0),
+                        as in Captum's tutorials (``[CLS] [PAD] ... [SEP]``); nothing is
+                        replaced. With ``perturbation="replace"``: the values absent
+                        features take, as in Lime (a scalar such as the [PAD] id, a
+                        tensor broadcastable to the ids, or one entry per input
+                        tensor, None leaving that tensor unchanged).
                         Default: None
             target (int, tuple, Tensor, or list, optional): Captum's target
                         convention. An int or a one-element tensor: that class for
@@ -479,81 +589,87 @@ class SlalomAttribution(PerturbationAttribution):
                         a tuple: its last entry is the class, the leading entries
                         index extra output dimensions. SLALOM models *log-odds*: for
                         2 classes, target c explains log p(c)/p(1-c); for k > 2
-                        classes, class c against the rest; for a single score per
-                        example, the score itself (target None or 0).
-                        None on a 2-class model explains class 1. To read the
-                        number of class scores, ``forward_func`` is called once on
-                        the unperturbed inputs, as Captum would call it.
+                        classes, class c's column of the joint multi-class fit; for a
+                        single score per example, the score itself (target None or 0).
+                        None on a 2-class model explains class 1.
                         Default: None
             additional_forward_args (Any, optional): extra arguments passed to
-                        ``forward_func`` after the inputs. Tensors (and lists) whose
-                        first dimension is the batch size hold one entry per example
-                        and are expanded to each forward batch; other values are
-                        passed unchanged. Per-position tensors (batch x length)
-                        cannot follow deletions and raise an error: pass
-                        ``(input_ids, attention_mask)`` as inputs instead.
+                        ``forward_func`` after the inputs. Tensors of shape batch x
+                        length follow the deletions like the inputs (position ids
+                        that were a range are renumbered); other tensors and lists
+                        whose first dimension is the batch size hold one entry per
+                        example; other values are passed unchanged.
                         Default: None
             feature_mask (Tensor or tuple, optional): groups positions into features,
                         like Lime's: positions with the same integer form one
                         feature, which SLALOM samples, deletes and scores as one
                         unit (e.g. the sub-tokens of a word). Shaped like (or
-                        broadcastable to) the ids. With tuple inputs, a tensor for
-                        the ids, or ``(ids_mask, None)`` / ``(ids_mask, ids_mask)``.
-                        When deleting, a feature must be a contiguous span. Groups
-                        with identical token ids share one value and importance,
-                        as repeated tokens do. Every position of a feature receives
-                        the feature's score.
+                        broadcastable to) the ids; for tuple inputs, a tuple whose
+                        first entry is the ids' mask (the others None or equal to
+                        it). When deleting, a feature must be a contiguous span.
                         Default: None (every non-special position is a feature)
             n_samples (int, optional): model evaluations used to fit (SLALOM-eff,
                         -fidel); "ana" always uses 2U - 1 (U unique features).
                         Default: 1000
             perturbations_per_eval (int, optional): samples per forward call.
-                        Captum's methods default to 1; SLALOM-eff's samples are a
-                        few tokens long, so batching them is cheap. Use 1 for a
-                        forward_func that only takes one input at a time.
+                        SLALOM-eff's samples are a few tokens long, so batching them
+                        is cheap (Captum's methods default to 1). A forward that fails
+                        on batches but runs on one sample is called one at a time,
+                        with a warning.
                         Default: 64
+            return_input_shape (bool, optional): as in Lime: True returns scores
+                        shaped like the inputs; False returns one score per feature:
+                        per feature id of ``feature_mask`` (0 .. max id), else per
+                        position of the ids; 1-D for a single example, else batch x
+                        features.
+                        Default: True
             show_progress (bool, optional): Captum's progress bar ("Slalom
                         attribution") over model evaluations.
                         Default: False
-            score (str, optional): which score to return: "lin", "value",
-                        "importance", "removal", "contribution" or "shapley".
-                        Default: "lin"
+            score (str, optional): which score to return: "contribution", "lin",
+                        "value", "importance", "removal" or "shapley".
+                        Default: "contribution"
             method (str, optional): "eff" (short random sequences, fast), "fidel"
                         (deletions from the full input) or "ana" (closed form from
                         singles and pairs; exact on a true SLALOM).
                         Default: "eff"
             seed (int, optional): random seed; the same seed gives the same
-                        explanation. None draws one (recorded in diagnostics).
+                        explanation. None draws from torch's global generator, so
+                        ``torch.manual_seed`` reproduces (as with Lime).
                         Default: None
+            perturbation (str, optional): "delete" (SLALOM's own semantics) or
+                        "replace" (absent features take the baseline; every feature is
+                        its own unit; slower, as the inputs keep their full length).
+                        Default: "delete"
             special_token_ids (Sequence[int], optional): ids that stay in place and
                         get attribution 0; overrides the constructor's default
                         (``()`` for none). When deleting, they must sit at the start
                         or end of the (unpadded) row.
                         Default: None (the constructor's setting)
             special_token_positions (Sequence[int] or Tensor, optional): positions
-                        that stay in place, in addition to ``special_token_ids``:
-                        indices into each row's unpadded tokens (negative counts
-                        from its last token), or a boolean tensor shaped like the ids.
+                        that stay in place, in addition to the above: indices into
+                        each row's unpadded tokens (negative counts from its last
+                        token), or a boolean tensor shaped like the ids.
                         Default: None
-            output (str, optional): "logits" (default) or "probs" when
-                        ``forward_func`` returns probabilities (turned into log-odds).
-                        Default: "logits"
+            output (str, optional): what ``forward_func`` returns, as in
+                        ``slalom_core.explain`` (e.g. "logits" or "probs").
+                        Default: None (the engine's default)
             return_all (bool, optional): return a :class:`SlalomAttributionResult`
                         holding every score (each shaped like the ids) and the
                         engine's explanations, instead of one score.
                         Default: False
-            **engine_options: passed to ``slalom_core.explain_batch`` and its fitter,
+            **fit_options: the engine's fitting options (``slalom_core.explain``),
                         e.g. ``sample_length=2`` (eff), ``max_delete_fraction=0.5``
-                        (fidel), ``gamma``, ``reference``.
+                        (fidel), ``reference``.
 
         Returns:
 
-            *Tensor* or *tuple[Tensor, Tensor]* of **attributions**, or a
+            *Tensor* or *tuple[Tensor, ...]* of **attributions**, or a
             :class:`SlalomAttributionResult` with ``return_all=True``:
             - **attributions**: float tensor shaped like the ids, one score per
-              position (0 on special tokens and padding). For tuple inputs, the
-              tuple ``(attributions, zeros)``: the attention mask carries no
-              attribution of its own.
+              position (0 on special tokens and padding). For tuple inputs, a tuple
+              shaped like the inputs: the other tensors carry no attribution of
+              their own (zeros).
 
         Examples::
 
@@ -564,56 +680,66 @@ class SlalomAttribution(PerturbationAttribution):
         """
         if score not in SCORE_NAMES:
             raise ValueError(f"unknown score {score!r}; choose one of {SCORE_NAMES}")
-        bad = sorted(set(engine_options) & _RESERVED_ENGINE_OPTIONS)
+        if perturbation not in PERTURBATIONS:
+            raise ValueError(f"unknown perturbation {perturbation!r}; choose one of {PERTURBATIONS}")
+        bad = sorted(set(fit_options) & _RESERVED_ENGINE_OPTIONS)
         if bad:
-            raise TypeError(f"{bad} cannot be passed as engine options: SlalomAttribution sets them from its own arguments")
+            raise TypeError(f"{bad} cannot be passed as fit options: SlalomAttribution sets them from its own arguments")
         if isinstance(perturbations_per_eval, bool) or not isinstance(perturbations_per_eval, int) or perturbations_per_eval < 1:
             raise ValueError(f"perturbations_per_eval must be a positive int, got {perturbations_per_eval!r}")
-        replace = baselines is not None
-        if replace and method == "eff" and int(engine_options.get("sample_length", 2)) > 2:
+        if return_all and not return_input_shape:
+            raise ValueError("return_all gives input-shaped scores: leave return_input_shape=True")
+        replace = perturbation == "replace"
+        if replace and method == "eff" and int(fit_options.get("sample_length", 2)) > 2:
             raise ValueError(
-                "with baselines (replacement), a sample is a set of present features, so a "
+                "with perturbation='replace', a sample is a set of present features, so a "
                 "feature drawn twice cannot count twice: use sample_length <= 2"
             )
+        if output is not None:
+            fit_options["output"] = output
 
         # -- inputs ------------------------------------------------------------------
         is_tuple = isinstance(inputs, tuple)
-        if is_tuple:
-            if len(inputs) != 2:
-                raise ValueError(f"tuple inputs must be (input_ids, attention_mask), got {len(inputs)} tensors")
-            ids, attn = inputs
-            if not isinstance(ids, Tensor) or not isinstance(attn, Tensor) or ids.shape != attn.shape:
-                raise ValueError("tuple inputs must be two tensors of one shape: (input_ids, attention_mask)")
-        elif isinstance(inputs, Tensor):
-            ids, attn = inputs, None
-        else:
-            raise TypeError(f"inputs must be a tensor of token ids or (input_ids, attention_mask), got {type(inputs).__name__}")
+        tensors = inputs if is_tuple else (inputs,)
+        if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+            raise TypeError("inputs must be a tensor of token ids or a tuple of tensors whose first holds the ids")
+        ids = tensors[0]
         if ids.ndim != 2:
-            raise ValueError(f"inputs must be batch x length, got shape {tuple(ids.shape)} (add a batch dim with unsqueeze(0))")
+            raise ValueError(f"the token ids must be batch x length, got shape {tuple(ids.shape)} (add a batch dim with unsqueeze(0))")
+        for t in tensors[1:]:
+            if tuple(t.shape[:2]) != tuple(ids.shape):
+                raise ValueError(f"every input tensor must be batch x length like the ids {tuple(ids.shape)}, got {tuple(t.shape)}")
         if not replace and (ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool):
             raise TypeError(
                 f"deleting tokens needs integer token ids, got {ids.dtype}; for other inputs "
-                "give baselines= (absent features replaced)"
+                "use perturbation='replace' with baselines="
             )
         n_rows, length = ids.shape
         device = ids.device
+        attn = tensors[1] if len(tensors) == 2 and _is_zero_one(tensors[1]) else None
         valid = torch.ones_like(ids, dtype=torch.bool) if attn is None else attn != 0
 
         # -- per-position bookkeeping: special tokens, features -------------------------
+        base_rows = self._baselines(baselines, tensors) if baselines is not None else None
+        if replace and base_rows is None:
+            raise ValueError("perturbation='replace' needs baselines= (the values absent features take)")
         specials = self._special_positions(ids, valid, special_token_ids, special_token_positions)
-        fmask = self._feature_mask(feature_mask, is_tuple, (n_rows, length), device)
-        args = self._format_args(additional_forward_args)
+        if not replace and base_rows is not None and base_rows[0] is not None:
+            # Captum's tutorials mark special tokens by giving them in the baseline.
+            specials |= (ids == base_rows[0]) & valid
+        fmask = self._feature_mask(feature_mask, len(tensors), (n_rows, length), device)
+        args = () if additional_forward_args is None else (
+            additional_forward_args if isinstance(additional_forward_args, tuple) else (additional_forward_args,)
+        )
         row_targets = _row_targets(target, n_rows)
         pad_id = self._pad_id(ids, valid)
+        module = slalom_core.module_of(self.forward_func)
 
-        ids_base = attn_base = None
-        if replace:
-            ids_base, attn_base = self._baselines(baselines, is_tuple, ids, attn)
-
-        # One forward on the real inputs, as Captum calls the model: how many class
+        # One forward on the first real row, as Captum calls the model: how many class
         # scores there are decides what the target means (see _engine_target).
-        with torch.no_grad():
-            probe = self.forward_func(*((ids, attn) if is_tuple else (ids,)), *args)
+        with slalom_core.model_session(module), torch.no_grad():
+            probe_args = tuple(b(1, None, None) for b in _row_arg_builders(args, 0, n_rows, length, None))
+            probe = self.forward_func(*(t[:1] for t in tensors), *probe_args)
 
         factory = _SharedProgress(f"{self.get_name()} attribution") if show_progress else None
         explanations: list[SlalomExplanation] = []
@@ -621,27 +747,14 @@ class SlalomAttribution(PerturbationAttribution):
         try:
             for row in range(n_rows):
                 index_prefix, cls = row_targets[row]
-                k = _as_score_matrix(probe, n_rows, index_prefix).shape[1]
-                engine_target = _engine_target(cls, k)
-                row_args, per_example = _select_row_args(args, row, n_rows)
+                engine_target = _engine_target(cls, _as_score_matrix(probe, 1, index_prefix).shape[1])
                 groups = self._groups(row, ids, valid, specials, fmask, contiguous=not replace)
+                caller = _BatchCaller(self.forward_func, index_prefix)
                 if replace:
-                    adapter, seg = self._replacement_adapter(
-                        row, ids, attn, ids_base, attn_base, groups, length, row_args, per_example,
-                        index_prefix, perturbations_per_eval, device,
-                    )
+                    adapter, seg = self._replacement_adapter(row, tensors, base_rows, groups, args, caller, perturbations_per_eval, module)
                 else:
-                    for a in row_args:
-                        if isinstance(a, Tensor) and a.ndim >= 2 and a.shape[1] == length:
-                            raise ValueError(
-                                f"additional_forward_args holds a per-position tensor of shape "
-                                f"{tuple(a.shape)}: SLALOM deletes tokens, so it cannot follow the "
-                                "samples. Pass (input_ids, attention_mask) as inputs (the mask is "
-                                "rebuilt per sample), or give baselines= for replacement"
-                            )
                     adapter, seg = self._deletion_adapter(
-                        row, ids, attn, valid, specials, groups, row_args, per_example,
-                        index_prefix, pad_id, perturbations_per_eval, device,
+                        row, tensors, attn, valid, specials, groups, args, caller, pad_id, perturbations_per_eval, module
                     )
                 exp = slalom_core.explain_batch(
                     adapter,
@@ -650,9 +763,8 @@ class SlalomAttribution(PerturbationAttribution):
                     n_samples=n_samples,
                     target=engine_target,
                     seed=seed,
-                    output=output,
                     show_progress=factory if factory is not None else False,
-                    **engine_options,
+                    **fit_options,
                 )[0]
                 explanations.append(exp)
                 position_maps.append(groups)
@@ -662,34 +774,42 @@ class SlalomAttribution(PerturbationAttribution):
 
         names = SCORE_NAMES if return_all else (score,)
         dtype = torch.get_default_dtype()
-        tensors = {}
+        per_position = {}
         for name in names:
             out = torch.zeros((n_rows, length), dtype=dtype, device=device)
             for row, (exp, groups) in enumerate(zip(explanations, position_maps)):
                 per_feature = torch.as_tensor(np.asarray(exp.scores(name), dtype=np.float64), dtype=dtype, device=device)
                 for g, positions in enumerate(groups):
                     out[row, torch.as_tensor(positions, device=device)] = per_feature[g]
-            tensors[name] = out
+            per_position[name] = out
         if return_all:
-            return SlalomAttributionResult(tensors, explanations)
-        attributions = tensors[score]
+            return SlalomAttributionResult(per_position, explanations)
+        attributions = per_position[score]
+        if not return_input_shape:
+            return self._per_feature(attributions, fmask)
         if is_tuple:
-            return attributions, torch.zeros_like(attn, dtype=dtype)
+            return (attributions, *(torch.zeros(t.shape, dtype=dtype, device=device) for t in tensors[1:]))
         return attributions
 
     # -- argument translation ----------------------------------------------------------
     @staticmethod
-    def _format_args(additional_forward_args: Any) -> tuple:
-        if additional_forward_args is None:
-            return ()
-        return additional_forward_args if isinstance(additional_forward_args, tuple) else (additional_forward_args,)
+    def _per_feature(attributions: Tensor, fmask: Tensor | None) -> Tensor:
+        """Lime's ``return_input_shape=False``: one score per interpretable feature."""
+        if fmask is None:
+            out = attributions
+        else:
+            out = torch.zeros((attributions.shape[0], int(fmask.max()) + 1), dtype=attributions.dtype, device=attributions.device)
+            # Every position of a feature holds the feature's score; special/padding
+            # positions hold 0 and never share an id with a feature (checked in _groups).
+            out.scatter_(1, fmask.clamp_min(0), attributions)
+        return out[0] if out.shape[0] == 1 else out
 
-    def _pad_id(self, ids: Tensor, valid: Tensor) -> int:
+    def _pad_id(self, ids: Tensor, valid: Tensor) -> int | None:
         if self.pad_token_id is not None:
             return int(self.pad_token_id)
         padded = ids[~valid]
         # The inputs' own padding tells which id the model expects there.
-        return int(padded[0]) if padded.numel() else 0
+        return int(padded[0]) if padded.numel() else None
 
     def _special_positions(self, ids, valid, special_token_ids, special_token_positions) -> Tensor:
         chosen = self.special_token_ids if special_token_ids is None else tuple(int(i) for i in special_token_ids)
@@ -709,49 +829,41 @@ class SlalomAttribution(PerturbationAttribution):
         return special & valid
 
     @staticmethod
-    def _feature_mask(feature_mask, is_tuple, shape, device) -> Tensor | None:
+    def _feature_mask(feature_mask, n_inputs, shape, device) -> Tensor | None:
         if feature_mask is None:
             return None
         if isinstance(feature_mask, tuple):
-            if not is_tuple:
-                if len(feature_mask) != 1:
-                    raise ValueError("a single input tensor takes one feature mask")
-                feature_mask = feature_mask[0]
-            else:
-                if len(feature_mask) != 2:
-                    raise ValueError("tuple inputs take a feature mask tensor, or (ids_mask, None | ids_mask)")
-                first, second = feature_mask
-                if second is not None and not torch.equal(
-                    torch.broadcast_to(torch.as_tensor(second), shape), torch.broadcast_to(torch.as_tensor(first), shape)
+            if len(feature_mask) != n_inputs:
+                raise ValueError(f"feature_mask has {len(feature_mask)} entries for {n_inputs} input tensor(s)")
+            first = feature_mask[0]
+            for other in feature_mask[1:]:
+                if other is not None and not torch.equal(
+                    torch.broadcast_to(torch.as_tensor(other), shape), torch.broadcast_to(torch.as_tensor(first), shape)
                 ):
                     raise ValueError(
-                        "the attention mask follows the token ids: its feature mask must be None "
+                        "the other inputs follow the token ids: their feature masks must be None "
                         "or equal to the ids' feature mask"
                     )
-                feature_mask = first
+            feature_mask = first
         if feature_mask.dtype.is_floating_point or feature_mask.dtype == torch.bool:
             raise TypeError(f"feature_mask must hold integer feature ids, got {feature_mask.dtype}")
-        return _broadcast_rows(feature_mask, shape, "feature_mask", torch.long, device)
+        fmask = _broadcast_rows(feature_mask, shape, "feature_mask", torch.long, device)
+        if bool((fmask < 0).any()):
+            raise ValueError("feature_mask ids must be >= 0")
+        return fmask
 
     @staticmethod
-    def _baselines(baselines, is_tuple, ids, attn) -> tuple[Tensor | None, Tensor | None]:
-        shape = tuple(ids.shape)
-        if isinstance(baselines, tuple):
-            if not is_tuple:
-                if len(baselines) != 1:
-                    raise ValueError("a single input tensor takes one baseline")
-                b_ids, b_attn = baselines[0], None
-            else:
-                if len(baselines) != 2:
-                    raise ValueError("tuple inputs take baselines (ids_baseline, mask_baseline)")
-                b_ids, b_attn = baselines
-                if b_ids is None and b_attn is None:
-                    raise ValueError("baselines=(None, None) replaces nothing; use baselines=None to delete tokens")
-        else:
-            b_ids, b_attn = baselines, None
-        ids_base = ids if b_ids is None else _broadcast_rows(b_ids, shape, "baselines", ids.dtype, ids.device)
-        attn_base = None if b_attn is None else _broadcast_rows(b_attn, shape, "mask baseline", attn.dtype, ids.device)
-        return ids_base, attn_base
+    def _baselines(baselines, tensors) -> list[Tensor | None]:
+        """One baseline row set per input tensor (None: that tensor is left unchanged)."""
+        given = baselines if isinstance(baselines, tuple) else (baselines,) + (None,) * (len(tensors) - 1)
+        if len(given) != len(tensors):
+            raise ValueError(f"baselines has {len(given)} entries for {len(tensors)} input tensor(s)")
+        if all(b is None for b in given):
+            raise ValueError("baselines of None only: give a baseline for the ids, or leave baselines=None")
+        return [
+            None if b is None else _broadcast_rows(b, tuple(t.shape), "baselines", t.dtype, t.device)
+            for b, t in zip(given, tensors)
+        ]
 
     # -- per-row translation -------------------------------------------------------------
     @staticmethod
@@ -783,11 +895,13 @@ class SlalomAttribution(PerturbationAttribution):
                     raise ValueError(
                         f"feature {int(labels[g[0]])} of row {row} is not a contiguous span (positions "
                         f"{g.tolist()}); deleting it would reorder the text. Use contiguous groups, "
-                        "or baselines= (replacement keeps every position in place)"
+                        "or perturbation='replace' (replacement keeps every position in place)"
                     )
         return ordered
 
-    def _deletion_adapter(self, row, ids, attn, valid, specials, groups, row_args, per_example, index_prefix, pad_id, batch_size, device):
+    def _deletion_adapter(self, row, tensors, attn, valid, specials, groups, args, caller, pad_id, batch_size, module):
+        ids = tensors[0]
+        n_rows, length = ids.shape
         real = torch.nonzero(valid[row]).flatten().tolist()
         if real != list(range(real[0], real[-1] + 1)):
             raise ValueError(f"row {row}: padding (attention mask 0) must sit at the start or end of the row")
@@ -795,41 +909,56 @@ class SlalomAttribution(PerturbationAttribution):
         last_content = max(int(g[-1]) for g in groups)
         row_ids = ids[row].tolist()
         row_special = specials[row].tolist()
-        prefix = [row_ids[p] for p in real if p < first_content]
-        suffix = [row_ids[p] for p in real if p > last_content]
         for p in range(first_content, last_content + 1):
             if row_special[p]:
                 raise ValueError(
                     f"row {row}: special token at position {p} lies between content tokens; special "
                     "tokens stay in place only at the start or end. Drop it from the special tokens "
-                    "to treat it as a feature, or give baselines= (replacement)"
+                    "to treat it as a feature, or use perturbation='replace'"
                 )
+        prefix = [p for p in real if p < first_content]
+        suffix = [p for p in real if p > last_content]
+        first_at: dict[int, int] = {}
+        for g in groups:
+            for p in g.tolist():
+                first_at.setdefault(row_ids[p], p)
+        content_ids = sorted(first_at)
+        companions = [_Companion(t[row], valid[row], is_mask=t is attn) for t in tensors[1:]]
+        forward = _DeletionForward(
+            ids.dtype,
+            companions,
+            _row_arg_builders(args, row, n_rows, length, valid[row]),
+            torch.tensor(prefix, dtype=torch.long),
+            torch.tensor(suffix, dtype=torch.long),
+            torch.tensor(content_ids, dtype=torch.long),
+            torch.tensor([first_at[i] for i in content_ids], dtype=torch.long),
+            caller,
+        )
         seg = Segmentation(
             unit_ids=[tuple(row_ids[p] for p in g.tolist()) for g in groups],
             tokens=[" ".join(str(row_ids[p]) for p in g.tolist()) for g in groups],
         )
-        forward = _DeletionForward(
-            self.forward_func, attn is not None, ids.dtype, None if attn is None else attn.dtype,
-            row_args, per_example, index_prefix,
-        )
         adapter = TorchClassifier(
             forward,
-            prefix_ids=prefix,
-            suffix_ids=suffix,
-            pad_id=pad_id,
+            prefix_ids=[row_ids[p] for p in prefix],
+            suffix_ids=[row_ids[p] for p in suffix],
+            pad_id=0 if pad_id is None else pad_id,
             batch_size=batch_size,
-            device=device,
-            # Without an attention mask the model cannot tell padding from tokens: then the
-            # engine batches only samples of one length and never pads.
-            pads_safely=attn is not None,
+            device=None if module is not None else ids.device,
+            # Padding needs a model that reads an attention mask and the id it pads with;
+            # otherwise each forward batch holds samples of one length (never padded).
+            pads_safely=attn is not None and pad_id is not None,
+            module=module,
         )
         return adapter, seg
 
-    def _replacement_adapter(self, row, ids, attn, ids_base, attn_base, groups, length, row_args, per_example, index_prefix, batch_size, device):
+    def _replacement_adapter(self, row, tensors, base_rows, groups, args, caller, batch_size, module):
+        ids = tensors[0]
+        n_rows, length = ids.shape
         n_features = len(groups)
-        feature_of_position = torch.full((length,), n_features, dtype=torch.long, device=device)
+        feature_of_position = torch.full((length,), n_features, dtype=torch.long, device=ids.device)
         for g, positions in enumerate(groups):
-            feature_of_position[torch.as_tensor(positions, device=device)] = g
+            feature_of_position[torch.as_tensor(positions, device=ids.device)] = g
         row_ids = ids[row].tolist()
         # Each feature is its own unit (ids 0..G-1): replacement switches positions on and
         # off, so two occurrences of a token are two features here.
@@ -838,16 +967,19 @@ class SlalomAttribution(PerturbationAttribution):
             tokens=[" ".join(str(row_ids[p]) for p in positions.tolist()) for positions in groups],
         )
         forward = _ReplacementForward(
-            self.forward_func,
-            ids[row : row + 1],
-            ids_base[row : row + 1],
-            None if attn is None else attn[row : row + 1],
-            None if attn_base is None else attn_base[row : row + 1],
+            [t[row : row + 1] for t in tensors],
+            [None if b is None else b[row : row + 1] for b in base_rows],
             feature_of_position,
             n_features,
-            row_args,
-            per_example,
-            index_prefix,
+            _row_arg_builders(args, row, n_rows, length, None),
+            caller,
         )
-        adapter = TorchClassifier(forward, pad_id=0, batch_size=batch_size, device=device, pads_safely=True)
+        adapter = TorchClassifier(
+            forward, pad_id=0, batch_size=batch_size, device=None if module is not None else ids.device, pads_safely=True, module=module
+        )
         return adapter, seg
+
+
+def _is_zero_one(t: Tensor) -> bool:
+    """True for a tensor holding only 0s and 1s (an attention mask)."""
+    return not t.dtype.is_complex and bool(((t == 0) | (t == 1)).all())

@@ -165,6 +165,7 @@ class SlalomLLMAttribution(LLMAttribution):
             if kwargs.get("special_token_ids") or kwargs.get("special_token_positions") is not None:
                 raise ValueError("in the LLM workflow, leave tokens out of the features with TextTokenInput(skip_tokens=...)")
             kwargs["baselines"] = 0
+            kwargs["perturbation"] = "replace"
             # A log-probability has no natural zero (log-odds have: even odds), so v·exp(s)
             # ("lin") mixes an arbitrary offset into the ranking; "removal" - the predicted
             # change of log p(target) when a feature is deleted - does not, and is what

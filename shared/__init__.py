@@ -23,9 +23,11 @@ from .models import (
     TorchClassifier,
     WhitespaceTokenizer,
     as_adapter,
+    model_session,
+    module_of,
     segment_text,
 )
-from .scores import SCORE_NAMES
+from .scores import DEFAULT_SCORE, SCORE_NAMES
 from .surrogate import SlalomSurrogate
 
 __version__ = "0.1.0"
@@ -39,11 +41,14 @@ __all__ = [
     "SlalomExplanation",
     "SlalomSurrogate",
     "SCORE_NAMES",
+    "DEFAULT_SCORE",
     "OutputLink",
     "OUTPUT_KINDS",
     "ModelAdapter",
     "HFClassifier",
     "TorchClassifier",
+    "model_session",
+    "module_of",
     "StringClassifier",
     "WhitespaceTokenizer",
     "Segmentation",

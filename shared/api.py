@@ -121,6 +121,7 @@ def explain_batch(
         plans.append(plan)
     if not plans:
         return []
+    _check_memory(fitter.name, n_samples, max(len(p.units) for p in plans))
 
     results: list[FitResult | None] = [None] * len(plans)
     with adapter.session():
@@ -264,6 +265,21 @@ MIN_HELDOUT_R2 = 0.5
 class SlalomFitWarning(UserWarning):
     """A fitted surrogate that should not be read at face value (not converged, poor fit,
     far from the model on the explained text, or invalid pairs in ana)."""
+
+
+#: Largest dense fitting state one text may need (bytes); checked before any model call.
+MAX_FIT_BYTES = 4 * 2**30
+
+
+def _check_memory(method: str, n_samples: int, n_units: int) -> None:
+    # A fit keeps every sample: counts, attention weights and the standard errors'
+    # Jacobian are (n_samples x units) float64 each, about four such arrays at once.
+    need = 4 * 8 * int(n_samples) * max(n_units, 1)
+    if method != "ana" and need > MAX_FIT_BYTES:
+        raise ValueError(
+            f"n_samples={n_samples} on a text with {n_units} units needs about {need / 2**30:.1f} GiB "
+            f"to fit (limit {MAX_FIT_BYTES / 2**30:.0f} GiB, slalom_core.api.MAX_FIT_BYTES); use fewer samples"
+        )
 
 
 def _check_reference(reference: ReferenceOption) -> np.ndarray | None:

@@ -31,6 +31,8 @@ __all__ = [
     "StringClassifier",
     "WhitespaceTokenizer",
     "as_adapter",
+    "model_session",
+    "module_of",
 ]
 
 GRANULARITIES = ("token", "word")
@@ -131,9 +133,33 @@ def segment_text(tokenizer: object, text: str, granularity: str = "token") -> Se
     return Segmentation([tuple(u) for u in units], [text[a:b] for a, b in spans])
 
 
+def _as_id_list(ids: object) -> list[int]:
+    """Token ids as plain ints; anything that is not integer ids is an error, not a guess.
+
+    bytes iterate as small ints and bools/floats convert to ints silently, so each would
+    otherwise be explained as a made-up token sequence.
+    """
+    if isinstance(ids, (bytes, bytearray, memoryview)):
+        raise TypeError("token ids must be integers, got bytes: decode the text and pass a str")
+    if isinstance(ids, (torch.Tensor, np.ndarray)):
+        dtype = ids.dtype
+        is_int = (not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool) if isinstance(ids, torch.Tensor) else np.issubdtype(dtype, np.integer)
+        if not is_int:
+            raise TypeError(f"token ids must be integers, got dtype {dtype}")
+        if ids.ndim != 1:
+            raise ValueError(f"token ids must be 1-D, got shape {tuple(ids.shape)}")
+        return [int(i) for i in ids.tolist()]
+    if not isinstance(ids, Sequence):
+        raise TypeError(f"expected a text (str) or a sequence of token ids, got {type(ids).__name__}")
+    bad = [i for i in ids if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer))]
+    if bad:
+        raise TypeError(f"token ids must be ints, got {type(bad[0]).__name__} {bad[0]!r}")
+    return [int(i) for i in ids]
+
+
 def segment_ids(tokenizer: object | None, ids: Sequence[int]) -> Segmentation:
     """Positions for a sequence of token ids given directly (token granularity)."""
-    ids = [int(i) for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
+    ids = _as_id_list(ids)
     if not ids:
         raise ValueError("cannot explain an empty sequence of token ids")
     if tokenizer is not None and hasattr(tokenizer, "convert_ids_to_tokens"):
@@ -167,12 +193,19 @@ class ModelAdapter(ABC):
         else:
             if granularity != "token":
                 raise ValueError("granularity='word' needs the text, not token ids")
-            if isinstance(text_or_ids, torch.Tensor):
-                if text_or_ids.ndim != 1:
-                    raise ValueError(f"token ids must be 1-D, got shape {tuple(text_or_ids.shape)}")
-            seg = segment_ids(self.tokenizer, text_or_ids)
+            seg = segment_ids(self.tokenizer, self._strip_frame(_as_id_list(text_or_ids)))
         self.check_length(seg.n_tokens)
         return seg
+
+    def _strip_frame(self, ids: list[int]) -> list[int]:
+        # Ids straight from ``tokenizer(text)`` carry the special tokens the adapter adds
+        # itself; wrapped again, [CLS]/[SEP] would be explained as content.
+        pre, suf = list(self.prefix_ids), list(self.suffix_ids)
+        if pre and ids[: len(pre)] == pre:
+            ids = ids[len(pre) :]
+        if suf and len(ids) >= len(suf) and ids[len(ids) - len(suf) :] == suf:
+            ids = ids[: len(ids) - len(suf)]
+        return ids
 
     def check_length(self, n_tokens: int) -> None:
         """Raise if ``n_tokens`` content tokens plus special tokens exceed the model's limit."""
@@ -229,6 +262,80 @@ def _to_2d_float64(out: object, n_rows: int) -> torch.Tensor:
     return t.detach().to("cpu", torch.float64)
 
 
+def module_of(func: object) -> torch.nn.Module | None:
+    """The ``nn.Module`` behind a callable: itself, or the owner of a bound method."""
+    if isinstance(func, torch.nn.Module):
+        return func
+    owner = getattr(func, "__self__", None)
+    return owner if isinstance(owner, torch.nn.Module) else None
+
+
+def _input_device(mod: torch.nn.Module) -> torch.device:
+    """Where a model's inputs go: the device of its first parameter (CPU without any)."""
+    first = next(iter((*mod.parameters(), *mod.buffers())), None)
+    return first.device if first is not None else torch.device("cpu")
+
+
+@contextlib.contextmanager
+def model_session(
+    module: torch.nn.Module | None,
+    device: torch.device | str | None = None,
+    *,
+    equal_length_batches: bool = False,
+) -> Iterator[torch.device]:
+    """Run ``module`` as deployed (eval mode, on ``device``) and give it back unchanged.
+
+    Yields the device inputs go to. On exit, even after an error, every submodule gets its
+    own train/eval flag back (not just the top one: frozen parts kept in eval mode or
+    MC-dropout layers left in train mode stay as they were) and a moved model returns to
+    its device. With ``equal_length_batches`` a Hugging Face decoder classifier without
+    ``config.pad_token_id`` (GPT-2) is allowed batches of one length (restored on exit).
+
+    Example:
+        >>> m = torch.nn.Sequential(torch.nn.Dropout(0.5)).train()
+        >>> with model_session(m):
+        ...     m.training
+        False
+        >>> m.training
+        True
+    """
+    if module is None:
+        yield torch.device(device or "cpu")
+        return
+    modes = [(m, m.training) for m in module.modules()]
+    devices = {t.device for t in (*module.parameters(), *module.buffers())}
+    old_device = next(iter(devices)) if len(devices) == 1 else None
+    if len(devices) > 1 and device is not None:
+        # Moving a model spread over several devices onto one and back would not restore
+        # its placement.
+        raise ValueError(
+            f"the model is spread over {sorted(str(d) for d in devices)}; device= would move all of it: "
+            "leave device=None to run it where it is"
+        )
+    target = torch.device(device) if device is not None else old_device
+    cfg = getattr(module, "config", None)
+    patch_pad = equal_length_batches and cfg is not None and hasattr(cfg, "pad_token_id") and cfg.pad_token_id is None
+    moved = False
+    try:
+        module.eval()
+        if target is not None and old_device is not None and target != old_device:
+            moved = True
+            module.to(target)
+        if patch_pad:
+            # HF decoder classifiers refuse batches > 1 without config.pad_token_id, even
+            # unpadded ones. Batches of one length never pad, so an id that never occurs
+            # (-1) makes the model pool at the true last token.
+            cfg.pad_token_id = -1
+        yield target or _input_device(module)
+    finally:
+        if patch_pad:
+            cfg.pad_token_id = None
+        if moved:
+            module.to(old_device)
+        for m, flag in modes:
+            m.training = flag
+
+
 class _TorchModelMixin:
     """Batching, padding and the eval-mode/device session shared by torch-based adapters."""
 
@@ -240,30 +347,12 @@ class _TorchModelMixin:
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
-        mod = self.module
-        if mod is None:
-            self._run_device = torch.device(self.device or "cpu")
+        with model_session(self.module, self.device, equal_length_batches=self.equal_length_batches) as device:
+            self._run_device = device
             try:
                 yield
             finally:
                 self._run_device = None
-            return
-        was_training = mod.training
-        params = list(mod.parameters()) + list(mod.buffers())
-        old_device = params[0].device if params else None
-        target = torch.device(self.device) if self.device is not None else old_device
-        try:
-            # Explanations are of the deployed model: dropout off. Restored below.
-            mod.eval()
-            if target is not None and old_device is not None and target != old_device:
-                mod.to(target)
-            self._run_device = target or torch.device("cpu")
-            yield
-        finally:
-            self._run_device = None
-            if target is not None and old_device is not None and target != old_device:
-                mod.to(old_device)
-            mod.train(was_training)
 
     def _batches(self, sequences: Sequence[Sequence[int]]) -> list[list[int]]:
         """Index batches, sorted by length so that padding is minimal.
@@ -348,6 +437,9 @@ class TorchClassifier(_TorchModelMixin, ModelAdapter):
         max_length: longest accepted input, special tokens included.
         pads_safely: False if the callable ignores ``attention_mask``; batches then hold
             sequences of one length only.
+        module: the ``nn.Module`` to run in eval mode (and move to ``device``) while
+            explaining. Default: ``forward_func`` itself if it is a module, or the module
+            a bound method such as ``model.forward`` belongs to.
 
     Example:
         >>> f = lambda ids, mask: (ids == 5).float().sum(1, keepdim=True)
@@ -368,9 +460,10 @@ class TorchClassifier(_TorchModelMixin, ModelAdapter):
         batch_size: int = 64,
         device: torch.device | str | None = None,
         pads_safely: bool = True,
+        module: torch.nn.Module | None = None,
     ) -> None:
         self.forward_func = forward_func
-        self.module = forward_func if isinstance(forward_func, torch.nn.Module) else None
+        self.module = module if module is not None else module_of(forward_func)
         self.prefix_ids = tuple(int(i) for i in prefix_ids)
         self.suffix_ids = tuple(int(i) for i in suffix_ids)
         self.pad_id = int(pad_id)
@@ -460,23 +553,6 @@ class HFClassifier(_TorchModelMixin, ModelAdapter):
             tokenizer, "model_input_names", []
         )
 
-    @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        cfg = getattr(self.model, "config", None)
-        patch = self.equal_length_batches and cfg is not None and getattr(cfg, "pad_token_id", 0) is None
-        with super().session():
-            if not patch:
-                yield
-                return
-            # HF decoder classifiers refuse batches > 1 without config.pad_token_id, even
-            # unpadded ones. Our batches hold one length only, so an id that never occurs
-            # (-1) makes the model pool at the true last token. Restored on exit.
-            cfg.pad_token_id = -1
-            try:
-                yield
-            finally:
-                cfg.pad_token_id = None
-
     def empty_sequence(self) -> list[int] | None:
         if self.prefix_ids or self.suffix_ids:
             return []
@@ -499,8 +575,12 @@ class HFClassifier(_TorchModelMixin, ModelAdapter):
 class StringClassifier(ModelAdapter):
     """A black box on strings, ``f(list[str]) -> scores`` (a hosted model, a pipeline...).
 
-    Samples are turned back into text with the tokenizer (``decode``); with
-    ``tokenizer=None`` texts are split on whitespace and samples joined with spaces.
+    The black box sees the user's own text: the full text exactly as given, and every
+    sample as the original substrings of its tokens (read from the tokenizer's offsets),
+    joined with a space where the text had whitespace between them. A re-decoded text
+    would differ (``"Don't"`` -> ``"don ' t"`` with an uncased tokenizer) and could flip
+    the model's answer. Tokenizers without offsets (slow ones) fall back to ``decode``;
+    with ``tokenizer=None`` texts are split on whitespace.
 
     Example:
         >>> f = lambda texts: [[t.count("good") - t.count("bad")] for t in texts]
@@ -524,11 +604,43 @@ class StringClassifier(ModelAdapter):
         self.class_names = list(class_names) if class_names is not None else None
         self.batch_size = int(batch_size)
         self.max_length = max_length
+        # token id -> (separator before it, its text), from the texts segmented so far;
+        # full id sequence -> the text itself.
+        self._pieces: dict[int, tuple[str, str]] = {}
+        self._texts: dict[tuple[int, ...], str] = {}
+
+    def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
+        seg = super().segment(text_or_ids, granularity)
+        if isinstance(text_or_ids, str):
+            self._remember(text_or_ids, [i for u in seg.unit_ids for i in u])
+        return seg
+
+    def _remember(self, text: str, ids: list[int]) -> None:
+        self._texts[tuple(ids)] = text
+        if isinstance(self.tokenizer, WhitespaceTokenizer) or not getattr(self.tokenizer, "is_fast", False):
+            return
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        end = 0
+        for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]):
+            # The first occurrence of a token fixes its text (an uncased tokenizer maps
+            # "Good" and "good" to one id, so the model can only see one of them).
+            self._pieces.setdefault(int(tid), (" " if a > end else "", text[a:b]))
+            end = b
 
     def decode(self, ids: Sequence[int]) -> str:
+        """The text the black box sees for a sequence of token ids (no special tokens)."""
+        key = tuple(int(i) for i in ids)
+        if key in self._texts:
+            return self._texts[key]
         if isinstance(self.tokenizer, WhitespaceTokenizer):
-            return self.tokenizer.decode(ids)
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+            return self.tokenizer.decode(key)
+        if key and all(i in self._pieces for i in key):
+            parts = [self._pieces[i] for i in key]
+            return parts[0][1] + "".join(sep + piece for sep, piece in parts[1:])
+        return self.tokenizer.decode(list(key), skip_special_tokens=True)
+
+    def empty_sequence(self) -> list[int] | None:
+        return []
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
         outs = []

@@ -13,9 +13,14 @@ import math
 
 import numpy as np
 
-__all__ = ["SCORE_NAMES", "attention", "contribution", "removal", "lin", "shapley"]
+__all__ = ["SCORE_NAMES", "DEFAULT_SCORE", "attention", "contribution", "removal", "lin", "shapley"]
 
 SCORE_NAMES = ("value", "importance", "lin", "removal", "contribution", "shapley")
+
+#: The one score every adapter returns unless told otherwise: alpha_i * v_i, exact (no
+#: sampling), in log-odds measured from the reference point, and additive (sums with the
+#: reference to the surrogate's output), like Lime's and SHAP's attributions.
+DEFAULT_SCORE = "contribution"
 
 
 def _bcast(a: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -147,7 +147,7 @@ def test_ana_recovers_value_importance_lin_per_position():
     attr = SlalomAttribution(model, special_token_ids=SPECIALS).attribute((ids, mask), target=1, method="ana")
     assert isinstance(attr, tuple) and len(attr) == 2
     assert attr[0].shape == ids.shape and attr[0].dtype == torch.get_default_dtype()
-    torch.testing.assert_close(attr[0], res.lin)
+    torch.testing.assert_close(attr[0], res.contribution)
     assert torch.count_nonzero(attr[1]) == 0
 
 
@@ -160,18 +160,18 @@ def test_binary_target_zero_flips_sign_and_single_output_is_used_as_is():
     default = slalom.attribute(ids, method="ana")  # None: log-odds of class 1
     torch.testing.assert_close(neg.value, -pos.value)
     torch.testing.assert_close(neg.importance, pos.importance)
-    torch.testing.assert_close(default, pos.lin)
+    torch.testing.assert_close(default, pos.contribution)  # the default score
     # A model returning one score per example: target None and 0 both mean "that score".
     single = TokenSlalom(single_output=True)
     a = SlalomAttribution(single, special_token_ids=SPECIALS).attribute(ids, method="ana")
     b = SlalomAttribution(single, special_token_ids=SPECIALS).attribute(ids, target=0, method="ana")
-    torch.testing.assert_close(a, pos.lin)
-    torch.testing.assert_close(b, pos.lin)
+    torch.testing.assert_close(a, pos.contribution)
+    torch.testing.assert_close(b, pos.contribution)
     with pytest.raises(ValueError, match="one score per example"):
         SlalomAttribution(single).attribute(ids, target=1, method="ana")
     # A forward that returns probabilities: output="probs" turns them back into log-odds.
     probs = SlalomAttribution(lambda i: torch.softmax(model(i), -1), special_token_ids=SPECIALS)
-    torch.testing.assert_close(probs.attribute(ids, target=1, method="ana", output="probs"), pos.lin)
+    torch.testing.assert_close(probs.attribute(ids, target=1, method="ana", output="probs"), pos.contribution)
 
 
 def test_eff_and_fidel_fit_a_true_slalom():
@@ -195,7 +195,7 @@ def test_samples_keep_special_tokens_in_place_and_masks_rebuilt():
     ids, mask = _padded()
     SlalomAttribution(model, special_token_ids=SPECIALS).attribute((ids, mask), target=1, n_samples=120, seed=1)
     probe, *samples = model.calls
-    assert torch.equal(probe[0], ids)  # the first call is Captum's forward on the real inputs
+    assert torch.equal(probe[0], ids[:1])  # the first call is Captum's forward on the first real row
     lengths = set()
     for batch, m in samples:
         assert m is not None and m.shape == batch.shape
@@ -228,7 +228,7 @@ def test_three_class_targets_per_example():
         expected = (z[:, cls] - z.mean(dim=1)).numpy()
         np.testing.assert_allclose(res.value[i, 1 : len(row) - 1].numpy(), expected, atol=1e-5)
     # Every Captum spelling of the same targets gives the same attributions.
-    ref = res.lin
+    ref = res.contribution
     for target in (torch.tensor([0, 2]), [(0,), (2,)]):
         torch.testing.assert_close(slalom.attribute((ids, mask), target=target, method="ana")[0], ref)
     one = slalom.attribute((ids, mask), target=torch.tensor(2), method="ana")[0]
@@ -281,7 +281,7 @@ def test_feature_mask_groups_positions_into_units():
     with pytest.raises(ValueError, match="contiguous"):
         SlalomAttribution(model, special_token_ids=SPECIALS).attribute(ids, target=1, feature_mask=split, method="ana")
     out = SlalomAttribution(model, special_token_ids=SPECIALS).attribute(
-        ids, target=1, feature_mask=split, baselines=PAD, method="ana"
+        ids, target=1, feature_mask=split, baselines=PAD, perturbation="replace", method="ana"
     )
     assert out[0, 1] == out[0, 3]
     # A feature id shared by a token and a special position is a mistake, not a silent drop.
@@ -294,18 +294,18 @@ def test_feature_mask_groups_positions_into_units():
     res2 = SlalomAttribution(model, special_token_ids=SPECIALS).attribute(
         (ids, am), target=1, feature_mask=(fmask, fmask), method="ana"
     )
-    torch.testing.assert_close(res2[0], res.lin)
-    with pytest.raises(ValueError, match="follows the token ids"):
+    torch.testing.assert_close(res2[0], res.contribution)
+    with pytest.raises(ValueError, match="follow the token ids"):
         SlalomAttribution(model, special_token_ids=SPECIALS).attribute(
             (ids, am), target=1, feature_mask=(fmask, torch.zeros_like(fmask)), method="ana"
         )
 
 
-def test_baselines_replace_instead_of_deleting():
+def test_perturbation_replace_uses_baselines_like_lime():
     model = TokenSlalom()
     ids, mask = _padded()
     slalom = SlalomAttribution(model, special_token_ids=SPECIALS)
-    res = slalom.attribute((ids, mask), baselines=MASK, target=1, method="ana", return_all=True)
+    res = slalom.attribute((ids, mask), baselines=MASK, perturbation="replace", target=1, method="ana", return_all=True)
     for batch, m in model.calls[1:]:
         assert batch.shape[1] == ids.shape[1]  # fixed length: nothing deleted
         assert torch.equal(m, mask[: 1].expand_as(m)) or torch.equal(m, mask[1:].expand_as(m))
@@ -315,13 +315,33 @@ def test_baselines_replace_instead_of_deleting():
     assert not torch.allclose(res.value, exact.value)
     # Replacing by PAD, which the model ignores, *is* deletion: every position is its own
     # unit then, so values match exactly (importances are centred over positions instead).
-    pad = slalom.attribute((ids, mask), baselines=PAD, target=1, method="ana", return_all=True)
+    pad = slalom.attribute((ids, mask), baselines=PAD, perturbation="replace", target=1, method="ana", return_all=True)
     torch.testing.assert_close(pad.value, exact.value)
     # (ids unchanged, mask 0 on absent tokens) masks tokens out: deletion by attention mask.
-    masked = slalom.attribute((ids, mask), baselines=(None, 0), target=1, method="ana", return_all=True)
+    masked = slalom.attribute((ids, mask), baselines=(None, 0), perturbation="replace", target=1, method="ana", return_all=True)
     torch.testing.assert_close(masked.value, exact.value)
     with pytest.raises(ValueError, match="sample_length"):
-        slalom.attribute((ids, mask), baselines=PAD, target=1, sample_length=3)
+        slalom.attribute((ids, mask), baselines=PAD, perturbation="replace", target=1, sample_length=3)
+
+
+def test_baselines_alone_never_switch_to_replacement():
+    model = TokenSlalom()
+    ids = torch.tensor([[CLS, 7, 12, 9, SEP]])
+    slalom = SlalomAttribution(model)  # no special ids: the baseline tells them (tutorial style)
+    ref = torch.tensor([[CLS, PAD, PAD, PAD, SEP]])
+    res = slalom.attribute(ids, baselines=ref, target=1, method="ana", return_all=True)
+    exact = SlalomAttribution(model, special_token_ids=SPECIALS).attribute(ids, target=1, method="ana", return_all=True)
+    torch.testing.assert_close(res.value, exact.value)
+    assert res.value[0, 0] == 0 and res.value[0, -1] == 0  # kept in place, no attribution
+    # Deletion: samples are shorter than the text, and keep [CLS] ... [SEP].
+    widths = {batch.shape[1] for batch, _ in model.calls[1:]}
+    assert min(widths) < ids.shape[1] and max(widths) == ids.shape[1]  # the full text is scored too
+    for batch, _ in model.calls[1:]:
+        assert (batch[:, 0] == CLS).all() and not (batch == PAD).any()  # nothing replaced
+    with pytest.raises(ValueError, match="needs baselines"):
+        slalom.attribute(ids, target=1, perturbation="replace")
+    with pytest.raises(ValueError, match="unknown perturbation"):
+        slalom.attribute(ids, target=1, perturbation="mask")
 
 
 def test_additional_forward_args_follow_captum_conventions():
@@ -346,11 +366,6 @@ def test_additional_forward_args_follow_captum_conventions():
     expected = 2 * plain.value
     torch.testing.assert_close(res.value[content], expected[content])
     assert all(note == "note" for _, note in seen)
-    # A per-position tensor cannot follow deleted tokens: a clear error, not a silent misuse.
-    with pytest.raises(ValueError, match="per-position"):
-        SlalomAttribution(lambda i, tt: model(i), special_token_ids=SPECIALS).attribute(
-            ids, target=1, additional_forward_args=(torch.zeros_like(ids),), method="ana"
-        )
 
 
 def test_argument_errors_are_explicit():
@@ -363,10 +378,10 @@ def test_argument_errors_are_explicit():
         slalom.attribute(ids.float(), target=1)
     with pytest.raises(ValueError, match="batch x length"):
         slalom.attribute(ids[0], target=1)
-    with pytest.raises(TypeError, match="engine options"):
+    with pytest.raises(TypeError, match="fit options"):
         slalom.attribute(ids, target=1, batch_size=3)
     with pytest.raises(TypeError, match="invalid option"):
-        slalom.attribute(ids, target=1, return_input_shape=True)
+        slalom.attribute(ids, target=1, sample_lenght=3)
     with pytest.raises(ValueError, match="between content tokens"):
         slalom.attribute(torch.tensor([[CLS, 5, SEP, 6, SEP]]), target=1)
     with pytest.raises(ValueError, match="no token to explain"):
