@@ -516,6 +516,7 @@ class SlalomAttribution(PerturbationAttribution):
             pad_token_id = getattr(tokenizer, "pad_token_id", None)
         self.special_token_ids = None if special_token_ids is None else tuple(int(i) for i in special_token_ids)
         self.pad_token_id = pad_token_id
+        self.tokenizer = tokenizer
 
     @classmethod
     def get_name(cls) -> str:
@@ -724,8 +725,9 @@ class SlalomAttribution(PerturbationAttribution):
         if replace and base_rows is None:
             raise ValueError("perturbation='replace' needs baselines= (the values absent features take)")
         specials = self._special_positions(ids, valid, special_token_ids, special_token_positions)
-        if not replace and base_rows is not None and base_rows[0] is not None:
-            # Captum's tutorials mark special tokens by giving them in the baseline.
+        if base_rows is not None and base_rows[0] is not None:
+            # Captum's tutorials mark special tokens by giving them in the baseline (and
+            # replacing a token by itself would perturb nothing).
             specials |= (ids == base_rows[0]) & valid
         fmask = self._feature_mask(feature_mask, len(tensors), (n_rows, length), device)
         args = () if additional_forward_args is None else (
@@ -943,6 +945,7 @@ class SlalomAttribution(PerturbationAttribution):
             prefix_ids=[row_ids[p] for p in prefix],
             suffix_ids=[row_ids[p] for p in suffix],
             pad_id=0 if pad_id is None else pad_id,
+            tokenizer=self.tokenizer,  # the reference input of a model without special tokens
             batch_size=batch_size,
             device=None if module is not None else ids.device,
             # Padding needs a model that reads an attention mask and the id it pads with;

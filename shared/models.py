@@ -354,6 +354,19 @@ class _TorchModelMixin:
             finally:
                 self._run_device = None
 
+    def empty_sequence(self) -> list[int] | None:
+        if self.prefix_ids or self.suffix_ids:
+            return []
+        # A model whose inputs carry no special tokens (GPT-2) cannot read zero tokens:
+        # its begin/end-of-text token is the input that carries no content. A bare torch
+        # callable is asked for zero tokens (if it fails, the error asks for a reference).
+        tokenizer = getattr(self, "tokenizer", None)
+        for name in ("bos_token_id", "eos_token_id"):
+            tid = getattr(tokenizer, name, None)
+            if isinstance(tid, int):
+                return [tid]
+        return [] if tokenizer is None else None
+
     def _batches(self, sequences: Sequence[Sequence[int]]) -> list[list[int]]:
         """Index batches, sorted by length so that padding is minimal.
 
@@ -553,17 +566,6 @@ class HFClassifier(_TorchModelMixin, ModelAdapter):
             tokenizer, "model_input_names", []
         )
 
-    def empty_sequence(self) -> list[int] | None:
-        if self.prefix_ids or self.suffix_ids:
-            return []
-        # A tokenizer that adds nothing (GPT-2): its begin/end-of-text token is the input
-        # that carries no content; a model cannot read zero tokens.
-        for name in ("bos_token_id", "eos_token_id"):
-            tid = getattr(self.tokenizer, name, None)
-            if isinstance(tid, int):
-                return [tid]
-        return None
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self._wants_token_types:
@@ -624,7 +626,8 @@ class StringClassifier(ModelAdapter):
         for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]):
             # The first occurrence of a token fixes its text (an uncased tokenizer maps
             # "Good" and "good" to one id, so the model can only see one of them).
-            self._pieces.setdefault(int(tid), (" " if a > end else "", text[a:b]))
+            # A token that starts the text or follows whitespace starts a word.
+            self._pieces.setdefault(int(tid), (" " if a > end or a == 0 else "", text[a:b]))
             end = b
 
     def decode(self, ids: Sequence[int]) -> str:
