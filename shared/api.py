@@ -82,7 +82,7 @@ def explain_batch(
     device: torch.device | str | None = None,
     gamma: float = 0.0,
     show_progress: ProgressOption = False,
-    **method_options,
+    **fit_options,
 ) -> list[SlalomExplanation]:
     """Explain several texts; their model calls share batches.
 
@@ -97,7 +97,7 @@ def explain_batch(
     if isinstance(texts, (str, Segmentation)):
         raise TypeError("explain_batch takes a list of texts; use explain() for one text")
     adapter: ModelAdapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
-    fitter = get_fitter(method, **method_options)
+    fitter = get_fitter(method, **fit_options)
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
     fixed_reference = _check_reference(reference)
@@ -366,7 +366,7 @@ def explain(
     device: torch.device | str | None = None,
     gamma: float = 0.0,
     show_progress: ProgressOption = False,
-    **method_options,
+    **fit_options,
 ) -> SlalomExplanation:
     """Explain one text (or sequence of token ids) with a local SLALOM.
 
@@ -402,7 +402,7 @@ def explain(
         gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
         show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
             (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
-        **method_options: passed to the fitter, e.g. ``sample_length=2``, ``solver="adam"``
+        **fit_options: passed to the fitter, e.g. ``sample_length=2``, ``solver="adam"``
             (eff), ``max_delete_fraction=0.5`` (fidel), ``holdout_fraction=0.1``,
             ``prior_sd=0.25``, ``anchor_weight``, ``check_samples`` (eff, fidel).
 
@@ -437,5 +437,5 @@ def explain(
         device=device,
         gamma=gamma,
         show_progress=show_progress,
-        **method_options,
+        **fit_options,
     )[0]

@@ -358,14 +358,13 @@ class _TorchModelMixin:
         if self.prefix_ids or self.suffix_ids:
             return []
         # A model whose inputs carry no special tokens (GPT-2) cannot read zero tokens:
-        # its begin/end-of-text token is the input that carries no content. A bare torch
-        # callable is asked for zero tokens (if it fails, the error asks for a reference).
-        tokenizer = getattr(self, "tokenizer", None)
+        # its begin/end-of-text token is the input that carries no content. Otherwise the
+        # model is asked for zero tokens (if it fails, the error asks for a reference).
         for name in ("bos_token_id", "eos_token_id"):
-            tid = getattr(tokenizer, name, None)
+            tid = getattr(getattr(self, "tokenizer", None), name, None)
             if isinstance(tid, int):
                 return [tid]
-        return [] if tokenizer is None else None
+        return []
 
     def _batches(self, sequences: Sequence[Sequence[int]]) -> list[list[int]]:
         """Index batches, sorted by length so that padding is minimal.

@@ -4,7 +4,7 @@ HTML token highlight.
 * :func:`plot_scatter` — the paper's Fig. 5/11: one point per unique token (x = value
   v(τ), y = importance s(τ)), the most extreme tokens labelled.
 * :func:`highlight_html` — the text with every position's token coloured by any score of
-  :data:`slalom_core.SCORE_NAMES` (red negative, blue positive), and :func:`save_html`.
+  :data:`slalom_core.SCORE_NAMES` (red positive, blue negative), and :func:`save_html`.
 
 Only matplotlib is needed, and nothing here opens a window or picks a backend: figures
 are drawn on the Axes given, or on a new pyplot figure that the caller saves or shows.
@@ -29,10 +29,11 @@ from .scores import SCORE_NAMES
 
 __all__ = ["plot_scatter", "highlight_html", "save_html"]
 
-# Diverging colours shared by both pictures (red = negative, blue = positive). Blue rather
-# than green keeps the pair readable for red-green colour-blind readers.
-_NEG_RGB = (214, 39, 40)
-_POS_RGB = (31, 119, 180)
+# The library's one convention for signed scores, in every plot (engine and SHAP adapter):
+# SHAP's, red = positive (pushes the output up), blue = negative. Blue rather than green
+# keeps the pair readable for red-green colour-blind readers.
+POSITIVE_RGB = (214, 39, 40)
+NEGATIVE_RGB = (31, 119, 180)
 # Strongest background opacity in the highlight: full opacity would hide the text.
 _MAX_ALPHA = 0.8
 
@@ -117,7 +118,7 @@ def plot_scatter(
             those farthest from (0, mean importance) with each axis scaled to its range.
             Tokens with middling scores crowd the centre and carry little information.
         color_by: the score (any of :data:`slalom_core.SCORE_NAMES`) that colours the
-            points, red negative to blue positive. Position-level scores are averaged over a
+            points, blue negative to red positive. Position-level scores are averaged over a
             token's occurrences (they are equal for repeats, up to Shapley sampling noise).
         colorbar: add a colour bar for ``color_by``.
 
@@ -157,7 +158,7 @@ def plot_scatter(
     c = np.bincount(unit_index, weights=per_pos, minlength=n_units) / np.maximum(counts, 1.0)
     lim = float(np.max(np.abs(c))) if c.size else 0.0
     cmap = LinearSegmentedColormap.from_list(
-        "slalom_rb", [tuple(v / 255 for v in _NEG_RGB), (0.85, 0.85, 0.85), tuple(v / 255 for v in _POS_RGB)]
+        "slalom_rb", [tuple(v / 255 for v in NEGATIVE_RGB), (0.85, 0.85, 0.85), tuple(v / 255 for v in POSITIVE_RGB)]
     )
     norm = Normalize(-lim if lim > 0 else -1.0, lim if lim > 0 else 1.0)
 
@@ -218,7 +219,7 @@ def _display_tokens(explanation: SlalomExplanation) -> list[tuple[str, bool]]:
 
 
 def _rgba(x: float, scale: float) -> str:
-    rgb = _POS_RGB if x > 0 else _NEG_RGB
+    rgb = POSITIVE_RGB if x > 0 else NEGATIVE_RGB
     alpha = 0.0 if scale <= 0 or not np.isfinite(x) else _MAX_ALPHA * min(abs(x) / scale, 1.0)
     return f"rgba({rgb[0]}, {rgb[1]}, {rgb[2]}, {alpha:.3f})"
 
@@ -231,7 +232,7 @@ def highlight_html(
 ) -> str:
     """The text as HTML, each position's token coloured by ``score``.
 
-    Colours: red for negative, blue for positive scores, opacity proportional to
+    Colours: red for positive, blue for negative scores, opacity proportional to
     ``|score| / max |score|`` over the text. Each position is one ``<span>`` whose title
     (hover text) gives the number; tokens are HTML-escaped. WordPiece continuations
     ("##ing") are joined to the previous token without a space and shown without "##";
@@ -269,7 +270,7 @@ def highlight_html(
             f"{_html.escape(shown, quote=True)}</span>"
         )
     caption = f"SLALOM {score}" + (f" for class {cls}" if cls else "")
-    caption += f" · red negative, blue positive · max |{score}| = {scale:.4g}"
+    caption += f" · red positive, blue negative · max |{score}| = {scale:.4g}"
     return (
         '<div class="slalom-highlight" style="font-family: sans-serif; line-height: 1.9; '
         'color: #111; background: #fff; padding: 4px;">'
