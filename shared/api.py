@@ -15,7 +15,7 @@ import torch
 
 from .explanation import SlalomExplanation
 from .fitting import FitResult, Fitter, get_fitter
-from .link import OutputLink
+from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_output
 from .models import ModelAdapter, Segmentation, as_adapter
 from .surrogate import SlalomSurrogate
 
@@ -73,7 +73,7 @@ def explain_batch(
     method: str | Fitter = "eff",
     n_samples: int = DEFAULT_N_SAMPLES,
     target: int | None = None,
-    output: str = "logits",
+    output: str = "auto",
     reference: ReferenceOption = "empty",
     multiclass: str = "joint",
     granularity: str = "token",
@@ -145,7 +145,16 @@ def explain_batch(
         _check_rows(raw, len(seqs))
         if bar is not None:
             bar.update(len(seqs))
-        link = OutputLink(raw.shape[1], output, target, adapter.class_names, multiclass)
+        # What the outputs are is decided once, from round zero, for every text of the call.
+        kind, output_how, note = resolve_output(output, raw, config_output_kind(adapter))
+        if note is not None:
+            warnings.warn(note, SlalomOutputWarning, stacklevel=2)
+        link = OutputLink(raw.shape[1], kind, target, adapter.class_names, multiclass)
+        if link.multilabel and raw.shape[1] > 1 and target is None:
+            raise ValueError(
+                f"a multi-label model ({raw.shape[1]} independent labels, output={kind!r}) is explained one "
+                "label at a time: give target=<label index>"
+            )
         if empty is not None and not torch.isfinite(raw[-1]).all():
             raise ValueError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
         y0 = _as_2d(link.transform(raw))
@@ -220,6 +229,7 @@ def explain_batch(
             "fit_seconds": p.fit_seconds,
             "total_seconds": p.model_seconds + p.fit_seconds,
             "reference": "empty input" if empty is not None else "given",
+            "output": output_how,
             "prior_sd": getattr(fitter, "prior_sd", None),
         }
         diag.update(fit.diagnostics)
@@ -357,7 +367,7 @@ def explain(
     method: str | Fitter = "eff",
     n_samples: int = DEFAULT_N_SAMPLES,
     target: int | None = None,
-    output: str = "logits",
+    output: str = "auto",
     reference: ReferenceOption = "empty",
     multiclass: str = "joint",
     granularity: str = "token",
@@ -383,8 +393,18 @@ def explain(
         target: None explains the log-odds of class 1 of a binary model (0: of class 0).
             With k > 2 classes the fit is joint (App. C.1: shared importances, per-class
             values summing to zero) and ``target=c`` reports class c's column of it; None
-            reports every class.
-        output: "logits" (default) or "probs" if the model returns probabilities.
+            reports every class. Multi-label outputs: the label to explain (required when
+            the model has several).
+        output: what the model returns. "auto" (default): class probabilities if every
+            row of the first outputs seen (the full texts and the empty input) is
+            non-negative and sums to 1 (with a :class:`SlalomOutputWarning`), a model
+            config's ``problem_type="multi_label_classification"`` as "multilabel_logits",
+            otherwise logits; a single output per example is then read as a logit. Explicit:
+            "logits", "probs" (class probabilities, or one probability of the positive
+            class; checked), "multilabel_logits" / "multilabel_probs" (independent labels,
+            each explained as its own log-odds, no softmax centring; give ``target``). The
+            decision is made once per call and recorded in ``diagnostics["output"]``, e.g.
+            "probs (detected)".
         reference: the point every score is measured from, reported as ``base_value``.
             "empty" (default): the model's output on the input with no tokens (special
             tokens only; the empty string for a string black box), one extra model call

@@ -2,9 +2,23 @@
 
 SLALOM models log-odds (Sec. 5.1): ``F = log p(y=1|t) / p(y=0|t)`` for a binary model and
 centred logits for a multi-class model (App. C.1: one importance per token shared by all
-classes, one value per class, values summing to zero over classes). :class:`OutputLink`
-converts a model's raw outputs — one logit, two logits, k logits, or probabilities — into
-that form.
+classes, one value per class, values summing to zero over classes). A multi-label model
+(one sigmoid per label) is explained one label at a time, in that label's own log-odds
+``log p_c / (1 − p_c)``, which is its raw logit. :class:`OutputLink` converts a model's raw
+outputs into that form; :func:`resolve_output` decides, once per call, what the raw outputs
+are when the caller leaves it to ``output="auto"``.
+
+The ``output`` vocabulary (:data:`OUTPUT_KINDS`):
+
+- ``"auto"`` (default of ``explain``): probabilities if every row the engine sees first is
+  non-negative and sums to 1 (K >= 2 outputs), logits otherwise; a model whose config says
+  ``problem_type="multi_label_classification"`` is ``"multilabel_logits"``. A single output
+  per example is read as a logit. A :class:`SlalomOutputWarning` says when probabilities
+  were detected, and when the outputs could be probabilities but are read as logits.
+- ``"logits"``: raw logits of mutually exclusive classes (softmax model; one logit = binary).
+- ``"probs"``: class probabilities (rows sum to 1), or one probability of the positive class.
+- ``"multilabel_logits"``: one independent logit per label (sigmoid per label).
+- ``"multilabel_probs"``: one independent probability per label.
 """
 
 from __future__ import annotations
@@ -14,11 +28,102 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["OutputLink", "OUTPUT_KINDS", "MULTICLASS_MODES"]
+__all__ = [
+    "OutputLink",
+    "OUTPUT_KINDS",
+    "MULTICLASS_MODES",
+    "SlalomOutputWarning",
+    "resolve_output",
+    "config_output_kind",
+    "PROB_SUM_TOL",
+]
 
-OUTPUT_KINDS = ("logits", "probs")
+#: What ``output=`` accepts; every kind but "auto" names what the raw outputs are.
+OUTPUT_KINDS = ("auto", "logits", "probs", "multilabel_logits", "multilabel_probs")
 MULTICLASS_MODES = ("joint", "ovr")
+#: "auto" reads rows as probabilities when they sum to 1 within this.
+PROB_SUM_TOL = 1e-4
+# An explicit "probs" is the user's word: accept half-precision softmax rounding, reject
+# outputs that are plainly something else.
+_PROB_CHECK_TOL = 1e-3
 _EPS = 1e-12
+
+
+class SlalomOutputWarning(UserWarning):
+    """How the engine read the model's outputs was decided from the outputs themselves
+    (``output="auto"``): probabilities were detected, or the outputs could be
+    probabilities but are read as logits. Pass ``output=`` explicitly to silence it."""
+
+
+def config_output_kind(model: object) -> str | None:
+    """"multilabel_logits" if a Hugging Face model (or an adapter holding one as ``.model``)
+    declares ``problem_type="multi_label_classification"``, else None.
+
+    Such a model returns one independent logit per label (transformers' pipeline applies a
+    sigmoid to each), which softmax centring would misread.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> config_output_kind(SimpleNamespace(config=SimpleNamespace(problem_type="multi_label_classification")))
+        'multilabel_logits'
+    """
+    for obj in (model, getattr(model, "model", None)):
+        cfg = getattr(obj, "config", None)
+        if getattr(cfg, "problem_type", None) == "multi_label_classification":
+            return "multilabel_logits"
+    return None
+
+
+def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) -> tuple[str, str, str | None]:
+    """Decide what the raw outputs ``raw`` (N, K) are; call it once per explain call.
+
+    Args:
+        output: one of :data:`OUTPUT_KINDS`.
+        raw: the first outputs the caller has (the engine: every full text and the empty
+            input), before any fitting.
+        declared: what the model itself declares (see :func:`config_output_kind`); used by
+            "auto" only.
+
+    Returns:
+        ``(kind, description, warning)``: the kind for :class:`OutputLink`; a description
+        for the diagnostics, e.g. ``"probs (detected)"``; and the text of a
+        :class:`SlalomOutputWarning` to raise, or None.
+
+    Example:
+        >>> resolve_output("auto", torch.tensor([[0.2, 0.8], [0.5, 0.5]]))[:2]
+        ('probs', 'probs (detected)')
+        >>> resolve_output("auto", torch.tensor([[-1.0, 2.0]]))[:2]
+        ('logits', 'logits (detected)')
+    """
+    if output not in OUTPUT_KINDS:
+        raise ValueError(f"unknown output kind {output!r}; choose one of {OUTPUT_KINDS}")
+    if output != "auto":
+        return output, output, None
+    if declared is not None:
+        return declared, f"{declared} (model config)", None
+    if raw.ndim != 2 or raw.shape[0] == 0 or not torch.isfinite(raw).all():
+        # Nothing to read (the link's own checks report non-finite outputs).
+        return "logits", "logits (detected)", None
+    n, k = raw.shape
+    in_unit = bool(((raw >= 0) & (raw <= 1)).all())
+    if k >= 2 and in_unit and bool(((raw.sum(dim=1) - 1).abs() <= PROB_SUM_TOL).all()):
+        return "probs", "probs (detected)", (
+            f"the model's outputs look like probabilities (all {n} rows seen first are non-negative "
+            f"and sum to 1), so SLALOM explains their log-odds; pass output='logits' if they are "
+            "logits, or output='probs' to silence this warning"
+        )
+    if in_unit and bool((raw > 0).all()):
+        # Logits that all happen to lie in [0, 1] are possible, probabilities read as logits
+        # are wrong units: say which reading was taken and how to change it. An exact 0 is
+        # taken as a sign of logits (a sigmoid reaches 0 only below about -100), so that
+        # models written as logits [0, F] are not flagged.
+        maybe = "the probability of the positive class" if k == 1 else "one probability per label (multi-label)"
+        fix = "output='probs'" if k == 1 else "output='multilabel_probs'"
+        return "logits", "logits (detected)", (
+            f"every output seen lies in (0, 1]: they are read as logits; if they are {maybe}, "
+            f"pass {fix}, or output='logits' to silence this warning"
+        )
+    return "logits", "logits (detected)", None
 
 
 @dataclass
@@ -27,19 +132,25 @@ class OutputLink:
 
     Args:
         n_outputs: K, the number of raw outputs per sample.
-        output: "logits" (default) or "probs" (converted to logits first).
+        output: what the raw outputs are, one of :data:`OUTPUT_KINDS` but "auto" (resolve
+            that first with :func:`resolve_output`). "probs" and "multilabel_probs" are
+            checked: outputs that are not probabilities raise a ValueError.
         target: None explains class 1 of a binary model (log-odds); with K > 2 classes the
             fit is joint (App. C.1) and ``target=c`` selects class c's column of it, None
-            keeps every column.
+            keeps every column. Multi-label: label c's log-odds; None gives every label's
+            (for display; a fit needs one label when K > 1).
         class_names: names of the K outputs, if known.
         multiclass: "joint" (default, App. C.1) or "ovr": with K > 2 classes, fit the
             one-vs-rest log-odds ``log p_c / (1 − p_c)`` of ``target`` alone. One-vs-rest
-            log-odds of a multi-class SLALOM are not a SLALOM, so this is opt-in.
+            log-odds of a multi-class SLALOM are not a SLALOM, so this is opt-in. Ignored
+            for multi-label outputs, whose labels are independent anyway.
 
     Example:
         >>> link = OutputLink(2)
         >>> link.transform(torch.tensor([[0.0, 2.0]])).tolist()
         [2.0]
+        >>> OutputLink(3, "multilabel_logits", target=2).transform(torch.tensor([[0.5, -1.0, 1.5]])).tolist()
+        [1.5]
     """
 
     n_outputs: int
@@ -49,23 +160,31 @@ class OutputLink:
     multiclass: str = "joint"
 
     def __post_init__(self) -> None:
+        if self.output == "auto":
+            raise ValueError("OutputLink needs to know what the outputs are: resolve output='auto' with resolve_output()")
         if self.output not in OUTPUT_KINDS:
             raise ValueError(f"unknown output kind {self.output!r}; choose one of {OUTPUT_KINDS}")
         if self.multiclass not in MULTICLASS_MODES:
             raise ValueError(f"unknown multiclass mode {self.multiclass!r}; choose one of {MULTICLASS_MODES}")
-        n_classes = max(self.n_outputs, 2)  # one logit still means two classes
+        # One logit still means two classes; one multi-label output is one label.
+        n_classes = self.n_outputs if self.multilabel else max(self.n_outputs, 2)
         if self.target is not None:
             if isinstance(self.target, bool) or not isinstance(self.target, int):
                 raise TypeError(f"target must be an int class index or None, got {self.target!r}")
             if not 0 <= self.target < n_classes:
                 raise ValueError(f"target {self.target} is not a class of this model (it has {n_classes} classes)")
-        if self.multiclass == "ovr" and self.n_outputs > 2 and self.target is None:
+        if not self.multilabel and self.multiclass == "ovr" and self.n_outputs > 2 and self.target is None:
             raise ValueError("multiclass='ovr' explains one class against the rest: give target=")
+
+    @property
+    def multilabel(self) -> bool:
+        """True when every output is an independent label (sigmoid per label)."""
+        return self.output.startswith("multilabel")
 
     @property
     def joint(self) -> bool:
         """True when every class is fitted at once (values get a class axis)."""
-        return self.n_outputs > 2 and self.multiclass == "joint"
+        return self.n_outputs > 2 and self.multiclass == "joint" and not self.multilabel
 
     @property
     def column(self) -> int | None:
@@ -81,16 +200,39 @@ class OutputLink:
             return list(self.class_names)
         return [str(i) for i in range(self.n_outputs)]
 
+    def _check_probs(self, raw: torch.Tensor) -> None:
+        outside = (raw < -_PROB_CHECK_TOL) | (raw > 1 + _PROB_CHECK_TOL)
+        if outside.any():
+            row = int(outside.any(dim=1).nonzero()[0])
+            raise ValueError(
+                f"output={self.output!r} but the model's outputs are not probabilities: row {row} is "
+                f"{raw[row].tolist()[:8]} (outside [0, 1]); pass output='logits' (or 'auto')"
+            )
+        if self.output == "probs" and self.n_outputs >= 2:
+            off = (raw.sum(dim=1) - 1).abs() > _PROB_CHECK_TOL
+            if off.any():
+                row = int(off.nonzero()[0])
+                raise ValueError(
+                    f"output='probs' but row {row} of the model's outputs sums to {float(raw[row].sum()):.6g}, "
+                    "not 1: class probabilities sum to 1. Independent per-label probabilities are "
+                    "output='multilabel_probs'; logits are output='logits'"
+                )
+
     def _as_logits(self, raw: torch.Tensor) -> torch.Tensor:
-        if self.output == "logits":
+        if self.output in ("logits", "multilabel_logits"):
             return raw
+        self._check_probs(raw)
         p = raw.clamp(_EPS, 1 - _EPS)
-        if self.n_outputs == 1:
+        if self.n_outputs == 1 or self.multilabel:
+            # One probability per output: each is its own sigmoid, logit(p).
             return torch.log(p) - torch.log1p(-p)
+        # Softmax probabilities: log p is the logits up to a per-row constant, which the
+        # differences and centring below remove.
         return torch.log(p)
 
     def transform(self, raw: torch.Tensor) -> torch.Tensor:
-        """(B, K) raw outputs -> (B,) log-odds, or (B, K) centred logits when joint."""
+        """(B, K) raw outputs -> (B,) log-odds, or (B, K) centred logits when joint (or
+        per-label log-odds of a multi-label model without ``target``)."""
         if raw.ndim != 2 or raw.shape[1] != self.n_outputs:
             raise ValueError(f"expected (B, {self.n_outputs}) outputs, got {tuple(raw.shape)}")
         if not torch.isfinite(raw).all():
@@ -100,6 +242,11 @@ class OutputLink:
                 f"e.g. rows {bad[:5]}; SLALOM cannot fit them"
             )
         z = self._as_logits(raw)
+        if self.multilabel:
+            # No softmax across labels: each label's log-odds is its own (sigmoid) logit.
+            if self.target is not None:
+                return z[:, self.target]
+            return z[:, 0] if self.n_outputs == 1 else z
         if self.n_outputs == 1:
             y = z[:, 0]
             return -y if self.target == 0 else y
