@@ -228,3 +228,21 @@ def test_replacement_is_explicit_and_keeps_the_length(bert):
     )
     assert widths == {ids.shape[1]}
     assert attr[0, 0] == 0 and attr[0, -1] == 0
+
+
+def test_probabilities_are_detected_and_explained_in_log_odds(bert):
+    model, tok = bert
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+
+    def logits(i):
+        return model(input_ids=i).logits
+
+    def probs(i):
+        return torch.softmax(model(input_ids=i).logits, dim=-1)
+
+    expected = SlalomAttribution(logits, tokenizer=tok).attribute(ids, target=1, n_samples=200, seed=0)
+    with pytest.warns(slalom_core.SlalomOutputWarning, match="probabilit"):
+        got = SlalomAttribution(probs, tokenizer=tok).attribute(ids, target=1, n_samples=200, seed=0)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="probs"):
+        SlalomAttribution(logits, tokenizer=tok).attribute(ids, target=1, n_samples=200, output="probs")
