@@ -14,7 +14,7 @@ Example:
 """
 
 from . import benchmark, plots
-from .explainer import ADDITIVE_SCORES, BASES, SCORES, SlalomExplainer
+from .explainer import ADDITIVE_SCORES, ADDITIVITY, SCORES, SlalomExplainer
 from .models import LogOddsModel
 
-__all__ = ["SlalomExplainer", "LogOddsModel", "SCORES", "ADDITIVE_SCORES", "BASES", "plots", "benchmark"]
+__all__ = ["SlalomExplainer", "LogOddsModel", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY", "plots", "benchmark"]

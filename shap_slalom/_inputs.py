@@ -16,6 +16,7 @@ import torch
 from shap.utils import safe_isinstance
 
 import slalom_core as sc
+from slalom_core.link import config_output_kind
 
 __all__ = ["Resolved", "resolve", "to_text_list"]
 
@@ -30,6 +31,10 @@ class Resolved:
     #: the tokenizer returns words, not ids (shap's ``SimpleTokenizer``): units get ids from
     #: ``word_vocab`` (an engine WhitespaceTokenizer) and samples are joined with spaces.
     word_vocab: sc.WhitespaceTokenizer | None
+    #: what the model declares its outputs to be ("multilabel_logits" for a multi-label
+    #: model or a pipeline applying a sigmoid per label), with where that was read; None
+    #: when it declares nothing (then ``output="auto"`` decides from the outputs).
+    declared_output: tuple[str, str] | None = None
 
 
 def _is_pipeline(obj: object) -> bool:
@@ -88,7 +93,9 @@ def resolve(
         )
 
     word_vocab = None
+    declared = None
     if _is_pipeline(model):
+        declared = _pipeline_output(model)
         tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         adapter: sc.ModelAdapter = sc.HFClassifier(model.model, tokenizer)
     elif isinstance(model, sc.ModelAdapter):
@@ -130,7 +137,26 @@ def resolve(
     if names is not None:
         names = [str(n) for n in names]
         adapter.class_names = names
-    return Resolved(adapter=adapter, masker=text_masker, class_names=names, word_vocab=word_vocab)
+    if declared is None and config_output_kind(adapter) is not None:
+        declared = ("multilabel_logits", "multilabel_logits (model config)")
+    return Resolved(adapter=adapter, masker=text_masker, class_names=names, word_vocab=word_vocab, declared_output=declared)
+
+
+def _pipeline_output(pipe: object) -> tuple[str, str] | None:
+    """A pipeline told to apply a sigmoid to several outputs scores independent labels.
+
+    SLALOM reads the pipeline's model logits, so its ``function_to_apply`` says what those
+    logits mean: "sigmoid" (per label), "softmax" (classes); default: the model's config.
+    """
+    fn = getattr(pipe, "_postprocess_params", {}).get("function_to_apply")
+    if fn is None:
+        return None
+    fn = str(getattr(fn, "value", fn)).lower()
+    n = getattr(getattr(getattr(pipe, "model", None), "config", None), "num_labels", None)
+    if fn == "sigmoid" and isinstance(n, int) and n > 1:
+        return ("multilabel_logits", "multilabel_logits (pipeline function_to_apply='sigmoid')")
+    # "softmax" or "none": the logits of mutually exclusive classes, whatever the config says.
+    return ("logits", f"logits (pipeline function_to_apply={fn!r})")
 
 
 def _list_input(f):
@@ -143,12 +169,28 @@ def _list_input(f):
 
 
 def to_text_list(x: object) -> list[str]:
-    """A string, or an iterable of strings (list, array, Series, ``{"text": ...}``), as a list."""
+    """A string, or an iterable of strings (list, array, Series, ``{"text": ...}``, a
+    DataFrame with one column of texts), as a list.
+
+    Example:
+        >>> to_text_list(pd.DataFrame({"review": ["great", "dull"]}))  # doctest: +SKIP
+        ['great', 'dull']
+    """
     if isinstance(x, dict) and "text" in x:
         x = x["text"]
     if isinstance(x, str):
         return [x]
+    if safe_isinstance(x, "pandas.core.frame.DataFrame"):
+        # Iterating a DataFrame yields its column names, not its texts.
+        if x.shape[1] != 1:
+            raise ValueError(
+                f"a DataFrame to explain must have exactly one column of texts, this one has "
+                f"{x.shape[1]} ({list(x.columns)[:5]}); pass the column, e.g. df['text']"
+            )
+        x = x.iloc[:, 0].tolist()
     if isinstance(x, np.ndarray):
+        if x.ndim > 1 and x.size != x.shape[0]:
+            raise ValueError(f"expected one text per row, got an array of shape {x.shape}")
         x = x.reshape(-1).tolist()
     try:
         texts = list(x)  # type: ignore[arg-type]

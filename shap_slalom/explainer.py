@@ -20,17 +20,21 @@ import slalom_core as sc
 from ._inputs import resolve, to_text_list
 from .models import LogOddsModel
 
-__all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "BASES"]
+__all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY"]
 
 #: Scores an Explanation can carry (``score=``); see DESIGN.md sec. 2.
 SCORES = ("contribution", "value", "importance", "lin", "removal", "shapley")
-#: Scores that sum (with the base value) to the surrogate's output: safe for waterfall plots.
+#: Scores that add up (with the base value) to an output: safe for waterfall plots.
 ADDITIVE_SCORES = ("contribution", "shapley")
-#: Choices of ``base=``: "empty" = the reference point, the model's output on the input with
-#: no tokens; "residual" = whatever makes base + sum(values) equal the model's own output.
-BASES = ("empty", "residual")
+#: Choices of ``additivity=``, what ``base_values + values.sum()`` equals for additive scores:
+#: "model" (default) = the model's own output f(x), as for shap's explainers; the base value
+#: is then the reference point plus the fit's residual f(x) − surrogate(x). "surrogate" = the
+#: surrogate's output; the base value is the reference point alone.
+ADDITIVITY = ("model", "surrogate")
 
-_SIGNED = ("contribution", "value", "lin", "removal", "shapley")
+#: What :meth:`SlalomExplainer.fit` gives per text: one engine fit; one per label for a
+#: multi-label model; None for a text with no tokens to explain.
+Fit = sc.SlalomExplanation | tuple[sc.SlalomExplanation, ...] | None
 
 
 class SlalomExplainer(shap.Explainer):
@@ -43,26 +47,42 @@ class SlalomExplainer(shap.Explainer):
     Calling the explainer returns a ``shap.Explanation`` over the tokens of its
     ``shap.maskers.Text`` masker (special tokens get 0):
 
-    - ``.values``: by default the additive split ``alpha_i * v_i`` ("contribution"), so
-      ``.base_values + .values.sum() == F(t)``, the surrogate's log-odds. The other scores
-      ("value", "importance", "lin", "removal", "shapley") come with ``score=``, or all at
-      once, from one fit, with :meth:`explain_scores`.
-    - ``.base_values``: by default (``base="empty"``) the reference point the scores are
-      measured from, the model's output on the input with no tokens (the engine's
-      ``base_value``). ``base="residual"`` instead uses ``model output - sum(values)``, so
-      that base + values adds up to the model's own output, as Shapley values do.
-      Non-additive scores always get base 0.
+    - ``.values``: by default the additive split ``alpha_i * v_i`` ("contribution"), measured
+      from the reference point (the model's output on the input with no tokens). The other
+      scores ("value", "importance", "lin", "removal", "shapley") come with ``score=``, or
+      all at once, from one fit, with :meth:`explain_scores`.
+    - ``.base_values``: by default (``additivity="model"``) ``base_values + values.sum()``
+      equals the model's own output f(x) in the explained units, as for shap's Partition
+      explainer, so waterfall and text plots end at f(x). The base value is then the
+      reference point *plus the fit's residual* f(x) − surrogate(x): the part of f(x) the
+      surrogate does not explain. ``additivity="surrogate"`` keeps the reference point as
+      the base value, so values add up to the surrogate's output instead. Non-additive
+      scores always get base 0.
+    - the residual is never only inside the base value: every Explanation this explainer
+      returns also carries, per text, ``reference_values`` (the reference point),
+      ``residual_values`` (f(x) − surrogate(x)) and ``model_outputs`` (f(x)), arrays of
+      shape (texts,) or (texts, outputs), and ``additivity``. shap's slicing does not
+      carry these extra arrays: read them on the unsliced Explanation, or use
+      :func:`shap_slalom.plots.waterfall`, which shows them beside shap's waterfall.
     - an output axis per class for models with two or more outputs, named from ``id2label``:
       a binary model gives ``[-x, x]`` (log-odds of class 0 is minus that of class 1); k > 2
       classes are fitted jointly (centred logits) in one fit. ``importance`` is shared by
-      all classes and repeated on that axis.
+      all classes and repeated on that axis. A multi-label model gets one fit per label
+      (k times the model calls), each in that label's own log-odds.
+    - a text with no tokens to explain (e.g. "") gets zero values on the masker's (special)
+      tokens and f(x) as its base value, as shap's explainers give it.
 
-    What is explained is log-odds (binary) or centred logits (k > 2), never probabilities;
-    :attr:`model` is that quantity as a shap model, for SHAP's own explainers and
-    ``shap.benchmark``. SLALOM deletes tokens (short samples of the text's tokens) rather than
-    masking them: the masker only defines the tokens. For pipelines and HF models SLALOM reads
-    the model's logits directly, so a pipeline needs no ``top_k=None`` here (shap's own
-    explainers of a pipeline do need it).
+    What is explained is log-odds (binary, multi-label) or centred logits (k > 2), never
+    probabilities: ``f(list[str])`` returning probabilities (a pipeline's scores,
+    ``predict_proba``) is detected (``output="auto"``, with a
+    :class:`slalom_core.SlalomOutputWarning`) and explained in log-odds. The decision is
+    taken on the first call and kept by the explainer. :attr:`model` is the explained
+    quantity as a shap model, for SHAP's own explainers and ``shap.benchmark``. SLALOM
+    deletes tokens (short samples of the text's tokens) rather than masking them: the
+    masker only defines the tokens. For pipelines and HF models SLALOM reads the model's
+    logits directly, so a pipeline needs no ``top_k=None`` here (shap's own explainers of a
+    pipeline do need it); a pipeline with ``function_to_apply="sigmoid"`` or a model whose
+    config has ``problem_type="multi_label_classification"`` is explained per label.
 
     Args:
         model: a transformers text-classification pipeline, a Hugging Face sequence
@@ -74,8 +94,11 @@ class SlalomExplainer(shap.Explainer):
         method: the engine's fitting method: "eff" (default; short samples), "fidel"
             (deletions from the full text) or "ana".
         n_samples: model evaluations per text (``max_evals=`` overrides it per call).
-        output: "logits" (default) or "probs" if ``f`` returns probabilities.
-        seed: random seed of the fit (default 0: explanations are reproducible).
+        output: what the model returns, one of :data:`slalom_core.OUTPUT_KINDS`: "auto"
+            (default: detected, see above), "logits", "probs", "multilabel_logits",
+            "multilabel_probs".
+        seed: random seed of the fit. None (default) draws from torch's global generator, so
+            ``torch.manual_seed`` reproduces, as in Captum; an int fixes every call.
         batch_size: sequences per forward pass.
         device: run a torch model there while explaining.
         output_names: class names, if the model does not carry them.
@@ -89,6 +112,7 @@ class SlalomExplainer(shap.Explainer):
         >>> explainer = SlalomExplainer(pipe)  # doctest: +SKIP
         >>> sv = explainer(["a great movie", "dull"])  # doctest: +SKIP
         >>> shap.plots.text(sv[0, :, "POSITIVE"])  # doctest: +SKIP
+        >>> sv.residual_values[0]  # f(x) - surrogate(x), inside sv.base_values[0]  # doctest: +SKIP
     """
 
     def __init__(
@@ -99,8 +123,8 @@ class SlalomExplainer(shap.Explainer):
         tokenizer: Any = None,
         method: str = "eff",
         n_samples: int = sc.DEFAULT_N_SAMPLES,
-        output: str = "logits",
-        seed: int | None = 0,
+        output: str = "auto",
+        seed: int | None = None,
         batch_size: int | None = None,
         device: torch.device | str | None = None,
         output_names: Sequence[str] | None = None,
@@ -130,6 +154,8 @@ class SlalomExplainer(shap.Explainer):
         self.fit_options = dict(fit_options or {})
         self._prefit: deque = deque()
         log_odds = LogOddsModel(self.adapter, output, self.class_names)
+        if output == "auto" and r.declared_output is not None:
+            log_odds.pin(*r.declared_output)
         super().__init__(log_odds, r.masker, link=shap.links.identity, linearize_link=True)
         # shap's __call__ reads output names from each row when this is None (ours may be
         # known only after the first call, for string models).
@@ -172,13 +198,16 @@ class SlalomExplainer(shap.Explainer):
         max_evals: int | Literal["auto"] = "auto",
         seed: int | None = None,
         silent: bool = True,
-    ) -> list[sc.SlalomExplanation]:
+    ) -> list[Fit]:
         """Fit one SLALOM per text (model calls shared across texts); no shap objects.
 
         The returned :class:`slalom_core.SlalomExplanation` objects carry everything:
         per-token scores on the masker's tokens (special tokens left out), ``model_output``,
-        ``surrogate_output`` and ``diagnostics`` (held-out R², timings). Turn them into
-        Explanations with :meth:`to_explanation`, or tabulate them with :meth:`fit_summary`.
+        ``surrogate_output``, ``full_text_gap`` (the residual) and ``diagnostics`` (held-out
+        R², timings, ``"output"``: how the model's outputs were read). A multi-label model
+        gives a tuple of fits per text (one per label); a text with no tokens to explain
+        gives None. Turn them into Explanations with :meth:`to_explanation`, or tabulate
+        them with :meth:`fit_summary`.
 
         Args:
             texts: a string or a list of strings.
@@ -191,56 +220,99 @@ class SlalomExplainer(shap.Explainer):
             >>> fits[0].model_output - fits[0].surrogate_output  # the fit residual  # doctest: +SKIP
         """
         texts = to_text_list(texts)
-        if not texts:
-            return []
-        segs = []
+        out: list[Fit] = [None] * len(texts)
+        segs = {}
         for i, t in enumerate(texts):
             _, keep, seg = self._positions(t)
-            if not keep:
-                raise ValueError(f"text {i} ({t!r}) has no tokens to explain")
-            segs.append(seg)
-        n = self.n_samples if max_evals == "auto" else int(max_evals)
-        return sc.explain_batch(
-            self.adapter,
-            segs,
+            if keep:  # a text with no tokens has nothing to fit (see _row)
+                segs[i] = seg
+        if not segs:
+            return out
+        order = list(segs)
+        options = dict(
             method=self.method,
-            n_samples=n,
-            output=self.output,
+            n_samples=self.n_samples if max_evals == "auto" else int(max_evals),
             seed=self.seed if seed is None else seed,
             show_progress=not silent,
             **self.fit_options,
         )
+        kind = self.model.output_kind
+        batch = [segs[i] for i in order]
+        if self.model.multilabel and self._n_outputs(texts[order[0]]) > 1:
+            # Independent labels: one fit per label, each on that label's own log-odds.
+            per_label = [
+                sc.explain_batch(self.adapter, batch, output=kind, target=c, **options)
+                for c in range(self._n_outputs(texts[order[0]]))
+            ]
+            fits: list[Any] = [tuple(label[j] for label in per_label) for j in range(len(order))]
+        else:
+            fits = sc.explain_batch(self.adapter, batch, output=kind or self.output, **options)
+        if kind is None:
+            # The engine decided from this call's outputs; every later call keeps it, so
+            # that one explainer always explains the same units.
+            how = _each(fits[0])[0].diagnostics["output"]
+            self.model.pin(how.split(" ")[0], how)
+        for j, i in enumerate(order):
+            for f in _each(fits[j]):
+                f.diagnostics["output"] = self.model.output_description
+            out[i] = fits[j]
+        return out
 
     # -- engine scores -> shap rows -----------------------------------------------------------
-    def _row(self, text: str, fit: sc.SlalomExplanation, score: str, base: str) -> tuple[np.ndarray, Any]:
+    def _outputs(self, text: str, fit: Fit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(reference point, model output f(x), residual f(x) − surrogate) of one text, in
+        the explained units, one entry per output column (a scalar for one output)."""
+        if fit is None:
+            # No tokens: f(x) is the model's output on this text, and there is no surrogate
+            # to miss it; the reference point is f(x) itself.
+            f_x = np.asarray(self.model([text])[0], dtype=np.float64)
+            return f_x, f_x, np.zeros_like(f_x)
+        fits = _each(fit)
+        ref = np.array([np.asarray(f.base_value, dtype=np.float64) for f in fits])
+        mo = np.array([np.asarray(f.model_output, dtype=np.float64) for f in fits])
+        res = np.array([np.asarray(f.full_text_gap, dtype=np.float64) for f in fits])
+        if isinstance(fit, tuple):
+            return ref, mo, res
+        ref, mo, res = ref[0], mo[0], res[0]
+        if self._n_outputs(text) == 2:
+            # One fit of F = log p1/p0 explains both classes: class 0 is -F.
+            ref, mo, res = (np.array([-x, x]) for x in (ref, mo, res))
+        return ref, mo, res
+
+    def _row(self, text: str, fit: Fit, score: str, additivity: str, outputs: tuple | None = None) -> tuple[np.ndarray, Any]:
         """Per-masker-token values and the base value for one text."""
         if score not in SCORES:
             raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
-        if base not in BASES:
-            raise ValueError(f"unknown base {base!r}; choose one of {BASES}")
+        if additivity not in ADDITIVITY:
+            raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
         n, keep, _ = self._positions(text)
-        if len(keep) != fit.n_positions:
-            raise ValueError(f"this fit has {fit.n_positions} tokens but the masker gives {len(keep)} for {text!r}")
+        reference, model_out, _ = outputs if outputs is not None else self._outputs(text, fit)
+        if fit is None:
+            values = np.zeros((n,) + model_out.shape)
+            expected = model_out.copy() if score in ADDITIVE_SCORES else np.zeros(model_out.shape)
+            return values, (float(expected) if expected.ndim == 0 else expected)
+        fits = _each(fit)
+        for f in fits:
+            if len(keep) != f.n_positions:
+                raise ValueError(f"this fit has {f.n_positions} tokens but the masker gives {len(keep)} for {text!r}")
         k = self._n_outputs(text)
-        s = np.asarray(fit.scores(score), dtype=np.float64)
-        model_out = np.asarray(fit.model_output, dtype=np.float64)
-        reference = np.asarray(fit.base_value, dtype=np.float64)
-        if k == 2:
-            # One fit of F = log p1/p0 explains both classes: class 0 is -F.
-            s = np.stack([s, s] if score == "importance" else [-s, s], axis=1)
-            model_out = np.array([-model_out, model_out])
-            reference = np.array([-reference, reference])
-        elif k > 2 and s.ndim == 1:
-            s = np.repeat(s[:, None], k, axis=1)  # importance: one per token, shared by classes
+        if isinstance(fit, tuple):
+            s = np.stack([np.asarray(f.scores(score), dtype=np.float64) for f in fits], axis=1)
+        else:
+            s = np.asarray(fit.scores(score), dtype=np.float64)
+            if k == 2:
+                s = np.stack([s, s] if score == "importance" else [-s, s], axis=1)
+            elif k > 2 and s.ndim == 1:
+                s = np.repeat(s[:, None], k, axis=1)  # importance: one per token, shared by classes
         values = np.zeros((n,) + s.shape[1:])
         values[keep] = s
-        if score in ADDITIVE_SCORES:
-            if base == "residual":
-                expected = model_out - s.sum(axis=0)
-            else:
-                expected = np.broadcast_to(reference, s.shape[1:]).astype(np.float64)
-        else:
+        if score not in ADDITIVE_SCORES:
             expected = np.zeros(s.shape[1:])
+        elif additivity == "model":
+            # Reference + residual, computed so that the row adds up to f(x) exactly.
+            expected = model_out - s.sum(axis=0)
+        else:
+            expected = np.broadcast_to(reference, s.shape[1:]).astype(np.float64)
         return values, (float(expected) if expected.ndim == 0 else expected)
 
     def explain_row(
@@ -252,8 +324,8 @@ class SlalomExplainer(shap.Explainer):
         batch_size: int | Literal["auto"] = "auto",
         outputs: Any = None,
         silent: bool = True,
-        score: str = "contribution",
-        base: str = "empty",
+        score: str = sc.DEFAULT_SCORE,
+        additivity: str = "model",
         seed: int | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
@@ -273,12 +345,12 @@ class SlalomExplainer(shap.Explainer):
         text = row_args[0]
         if not isinstance(text, str):
             raise TypeError(f"a row must be a string, got {type(text).__name__}")
-        fit = None
         if self._prefit and self._prefit[0][0] == text:
-            fit = self._prefit.popleft()[1]
-        if fit is None:
+            _, fit, outs = self._prefit.popleft()
+        else:
             fit = self.fit([text], max_evals=max_evals, seed=seed, silent=silent)[0]
-        values, expected = self._row(text, fit, score, base)
+            outs = self._outputs(text, fit)
+        values, expected = self._row(text, fit, score, additivity, outs)
         return {
             "values": values,
             "expected_values": expected,
@@ -293,37 +365,52 @@ class SlalomExplainer(shap.Explainer):
     def to_explanation(
         self,
         texts: str | Iterable[str],
-        fits: Sequence[sc.SlalomExplanation],
-        score: str = "contribution",
-        base: str = "empty",
+        fits: Sequence[Fit],
+        score: str = sc.DEFAULT_SCORE,
+        additivity: str = "model",
     ) -> shap.Explanation:
-        """Build the ``shap.Explanation`` of already fitted texts (no model calls).
+        """Build the ``shap.Explanation`` of already fitted texts (no model calls, except
+        f(x) of texts with no tokens).
+
+        The Explanation also carries ``reference_values``, ``residual_values``,
+        ``model_outputs`` (one row per text) and ``additivity`` (see the class docstring).
 
         Example:
             >>> fits = explainer.fit(texts)  # doctest: +SKIP
             >>> lin = explainer.to_explanation(texts, fits, score="lin")  # doctest: +SKIP
         """
         t0 = time.perf_counter()
-        texts = to_text_list(texts)
+        texts = _nonempty(to_text_list(texts))
         if len(texts) != len(fits):
             raise ValueError(f"{len(texts)} texts but {len(fits)} fits")
         if score not in SCORES:
             raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
+        if additivity not in ADDITIVITY:
+            raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
+        outs = [self._outputs(t, f) for t, f in zip(texts, fits)]
         # shap's own __call__ assembles the Explanation (ragged data, token names, output
         # names) exactly as for its explainers; explain_row picks up these fits in order.
-        self._prefit = deque(zip(texts, fits))
+        self._prefit = deque(zip(texts, fits, outs))
         try:
-            exp = super().__call__(texts, silent=True, score=score, base=base)
+            exp = super().__call__(texts, silent=True, score=score, additivity=additivity)
         finally:
             self._prefit.clear()
-        exp.compute_time = time.perf_counter() - t0 + sum(f.diagnostics.get("total_seconds", 0.0) for f in fits)
+        # The residual sits inside base_values (additivity="model"): report it on its own
+        # too, so that it is never hidden there.
+        exp.reference_values = np.array([o[0] for o in outs])
+        exp.model_outputs = np.array([o[1] for o in outs])
+        exp.residual_values = np.array([o[2] for o in outs])
+        exp.additivity = additivity
+        exp.compute_time = time.perf_counter() - t0 + sum(
+            f.diagnostics.get("total_seconds", 0.0) for fit in fits for f in _each(fit)
+        )
         return exp
 
     def __call__(  # type: ignore[override]
         self,
         *args: Any,
-        score: str = "contribution",
-        base: str = "empty",
+        score: str = sc.DEFAULT_SCORE,
+        additivity: str = "model",
         max_evals: int | Literal["auto"] = "auto",
         seed: int | None = None,
         silent: bool = False,
@@ -332,12 +419,16 @@ class SlalomExplainer(shap.Explainer):
         batch_size: int | Literal["auto"] = "auto",
         outputs: Any = None,
     ) -> shap.Explanation:
-        """Explain a string or a list of strings; returns one ``shap.Explanation`` (rows = texts).
+        """Explain a string, a list of strings, or a one-column DataFrame of texts; returns
+        one ``shap.Explanation`` (rows = texts).
 
         Args:
             score: what ``.values`` holds: "contribution" (default, additive), "value",
                 "importance", "lin", "removal" or "shapley" (additive, on the surrogate).
-            base: "empty" (base value 0) or "residual" (base = model output - sum of values).
+            additivity: "model" (default: base + values = the model's output f(x); the base
+                holds the reference point plus the fit's residual) or "surrogate" (base =
+                the reference point; base + values = the surrogate's output). Either way
+                ``reference_values`` and ``residual_values`` report both parts per text.
             max_evals: model evaluations per text ("auto": the explainer's ``n_samples``).
             seed: overrides the explainer's seed.
             silent: True hides the progress bar.
@@ -354,12 +445,12 @@ class SlalomExplainer(shap.Explainer):
             raise ValueError("SLALOM has no main effects or error bounds")
         if score not in SCORES:
             raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
-        if base not in BASES:
-            raise ValueError(f"unknown base {base!r}; choose one of {BASES}")
-        texts = to_text_list(args[0])
+        if additivity not in ADDITIVITY:
+            raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
+        texts = _nonempty(to_text_list(args[0]))
         t0 = time.perf_counter()
         fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent)
-        exp = self.to_explanation(texts, fits, score=score, base=base)
+        exp = self.to_explanation(texts, fits, score=score, additivity=additivity)
         exp.compute_time = time.perf_counter() - t0
         return exp
 
@@ -368,7 +459,7 @@ class SlalomExplainer(shap.Explainer):
         texts: str | Iterable[str],
         scores: Sequence[str] = ("contribution", "value", "importance", "lin", "removal"),
         *,
-        base: str = "empty",
+        additivity: str = "model",
         max_evals: int | Literal["auto"] = "auto",
         seed: int | None = None,
         silent: bool = True,
@@ -383,48 +474,68 @@ class SlalomExplainer(shap.Explainer):
             >>> ex = explainer.explain_scores(["a great movie"])  # doctest: +SKIP
             >>> shap.plots.bar({k: e[0, :, "POSITIVE"] for k, e in ex.items()})  # doctest: +SKIP
         """
-        texts = to_text_list(texts)
+        texts = _nonempty(to_text_list(texts))
         t0 = time.perf_counter()
         fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent)
         fit_time = time.perf_counter() - t0
         out = {}
         for name in scores:
-            exp = self.to_explanation(texts, fits, score=name, base=base)
+            exp = self.to_explanation(texts, fits, score=name, additivity=additivity)
             exp.compute_time = fit_time
             out[name] = exp
         return out
 
     @staticmethod
-    def fit_summary(fits: Sequence[sc.SlalomExplanation]) -> Any:
+    def fit_summary(fits: Sequence[Fit]) -> Any:
         """One row per fitted text: model vs surrogate output, residual, held-out R², cost.
 
-        For k > 2 classes the output columns hold one value per class (centred logits).
-        Returns a ``pandas.DataFrame``.
+        For k > 2 classes (and per-label fits of a multi-label model) the output columns
+        hold one value per class or label; a text with nothing to fit (None) gives a row of
+        0 tokens and no outputs. Returns a ``pandas.DataFrame``.
 
         Example:
             >>> SlalomExplainer.fit_summary(explainer.fit(texts))[["residual", "heldout_r2"]]  # doctest: +SKIP
         """
         import pandas as pd
 
+        def plain(x: Any) -> Any:
+            x = np.asarray(x, dtype=np.float64)
+            return float(x) if x.ndim == 0 else x.tolist()
+
+        def per_fit(fit: Fit, get: Any) -> Any:
+            if fit is None:
+                return None
+            if isinstance(fit, tuple):
+                return [get(f) for f in fit]
+            return get(fit)
+
         rows = []
-        for f in fits:
-            mo = np.asarray(f.model_output, dtype=np.float64)
-            so = np.asarray(f.surrogate_output, dtype=np.float64)
-
-            def plain(x: np.ndarray) -> Any:
-                return float(x) if x.ndim == 0 else x.tolist()
-
-            d = f.diagnostics
+        for fit in fits:
+            fs = _each(fit) if fit is not None else []
             rows.append(
                 {
-                    "tokens": f.n_positions,
-                    "model_output": plain(mo),
-                    "surrogate_output": plain(so),
-                    "residual": plain(mo - so),
-                    "heldout_r2": d.get("heldout_r2"),
-                    "heldout_mse": d.get("heldout_mse"),
-                    "model_evaluations": d.get("model_evaluations"),
-                    "seconds": d.get("total_seconds"),
+                    "tokens": fs[0].n_positions if fs else 0,
+                    "model_output": per_fit(fit, lambda f: plain(f.model_output)),
+                    "surrogate_output": per_fit(fit, lambda f: plain(f.surrogate_output)),
+                    "residual": per_fit(fit, lambda f: plain(np.asarray(f.model_output) - np.asarray(f.surrogate_output))),
+                    "heldout_r2": per_fit(fit, lambda f: f.diagnostics.get("heldout_r2")),
+                    "heldout_mse": per_fit(fit, lambda f: f.diagnostics.get("heldout_mse")),
+                    "model_evaluations": sum(f.diagnostics.get("model_evaluations", 0) for f in fs) if fs else 0,
+                    "seconds": sum(f.diagnostics.get("total_seconds", 0.0) for f in fs) if fs else 0.0,
                 }
             )
         return pd.DataFrame(rows)
+
+
+def _each(fit: Fit) -> tuple[sc.SlalomExplanation, ...]:
+    """The engine fits behind one text's entry (one, one per label, or none)."""
+    if fit is None:
+        return ()
+    return fit if isinstance(fit, tuple) else (fit,)
+
+
+def _nonempty(texts: list[str]) -> list[str]:
+    # shap's own explainers fail on [] with an IndexError; say what is wrong instead.
+    if not texts:
+        raise ValueError("nothing to explain: got no texts (an empty list)")
+    return texts

@@ -8,6 +8,7 @@ own explainers or score it with ``shap.benchmark``, those must see the *same* ou
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,13 +25,18 @@ class LogOddsModel:
     - a binary model (two outputs): ``(B, 2)`` log-odds of each class, ``[-F, F]`` with
       ``F = log p1/p0`` (for logits ``z1 - z0``), i.e. ``logit(p_c)`` per class;
     - ``k > 2`` classes: ``(B, k)`` centred logits ``z_c - mean(z)`` (the joint fit);
-    - a single output: ``(B,)``, that logit.
+    - a multi-label model: ``(B, k)``, each label's own log-odds (its sigmoid's logit);
+    - a single output: ``(B,)``, that logit (or ``logit(p)`` with ``output="probs"``).
+
+    What the wrapped model returns is decided once (``output="auto"``: see
+    :func:`slalom_core.resolve_output`) and then kept, by this object and by the explainer
+    that owns it, so that every call is in the same units.
 
     Texts are tokenized without truncation, as the explainer does.
 
     Args:
         adapter: the engine adapter that scores token-id sequences (or strings).
-        output: "logits" or "probs": what the wrapped model returns.
+        output: what the wrapped model returns, one of :data:`slalom_core.OUTPUT_KINDS`.
         class_names: names of the model's outputs (become ``output_names``).
 
     Example:
@@ -39,11 +45,22 @@ class LogOddsModel:
         array([[-2.1,  2.1]])
     """
 
-    def __init__(self, adapter: sc.ModelAdapter, output: str = "logits", class_names: Sequence[str] | None = None) -> None:
+    def __init__(self, adapter: sc.ModelAdapter, output: str = "auto", class_names: Sequence[str] | None = None) -> None:
+        if output not in sc.OUTPUT_KINDS:
+            raise ValueError(f"output must be one of {sc.OUTPUT_KINDS}, got {output!r}")
         self.adapter = adapter
         self.output = output
         self.output_names = list(class_names) if class_names is not None else None
         self._n_outputs: int | None = None
+        #: what the raw outputs are, once known (None while ``output="auto"`` is undecided)
+        self.output_kind: str | None = None if output == "auto" else output
+        #: how that was decided, as the engine's ``diagnostics["output"]`` says it
+        self.output_description: str | None = None if output == "auto" else output
+
+    def pin(self, kind: str, description: str) -> None:
+        """Fix what the raw outputs are (the first decision stands)."""
+        if self.output_kind is None:
+            self.output_kind, self.output_description = kind, description
 
     def raw(self, texts: Sequence[str]) -> np.ndarray:
         """The wrapped model's raw outputs, (B, K) float64."""
@@ -64,12 +81,23 @@ class LogOddsModel:
             self._n_outputs = int(k) if isinstance(k, int) and k > 0 else int(self.raw([probe]).shape[1])
         return self._n_outputs
 
+    @property
+    def multilabel(self) -> bool:
+        """True when the outputs are independent labels (one fit per label)."""
+        return (self.output_kind or "").startswith("multilabel")
+
     def transform(self, raw: np.ndarray) -> np.ndarray:
         """Raw outputs (B, K) to the explained outputs (see the class docstring)."""
         raw = np.asarray(raw, dtype=np.float64).reshape(len(raw), -1)
         self._n_outputs = raw.shape[1]
-        y = sc.OutputLink(raw.shape[1], self.output).transform(torch.from_numpy(raw)).numpy()
-        if raw.shape[1] == 2:
+        t = torch.from_numpy(raw)
+        if self.output_kind is None:
+            kind, how, note = sc.resolve_output("auto", t)
+            if note is not None:
+                warnings.warn(note, sc.SlalomOutputWarning, stacklevel=3)
+            self.pin(kind, how)
+        y = sc.OutputLink(raw.shape[1], self.output_kind).transform(t).numpy()
+        if raw.shape[1] == 2 and not self.multilabel:
             # The engine fits F = log p1/p0; class 0's log-odds is -F.
             return np.stack([-y, y], axis=1)
         return y

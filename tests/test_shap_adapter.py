@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -164,9 +165,11 @@ def test_recovers_ground_truth_binary(gt, gt_explainer, tok):
             np.testing.assert_allclose(e[0, :, "NEG"].values, -pos)
         else:
             np.testing.assert_allclose(e[0, :, "NEG"].values, pos)
-    # The default values are additive: base (0) + sum = surrogate log-odds = model log-odds here.
+    # The default values are additive: base + sum = the model's log-odds; the fit is exact
+    # here, so the base is the reference point (the empty input, even odds) and no residual.
     sv = scores["contribution"]
-    np.testing.assert_allclose(sv.base_values, [[0.0, 0.0]])
+    np.testing.assert_allclose(sv.base_values, [[0.0, 0.0]], atol=1e-9)
+    np.testing.assert_allclose(sv.residual_values, [[0.0, 0.0]], atol=1e-9)
     np.testing.assert_allclose(sv[0, :, "POS"].values.sum(), gt.log_odds(TEXT), atol=1e-6)
     # lin = v * exp(s); removal = F(t) - F(t without the token), checked on the true model.
     v, s = truth["value"], truth["importance"]
@@ -215,12 +218,22 @@ def test_fit_summary_exposes_residual(gt_explainer):
     assert list(table["tokens"]) == [f.n_positions for f in fits]
     np.testing.assert_allclose(table["residual"], table["model_output"] - table["surrogate_output"])
     assert (table["heldout_r2"] > 0.99).all()
-    # base="residual": base + sum(values) is the model's own output (what shap's plots call f(x)).
-    sv = gt_explainer.to_explanation(TEXTS, fits, base="residual")
+    # The default: base + sum(values) is the model's own output (what shap's plots call f(x));
+    # the base is reference + residual, and both parts are reported on their own.
+    sv = gt_explainer.to_explanation(TEXTS, fits)
+    assert sv.additivity == "model"
+    np.testing.assert_allclose(sv.residual_values[:, 1], table["residual"], atol=1e-12)
+    np.testing.assert_allclose(sv.reference_values[:, 1], [f.base_value for f in fits])
     for i, text in enumerate(TEXTS):
         row = sv[i, :, "POS"]
-        assert row.base_values == pytest.approx(table["residual"][i])
-        assert row.base_values + row.values.sum() == pytest.approx(gt_explainer.model([text])[0, 1])
+        assert row.base_values == pytest.approx(fits[i].base_value + table["residual"][i], abs=1e-12)
+        assert row.base_values + row.values.sum() == pytest.approx(gt_explainer.model([text])[0, 1], abs=1e-12)
+    # additivity="surrogate": the base is the reference point, values add up to the surrogate.
+    raw = gt_explainer.to_explanation(TEXTS, fits, additivity="surrogate")
+    np.testing.assert_allclose(raw.residual_values, sv.residual_values)
+    for i in range(len(TEXTS)):
+        assert raw[i, :, "POS"].base_values == pytest.approx(fits[i].base_value)
+        assert raw[i, :, "POS"].base_values + raw[i, :, "POS"].values.sum() == pytest.approx(fits[i].surrogate_output, abs=1e-12)
 
 
 def test_all_scores_and_shapley_efficiency(gt_explainer):
@@ -228,8 +241,13 @@ def test_all_scores_and_shapley_efficiency(gt_explainer):
     for name in SCORES:
         e = gt_explainer.to_explanation([TEXT], fits, score=name)
         assert e.shape[-1] == 2
-    phi = gt_explainer.to_explanation([TEXT], fits, score="shapley")[0, :, "POS"]
+    phi = gt_explainer.to_explanation([TEXT], fits, score="shapley", additivity="surrogate")[0, :, "POS"]
     assert phi.values.sum() + phi.base_values == pytest.approx(fits[0].surrogate_output, abs=1e-9)
+    phi = gt_explainer.to_explanation([TEXT], fits, score="shapley")[0, :, "POS"]
+    assert phi.values.sum() + phi.base_values == pytest.approx(fits[0].model_output, abs=1e-9)
+    lin = gt_explainer.to_explanation([TEXT], fits, score="lin")
+    np.testing.assert_allclose(lin.base_values, [[0.0, 0.0]])  # not additive: no base
+    assert lin.residual_values[0, 1] == pytest.approx(fits[0].full_text_gap)  # reported all the same
 
 
 def test_explain_row_protocol(gt_explainer, tok):
@@ -239,7 +257,8 @@ def test_explain_row_protocol(gt_explainer, tok):
     assert row["mask_shapes"] == [(n,)]
     assert row["values"].shape == (n, 2)
     assert row["output_names"] == ["NEG", "POS"]
-    np.testing.assert_allclose(row["expected_values"], [0.0, 0.0])
+    f_x = gt_explainer.model([TEXT])[0]
+    np.testing.assert_allclose(row["expected_values"] + row["values"].sum(axis=0), f_x, atol=1e-12)
     assert isinstance(row["slalom"], sc.SlalomExplanation)
 
 
@@ -276,7 +295,8 @@ def test_pipeline_input(pipe, pipe_explainer, tok):
     assert lo[1] == pytest.approx(scipy.special.logit(probs["POSITIVE"]), abs=1e-4)
     fits = pipe_explainer.fit(TEXTS[:2])
     assert all(f.diagnostics["heldout_r2"] > 0.5 for f in fits)
-    assert pos.base_values + pos.values.sum() == pytest.approx(fits[0].surrogate_output, abs=1e-9)
+    assert pos.base_values + pos.values.sum() == pytest.approx(lo[1], abs=1e-4)  # f(x), as shap's
+    assert sv.residual_values[0, 1] == pytest.approx(fits[0].full_text_gap, abs=1e-9)
 
 
 def test_pipeline_reentry_is_idempotent(pipe, tok):
@@ -322,7 +342,10 @@ def test_multiclass_pipeline_one_joint_fit(tok):
     np.testing.assert_allclose(sv[1].values.sum(axis=1), 0.0, atol=1e-9)
     fit = ex.fit(TEXTS[0])[0]
     assert fit.diagnostics["model_evaluations"] == 302  # every class from one set of samples (+ text, empty input)
-    np.testing.assert_allclose(sv[0].base_values + sv[0].values.sum(axis=0), fit.surrogate_output, atol=1e-9)
+    # (fit alone, sv in a batch of two: float32 padding effects of ~1e-7)
+    np.testing.assert_allclose(sv[0].base_values + sv[0].values.sum(axis=0), fit.model_output, atol=1e-5)
+    np.testing.assert_allclose(sv[0].base_values, fit.base_value + fit.full_text_gap, atol=1e-4)
+    np.testing.assert_allclose(sv.base_values[0], sv.reference_values[0] + sv.residual_values[0], atol=1e-9)
 
 
 # -- plots ---------------------------------------------------------------------------------
@@ -389,6 +412,166 @@ def test_benchmark_slalom_vs_partition(gt_explainer):
         assert sign * res["SLALOM"].value > sign * res["reversed"].value
 
 
+# -- drop-in for shap: units and additivity ----------------------------------------------------
+
+
+def _probs_of(pipe):
+    """The usual shap pattern: f(list[str]) -> class probabilities from a pipeline."""
+    labels = [pipe.model.config.id2label[i] for i in range(pipe.model.config.num_labels)]
+
+    def f(texts):
+        out = pipe(list(texts), top_k=None)
+        return np.array([[{d["label"]: d["score"] for d in row}[name] for name in labels] for row in out])
+
+    return f
+
+
+def test_adds_up_to_f_x_like_partition(pipe, tok):
+    import scipy.special
+
+    texts = [TEXT, "awful acting but good music"]
+    ours = SlalomExplainer(pipe, n_samples=300)
+    sv = ours(texts, silent=True)
+    # shap's Partition on the same quantity (our log-odds model): both add up to f(x).
+    partition = shap.Explainer(ours.model, shap.maskers.Text(tok))
+    assert isinstance(partition, shap.explainers.Partition)
+    ps = partition(texts, silent=True)
+    f_x = ours.model(texts)
+    for i in range(len(texts)):
+        mine = sv.base_values[i] + sv[i].values.sum(axis=0)
+        theirs = ps.base_values[i] + ps[i].values.sum(axis=0)
+        np.testing.assert_allclose(mine, f_x[i], atol=1e-4)
+        np.testing.assert_allclose(theirs, f_x[i], atol=1e-4)
+        # ... and f(x) differs from the surrogate's output by the residual, reported on its own.
+        np.testing.assert_allclose(sv.base_values[i], sv.reference_values[i] + sv.residual_values[i], atol=1e-9)
+    assert np.abs(sv.residual_values).max() > 1e-3  # an inexact fit: the test has teeth
+    # The usual shap pattern, f returning probabilities: Partition explains probabilities,
+    # SLALOM their log-odds (with a warning that it read them so); same f(x), other units.
+    f = _probs_of(pipe)
+    with pytest.warns(sc.SlalomOutputWarning, match="probabilities"):
+        from_probs = SlalomExplainer(f, shap.maskers.Text(tok), n_samples=300)(texts, silent=True)
+    ps_probs = shap.Explainer(f, shap.maskers.Text(tok))(texts, silent=True)
+    for i in range(len(texts)):
+        p = ps_probs.base_values[i] + ps_probs[i].values.sum(axis=0)
+        np.testing.assert_allclose(p, f(texts[i : i + 1])[0], atol=1e-6)
+        lo = from_probs.base_values[i] + from_probs[i].values.sum(axis=0)
+        np.testing.assert_allclose(lo, scipy.special.logit(p), atol=1e-4)
+        np.testing.assert_allclose(lo, f_x[i], atol=1e-4)
+
+
+def test_probability_function_detected_and_explained_in_log_odds(gt, tok):
+    def probs(texts):
+        logits = gt(texts)  # [0, F]
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    names = ["NEG", "POS"]
+    ref = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=names, n_samples=300)
+    ex = SlalomExplainer(probs, shap.maskers.Text(tok), output_names=names, n_samples=300)
+    with pytest.warns(sc.SlalomOutputWarning, match="look like probabilities"):
+        fits = ex.fit(TEXTS[:2])
+    assert [f.diagnostics["output"] for f in fits] == ["probs (detected)"] * 2
+    np.testing.assert_allclose(ex.model(TEXTS), ref.model(TEXTS), atol=1e-9)  # log-odds, not probabilities
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sc.SlalomOutputWarning)  # decided once, kept after
+        sv = ex(TEXTS, silent=True)
+        assert ex.fit([TEXT])[0].diagnostics["output"] == "probs (detected)"
+    base = ref(TEXTS, silent=True)
+    for i in range(len(TEXTS)):
+        np.testing.assert_allclose(sv[i].values, base[i].values, atol=1e-6)
+        np.testing.assert_allclose(sv.base_values[i], base.base_values[i], atol=1e-6)
+    # The user's word: output="logits" reads them as logits, silently, in other units.
+    raw = SlalomExplainer(probs, shap.maskers.Text(tok), output="logits", n_samples=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sc.SlalomOutputWarning)
+        p = raw([TEXT], silent=True)
+    assert abs(p.model_outputs[0, 1] - base.model_outputs[0, 1]) > 0.1
+
+
+def test_multilabel_pipeline_explained_per_label(tok):
+    import scipy.special
+    import transformers
+
+    labels = ("toxic", "insult", "threat")
+    model = tiny_bert(tok, labels=labels, seed=3)
+    model.config.problem_type = "multi_label_classification"
+    pipe_ml = transformers.pipeline("text-classification", model=model, tokenizer=tok, top_k=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sc.SlalomOutputWarning)
+        ex = SlalomExplainer(pipe_ml, n_samples=120)
+        sv = ex([TEXT, "awful acting"], silent=True)
+    assert list(sv.output_names) == list(labels)
+    scores = {d["label"]: d["score"] for d in pipe_ml(TEXT)[0]}  # one sigmoid per label
+    want = np.array([scipy.special.logit(scores[n]) for n in labels])
+    np.testing.assert_allclose(sv.model_outputs[0], want, atol=1e-4)
+    np.testing.assert_allclose(sv.base_values[0] + sv[0].values.sum(axis=0), want, atol=1e-4)
+    assert abs(sv[0].values.sum()) > 1e-3  # not softmax-centred over labels
+    fits = ex.fit([TEXT])[0]
+    assert isinstance(fits, tuple) and len(fits) == 3
+    assert fits[0].diagnostics["output"] == "multilabel_logits (model config)"
+    imp = ex([TEXT], score="importance", silent=True)[0].values
+    assert not np.allclose(imp[:, 0], imp[:, 1])  # each label has its own importances
+    # A pipeline told to apply a sigmoid is multi-label too, whatever its config says.
+    plain = tiny_bert(tok, labels=labels, seed=3)
+    sig = transformers.pipeline("text-classification", model=plain, tokenizer=tok, top_k=None, function_to_apply="sigmoid")
+    sv2 = SlalomExplainer(sig, n_samples=120)([TEXT], silent=True)
+    np.testing.assert_allclose(sv2.model_outputs[0], want, atol=1e-4)
+
+
+def test_empty_string_in_a_batch_like_partition(gt_explainer, tok):
+    texts = ["", TEXT]
+    sv = gt_explainer(texts, silent=True)
+    ps = shap.Explainer(gt_explainer.model, shap.maskers.Text(tok))(texts, silent=True)
+    assert sv[0].values.shape == ps[0].values.shape == (2, 2)  # [CLS] [SEP], no features
+    assert list(sv.data[0]) == list(ps.data[0])
+    np.testing.assert_allclose(sv[0].values, 0.0)
+    f_empty = gt_explainer.model([""])[0]
+    np.testing.assert_allclose(sv.base_values[0], f_empty, atol=1e-12)
+    np.testing.assert_allclose(ps.base_values[0] + ps[0].values.sum(axis=0), f_empty, atol=1e-9)
+    np.testing.assert_allclose(sv.residual_values[0], 0.0)
+    np.testing.assert_allclose(sv[1].values, gt_explainer(TEXT, silent=True)[0].values, atol=1e-6)
+    assert gt_explainer.fit(texts)[0] is None
+    assert SlalomExplainer.fit_summary(gt_explainer.fit(texts))["tokens"].tolist()[0] == 0
+
+
+def test_dataframe_and_empty_list(gt_explainer):
+    import pandas as pd
+
+    df = pd.DataFrame({"review": TEXTS[:2]})
+    sv = gt_explainer(df, silent=True)
+    assert len(sv) == 2 and "review" not in list(sv.data[0])
+    np.testing.assert_allclose(sv[1].values, gt_explainer(TEXTS[:2], silent=True)[1].values, atol=1e-9)
+    with pytest.raises(ValueError, match="exactly one column"):
+        gt_explainer(pd.DataFrame({"a": TEXTS[:2], "b": TEXTS[:2]}))
+    # shap's Partition fails on [] with an IndexError; here the error says what is wrong.
+    with pytest.raises(ValueError, match="no texts"):
+        gt_explainer([])
+    with pytest.raises(ValueError, match="no texts"):
+        gt_explainer.explain_scores([])
+
+
+def test_residual_is_shown_beside_the_plots(pipe):
+    ex = SlalomExplainer(pipe, n_samples=200)
+    scores = ex.explain_scores([TEXT], scores=("contribution", "value", "importance"))
+    sv = scores["contribution"]
+    res = sv.residual_values[0, 1]
+    assert abs(res) > 1e-3
+    ax = plots.waterfall(sv, 0, "POSITIVE")
+    title = ax.get_title()
+    assert f"residual {res:.2f}" in title and f"f(x) = {sv.model_outputs[0, 1]:.2f}" in title
+    assert "base value = reference + residual" in title
+    plt.close("all")
+    ax = plots.value_importance(scores, output="POSITIVE", title="SLALOM")
+    assert ax.get_title().startswith("SLALOM\n") and f"residual {res:.2f}" in ax.get_title()
+    plt.close("all")
+    fit = ex.fit(TEXT)[0]
+    ax = plots.value_importance(fit)
+    assert f"residual {fit.full_text_gap:.2f}" in ax.get_title()
+    plt.close("all")
+    with pytest.raises(ValueError, match="unsliced"):
+        plots.residual_note(sv[0])
+
+
 # -- errors -------------------------------------------------------------------------------
 
 
@@ -401,10 +584,10 @@ def test_errors(gt, tok, gt_explainer):
         SlalomExplainer(gt, tok, link=shap.links.logit)
     with pytest.raises(ValueError, match="score"):
         gt_explainer(TEXT, score="nope")
-    with pytest.raises(ValueError, match="base"):
-        gt_explainer(TEXT, base="nope")
-    with pytest.raises(ValueError, match="no tokens"):
-        gt_explainer(["", TEXT])
+    with pytest.raises(ValueError, match="additivity"):
+        gt_explainer(TEXT, additivity="nope")
+    with pytest.raises(ValueError, match="output"):
+        SlalomExplainer(gt, tok, output="log_odds")
     with pytest.raises(TypeError):
         gt_explainer([1, 2])
     with pytest.raises(TypeError, match="single string"):
@@ -442,3 +625,14 @@ def test_notebook_runs(tmp_path):
     assert "SLALOM-fidel" in text and "Partition" in text  # the benchmark table
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5  # the plots rendered
     assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # shap.plots.text
+
+
+def test_seed_none_follows_torch_manual_seed(gt, tok):
+    explainer = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200)
+    torch.manual_seed(5)
+    a = explainer(["good film but bad plot"]).values
+    torch.manual_seed(5)
+    b = explainer(["good film but bad plot"]).values
+    c = explainer(["good film but bad plot"]).values
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
