@@ -106,7 +106,7 @@ def gt(tok):
 
 @pytest.fixture(scope="module")
 def gt_explainer(gt, tok):
-    return SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["NEG", "POS"], n_samples=600)
+    return SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["NEG", "POS"], n_samples=600, seed=0)
 
 
 def tiny_bert(tok, labels=("NEGATIVE", "POSITIVE"), seed=0):
@@ -133,7 +133,7 @@ def pipe(tok):
 
 @pytest.fixture(scope="module")
 def pipe_explainer(pipe):
-    return SlalomExplainer(pipe, n_samples=300)
+    return SlalomExplainer(pipe, n_samples=300, seed=0)
 
 
 def masker_tokens(tok, text):
@@ -301,10 +301,10 @@ def test_pipeline_input(pipe, pipe_explainer, tok):
 
 def test_pipeline_reentry_is_idempotent(pipe, tok):
     """shap's base __init__ re-enters __init__ with its pipeline wrapper and the tokenizer."""
-    ex = SlalomExplainer(pipe, n_samples=200)
+    ex = SlalomExplainer(pipe, n_samples=200, seed=0)
     first = ex(TEXT, silent=True).values
     ex.__init__(shap.models.TransformersPipeline(pipe), pipe.tokenizer, link=shap.links.identity,
-                algorithm="auto", output_names=None, feature_names=None, linearize_link=True, n_samples=200)
+                algorithm="auto", output_names=None, feature_names=None, linearize_link=True, n_samples=200, seed=0)
     again = ex(TEXT, silent=True)
     np.testing.assert_allclose(again.values, first)
     assert list(again.output_names) == ["NEGATIVE", "POSITIVE"]
@@ -313,19 +313,19 @@ def test_pipeline_reentry_is_idempotent(pipe, tok):
 def test_hf_model_with_tokenizer_equals_pipeline(pipe, tok):
     import transformers
 
-    a = SlalomExplainer(pipe.model, tok, n_samples=200)(TEXT, silent=True)
-    b = SlalomExplainer(pipe, n_samples=200)(TEXT, silent=True)
+    a = SlalomExplainer(pipe.model, tok, n_samples=200, seed=0)(TEXT, silent=True)
+    b = SlalomExplainer(pipe, n_samples=200, seed=0)(TEXT, silent=True)
     np.testing.assert_allclose(a.values, b.values, atol=1e-9)
     # SLALOM reads the model's logits, so a pipeline without top_k=None (top label only) is fine.
     top1 = transformers.pipeline("text-classification", model=pipe.model, tokenizer=tok)
-    c = SlalomExplainer(top1, n_samples=200)(TEXT, silent=True)
+    c = SlalomExplainer(top1, n_samples=200, seed=0)(TEXT, silent=True)
     np.testing.assert_allclose(c.values, b.values, atol=1e-9)
     # shap's own pipeline wrapper and an engine adapter are accepted too.
-    d = SlalomExplainer(shap.models.TransformersPipeline(pipe), n_samples=200)(TEXT, silent=True)
+    d = SlalomExplainer(shap.models.TransformersPipeline(pipe), n_samples=200, seed=0)(TEXT, silent=True)
     np.testing.assert_allclose(d.values, b.values, atol=1e-9)
     adapter = sc.HFClassifier(pipe.model, tok)
     before = adapter.batch_size
-    e = SlalomExplainer(adapter, n_samples=200, batch_size=7)(TEXT, silent=True)
+    e = SlalomExplainer(adapter, n_samples=200, seed=0, batch_size=7)(TEXT, silent=True)
     np.testing.assert_allclose(e.values, b.values, atol=1e-6)
     assert adapter.batch_size == before != 7  # the caller's adapter is left alone
 
@@ -466,8 +466,8 @@ def test_probability_function_detected_and_explained_in_log_odds(gt, tok):
         return e / e.sum(axis=1, keepdims=True)
 
     names = ["NEG", "POS"]
-    ref = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=names, n_samples=300)
-    ex = SlalomExplainer(probs, shap.maskers.Text(tok), output_names=names, n_samples=300)
+    ref = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=names, n_samples=300, seed=0)
+    ex = SlalomExplainer(probs, shap.maskers.Text(tok), output_names=names, n_samples=300, seed=0)
     with pytest.warns(sc.SlalomOutputWarning, match="look like probabilities"):
         fits = ex.fit(TEXTS[:2])
     assert [f.diagnostics["output"] for f in fits] == ["probs (detected)"] * 2
@@ -481,7 +481,7 @@ def test_probability_function_detected_and_explained_in_log_odds(gt, tok):
         np.testing.assert_allclose(sv[i].values, base[i].values, atol=1e-6)
         np.testing.assert_allclose(sv.base_values[i], base.base_values[i], atol=1e-6)
     # The user's word: output="logits" reads them as logits, silently, in other units.
-    raw = SlalomExplainer(probs, shap.maskers.Text(tok), output="logits", n_samples=300)
+    raw = SlalomExplainer(probs, shap.maskers.Text(tok), output="logits", n_samples=300, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", sc.SlalomOutputWarning)
         p = raw([TEXT], silent=True)
