@@ -1,8 +1,8 @@
 """SLALOM for Captum.
 
 - :class:`SlalomAttribution`: a ``captum.attr.PerturbationAttribution``; a drop-in beside
-  ``Lime`` and ``KernelShap`` for token-id inputs (SLALOM deletes tokens; ``baselines=``
-  switches to replacement).
+  ``Lime`` and ``KernelShap`` for token-id inputs (SLALOM deletes tokens; a baseline marks
+  special tokens, ``perturbation="replace"`` replaces absent tokens as Lime does).
 - :class:`SlalomLLMAttribution`: ``captum.attr.LLMAttribution`` that accepts SLALOM, for
   causal LMs with ``TextTokenInput`` / ``TextTemplateInput``.
 - :func:`visualization_record`: scores -> ``VisualizationDataRecord`` for
@@ -12,7 +12,7 @@ All fitting is done by the ``slalom_core`` engine.
 
 Example:
     >>> from captum_slalom import SlalomAttribution
-    >>> slalom = SlalomAttribution(forward_func, special_token_ids=tok.all_special_ids)  # doctest: +SKIP
+    >>> slalom = SlalomAttribution(forward_func, tokenizer=tok)  # doctest: +SKIP
     >>> attr = slalom.attribute(input_ids, target=1, n_samples=500, seed=0)  # doctest: +SKIP
 """
 
