@@ -31,7 +31,7 @@ FeatureMaskType = Union[None, Tensor, tuple[Union[Tensor, None], ...]]
 
 # explain_batch arguments the adapter sets itself; anything else in **fit_options is
 # handed to the engine (which rejects what it does not know).
-_RESERVED_ENGINE_OPTIONS = frozenset(
+_RESERVED_FIT_OPTIONS = frozenset(
     {"model", "texts", "tokenizer", "granularity", "batch_size", "device", "target", "seed",
      "n_samples", "method", "show_progress", "output"}
 )
@@ -683,7 +683,7 @@ class SlalomAttribution(PerturbationAttribution):
             raise ValueError(f"unknown score {score!r}; choose one of {SCORE_NAMES}")
         if perturbation not in PERTURBATIONS:
             raise ValueError(f"unknown perturbation {perturbation!r}; choose one of {PERTURBATIONS}")
-        bad = sorted(set(fit_options) & _RESERVED_ENGINE_OPTIONS)
+        bad = sorted(set(fit_options) & _RESERVED_FIT_OPTIONS)
         if bad:
             raise TypeError(f"{bad} cannot be passed as fit options: SlalomAttribution sets them from its own arguments")
         if isinstance(perturbations_per_eval, bool) or not isinstance(perturbations_per_eval, int) or perturbations_per_eval < 1:
