@@ -50,7 +50,7 @@ def _is_hf_tokenizer(obj: object) -> bool:
 
 
 def _is_hf_classifier(obj: object) -> bool:
-    # HF models and look-alikes (e.g. slalom_core.zeroshot) carry a config with the labels.
+    # HF models and look-alikes (e.g. slalom_core.experiments.zeroshot) carry a config with the labels.
     return isinstance(obj, torch.nn.Module) and hasattr(obj, "config")
 
 

@@ -22,7 +22,7 @@ from .models import LogOddsModel
 
 __all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY"]
 
-#: Scores an Explanation can carry (``score=``); see DESIGN.md sec. 2.
+#: Scores an Explanation can carry (``score=``); their units are in slalom_core.scores.
 SCORES = ("contribution", "value", "importance", "lin", "removal", "shapley")
 #: Scores that add up (with the base value) to an output: safe for waterfall plots.
 ADDITIVE_SCORES = ("contribution", "shapley")

@@ -1,4 +1,4 @@
-"""The comparative benchmark (``slalom_core.bench``) end to end on a tiny random BERT.
+"""The comparative benchmark (``slalom_core.experiments.bench``) end to end on a tiny random BERT.
 
 The model is built from a config (hidden size 32, one layer), its tokenizer from a small
 vocabulary file, and both are saved with ``save_pretrained`` so that the runner loads them by
@@ -16,10 +16,10 @@ import sys
 import numpy as np
 import pytest
 
-from slalom_core import bench
-from slalom_core.bench import BenchConfig, run_benchmark
-from slalom_core.bench_cli import main as bench_main
-from slalom_core.bench_cli import register
+from slalom_core.experiments import bench
+from slalom_core.experiments.bench import BenchConfig, run_benchmark
+from slalom_core.experiments.bench_cli import main as bench_main
+from slalom_core.experiments.bench_cli import register
 
 WORDS = (
     "the a movie film was is great good bad awful boring fun plot actor i it and but not very "
@@ -193,6 +193,6 @@ def test_cli(bench_files, tmp_path, capsys):
 
 
 def test_engine_import_stays_free_of_captum_and_shap():
-    code = "import sys, slalom_core, slalom_core.bench, slalom_core.bench_cli; print('captum' in sys.modules, 'shap' in sys.modules)"
+    code = "import sys, slalom_core, slalom_core.experiments.bench, slalom_core.experiments.bench_cli; print('captum' in sys.modules, 'shap' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]

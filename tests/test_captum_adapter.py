@@ -32,7 +32,7 @@ from captum_slalom import (  # noqa: E402
     visualization_record,
 )
 from slalom_core import scores as sc_scores  # noqa: E402
-from slalom_core.synthetic import make_word_tokenizer  # noqa: E402
+from slalom_core.experiments.synthetic import make_word_tokenizer  # noqa: E402
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 SPECIALS = (PAD, CLS, SEP)

@@ -1,4 +1,4 @@
-"""Tests of slalom_core.evaluation on hand-made cases with known answers."""
+"""Tests of slalom_core.experiments.evaluation on hand-made cases with known answers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from slalom_core import evaluation as ev
+from slalom_core.experiments import evaluation as ev
 
 # ----------------------------------------------------------------------------------------
 # A toy additive model: p(y=1 | t) = sigmoid(b + Σ_i w[t_i]). Removing a token with a large
@@ -541,7 +541,7 @@ def test_module_does_not_import_captum_or_shap():
     import subprocess
     import sys
 
-    code = ("import sys, slalom_core.evaluation; "
+    code = ("import sys, slalom_core.experiments.evaluation; "
             "print(any(m.split('.')[0] in ('captum', 'shap') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

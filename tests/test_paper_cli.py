@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from slalom_core import cli, paper_cli
+from slalom_core.experiments import cli, paper_cli
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

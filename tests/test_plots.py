@@ -16,7 +16,7 @@ import torch
 
 import slalom_core as sc
 from slalom_core import plots
-from slalom_core.synthetic import make_word_tokenizer
+from slalom_core.experiments.synthetic import make_word_tokenizer
 from tiny_models import SlalomModel
 
 # Words with characters HTML must escape, and WordPiece-style continuations.

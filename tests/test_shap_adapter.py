@@ -1,4 +1,4 @@
-"""Tests of shap_slalom: SLALOM as a shap Explainer (issue 4).
+"""Tests of shap_slalom: SLALOM as a shap Explainer.
 
 Everything is offline: tokenizers come from a small vocabulary file, models are either a
 string function that *is* a SLALOM over words (ground truth) or a 1-layer random BERT.

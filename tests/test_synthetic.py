@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from slalom_core import synthetic as syn
+from slalom_core.experiments import synthetic as syn
 
 
 def _sigmoid(x):
@@ -225,7 +225,7 @@ def test_module_imports_no_captum_or_shap():
     import sys
 
     code = (
-        "import sys, slalom_core.synthetic, slalom_core.paper; "
+        "import sys, slalom_core.experiments.synthetic, slalom_core.experiments.paper; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('captum', 'shap')]; "
         "assert not bad, bad"
     )

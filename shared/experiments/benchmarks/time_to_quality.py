@@ -1,6 +1,6 @@
-"""Time to quality (issue 5): deletion AOPC against seconds for SLALOM designs and budgets.
+"""Time to quality: deletion AOPC against seconds for SLALOM designs and budgets.
 
-Runs ``slalom_core.bench.run_benchmark`` once per (design, budget) on the same texts and
+Runs ``slalom_core.experiments.bench.run_benchmark`` once per (design, budget) on the same texts and
 collects, for one score (``lin`` by default), the deletion AOPC (ERASER comprehensiveness)
 with its standard error and the median seconds per explanation. The reference
 implementation (``slalom-explanations`` 0.1.2, when installed) runs at the budgets given by
@@ -8,7 +8,7 @@ implementation (``slalom-explanations`` 0.1.2, when installed) runs at the budge
 against seconds (one curve per design) to ``--out``. Not a test: timings depend on the
 machine and its load; rows from one invocation ran back to back.
 
-    python benchmarks/time_to_quality.py --model models/minilm-imdb \\
+    python -m slalom_core.experiments.benchmarks.time_to_quality --model models/minilm-imdb \\
         --data ../shared/data/imdb_test.jsonl --n 10 --min-tokens 120 --max-tokens 250 \\
         --budgets 150,250,500,1000 --threads 2 --out bench_output/ttq
 """
@@ -25,7 +25,7 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from slalom_core.bench import BenchConfig, run_benchmark  # noqa: E402
+from slalom_core.experiments.bench import BenchConfig, run_benchmark  # noqa: E402
 
 #: Name -> (bench method key, fitter options). "default" is SLALOM-eff as shipped (the
 #: paper's random 2-token design, prior on s); "weak-ridge" is the fit before the prior
@@ -42,7 +42,7 @@ DESIGNS: dict[str, tuple[str, dict]] = {
 def parse_variant(spec: str) -> tuple[str, str, dict]:
     """``NAME`` (a preset of :data:`DESIGNS`) or ``NAME:key=value+key=value`` (SLALOM-eff
     with these fitter options), e.g. ``ridge1:design=balanced+l2_importance=1``."""
-    from slalom_core.bench_cli import _option_value
+    from slalom_core.experiments.bench_cli import _option_value
 
     name, sep, opts = spec.partition(":")
     if not sep:

@@ -1,11 +1,11 @@
-"""Engine benchmark (issue 2): model seconds vs engine seconds for eff, fidel and ana.
+"""Engine benchmark: model seconds vs engine seconds for eff, fidel and ana.
 
 Explains one ~250-token IMDB review (from ../shared/data, or a built-in text when the data
 is absent) with the packaged MiniLM zero-shot model and prints, per method, the wall time,
 the time spent in the model's forward passes and the time spent in the engine (sampling,
 bookkeeping and fitting). Not a test: timings depend on the machine.
 
-    python benchmarks/engine_timing.py [--n-samples 1000] [--repeats 3] [--device cpu]
+    python -m slalom_core.experiments.benchmarks.engine_timing [--n-samples 1000] [--repeats 3] [--device cpu]
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 import slalom_core as sc
-from slalom_core.zeroshot import load_default_model
+from slalom_core.experiments.data import data_dir
+from slalom_core.experiments.zeroshot import load_default_model
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imdb_test.jsonl"
+DATA = (data_dir() or Path("../shared/data")) / "imdb_test.jsonl"
 
 
 def pick_text(tok, target_tokens: int = 250) -> str:

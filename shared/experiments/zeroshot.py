@@ -25,7 +25,7 @@ The model looks enough like a Hugging Face sequence classifier (``config`` with
 
 Example:
     >>> import slalom_core as sc
-    >>> from slalom_core.zeroshot import load_default_model
+    >>> from slalom_core.experiments.zeroshot import load_default_model
     >>> model, tok = load_default_model()  # doctest: +SKIP
     >>> sc.explain(model, "a wonderful, moving film", tokenizer=tok, n_samples=500, seed=0)  # doctest: +SKIP
 """
@@ -297,7 +297,7 @@ def default_adapter(**kwargs: object):
         >>> import slalom_core as sc
         >>> sc.explain(default_adapter(), "a dull, lifeless plot", n_samples=500, seed=0)  # doctest: +SKIP
     """
-    from .models import HFClassifier
+    from ..models import HFClassifier
 
     model, tokenizer = load_default_model()
     return HFClassifier(model, tokenizer, **kwargs)

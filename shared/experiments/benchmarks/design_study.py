@@ -1,4 +1,4 @@
-"""Designs across lengths (issue 11): the full-text gap against held-out error, deletion
+"""Designs across lengths: the full-text gap against held-out error, deletion
 AOPC and cost, for SLALOM-eff designs, anchoring at the full text, and SLALOM-fidel.
 
 For each text the model's log-odds on the full text is compared with the surrogate's
@@ -7,7 +7,7 @@ For each text the model's log-odds on the full text is compared with the surroga
 (``check_r2``, ``check_samples`` of them); deletion AOPC (ERASER comprehensiveness, tokens
 deleted) is measured for ``lin`` and ``value``. Not a test: timings depend on the machine.
 
-    python benchmarks/design_study.py --data ../shared/data/imdb_test.jsonl --n 10 \\
+    python -m slalom_core.experiments.benchmarks.design_study --data ../shared/data/imdb_test.jsonl --n 10 \\
         --min-tokens 40 --max-tokens 120 --n-samples 1000 --out bench_output/designs
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 import slalom_core as sc
-from slalom_core import evaluation as ev
+from slalom_core.experiments import evaluation as ev
 
 #: name -> (method, options)
 VARIANTS: dict[str, tuple[str, dict]] = {
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.model == "default":
-        from slalom_core.zeroshot import load_default_model
+        from slalom_core.experiments.zeroshot import load_default_model
 
         model, tok = load_default_model()
     else:

@@ -7,7 +7,7 @@ follow SLALOM's deletions and cost about what ``slalom_core.explain`` costs on t
 ids (target: at most 1.5x). Both run SLALOM-eff with the same seed on the packaged MiniLM
 (zero-shot head) and IMDB reviews. Not a test: timings depend on the machine.
 
-    python benchmarks/captum_tutorial_call.py --data ../shared/data/imdb_test.jsonl --n 5
+    python -m slalom_core.experiments.benchmarks.captum_tutorial_call --data ../shared/data/imdb_test.jsonl --n 5
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 
 import slalom_core as sc
 from captum_slalom import SlalomAttribution
-from slalom_core.zeroshot import load_default_model
+from slalom_core.experiments.zeroshot import load_default_model
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ numbers (JSON-serialisable):
 =================  =====================================================================
 
 Models are 1–2 layer BERT / DistilBERT / GPT-2 built from configs (hidden size 64, word
-level tokenizer from :mod:`slalom_core.synthetic`); nothing is downloaded. Training uses
+level tokenizer from :mod:`slalom_core.experiments.synthetic`); nothing is downloaded. Training uses
 the paper's recipe (5 epochs of 5000 fresh samples, batch size 20, cross-entropy on the
 sampled labels) with a learning rate suited to training from scratch (1e-3, AdamW). The
 SLALOM-data experiments (``run_fig4cd``, ``run_fig9``) train on the true probabilities
@@ -45,8 +45,9 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from .fitting import fit_gradient, get_fitter, pad_sequences, single_threaded_blas
-from .surrogate import SlalomSurrogate
+from ..fitting import fit_gradient, get_fitter, pad_sequences, single_threaded_blas
+from ..surrogate import SlalomSurrogate
+from .data import data_dir
 from .synthetic import (
     LINEAR_WEIGHTS,
     LINEAR_WORDS,
@@ -169,7 +170,7 @@ def small_classifier(
     """A randomly initialised small BERT / DistilBERT / GPT-2 sequence classifier.
 
     One place that maps the shared size parameters onto each family's config names (used
-    by the synthetic experiments and by ``scripts/train_small_models.py``). Extra keyword
+    by the synthetic experiments and by :mod:`slalom_core.experiments.train_small_models`). Extra keyword
     arguments (``num_labels``, ``pad_token_id``, ``id2label``...) go to the config.
 
     Example:
@@ -1026,8 +1027,8 @@ def run_fig9(
 # =========================================================================================
 # Table 12 (App. F.7)
 # =========================================================================================
-#: ``../shared/data/imdb_test.jsonl`` next to the repository (the project's data folder).
-DEFAULT_IMDB_TEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "imdb_test.jsonl"
+#: The IMDB test reviews' file name inside the data folder (:mod:`slalom_core.experiments.data`).
+DEFAULT_IMDB_TEST = "imdb_test.jsonl"
 
 
 def _load_table12_model(model) -> tuple[torch.nn.Module, object, str]:
@@ -1063,7 +1064,7 @@ def run_table12(
     *,
     seed: int = 0,
     model="default",
-    data: str | Path = DEFAULT_IMDB_TEST,
+    data: str | Path | None = None,
     n_texts: int = 5,
     n_samples_grid: Sequence[int] = (250, 500, 1000, 2000),
     min_tokens: int = 60,
@@ -1076,15 +1077,15 @@ def run_table12(
     """Table 12 (App. F.7): deletion AOPC of SLALOM ``lin`` scores against ``n_samples``.
 
     ``n_texts`` reviews with ``min_tokens``–``max_tokens`` tokens are drawn (seeded) from
-    ``data`` (JSON lines with a ``text`` field; by default ``../shared/data/imdb_test.jsonl``
-    next to the repository). Each is explained with SLALOM-``method`` at every budget in
+    ``data`` (JSON lines with a ``text`` field; by default ``imdb_test.jsonl`` in the data
+    folder that :func:`slalom_core.experiments.data.data_dir` finds). Each is explained with SLALOM-``method`` at every budget in
     ``n_samples_grid``; the ``lin`` scores, oriented towards the class the model predicts on
     the full text, rank the tokens for ERASER comprehensiveness (deletion AOPC, bins 1, 5,
     10, 20, 50 %, tokens deleted; higher is better) of that class's probability
-    (:func:`slalom_core.evaluation.comprehensiveness`). A random ranking gives the floor.
+    (:func:`slalom_core.experiments.evaluation.comprehensiveness`). A random ranking gives the floor.
 
     ``model`` is ``"default"`` (the packaged all-MiniLM-L6-v2 used as a zero-shot sentiment
-    classifier, :func:`slalom_core.zeroshot.load_default_model`), a local Hugging Face
+    classifier, :func:`slalom_core.experiments.zeroshot.load_default_model`), a local Hugging Face
     classifier folder, or a ``(model, tokenizer)`` tuple. The paper used a fine-tuned
     6-layer BERT and compared with KernelSHAP; ``slalom-xai bench`` runs the SHAP
     baselines on the same data.
@@ -1095,10 +1096,13 @@ def run_table12(
     ``{"skipped": reason, "files": []}``.
     """
     from . import evaluation as ev
-    from .api import explain
+    from ..api import explain
     from .bench import read_jsonl, select_instances
-    from .models import HFClassifier
+    from ..models import HFClassifier
 
+    if data is None:
+        folder = data_dir()
+        data = Path(DEFAULT_IMDB_TEST) if folder is None else folder / DEFAULT_IMDB_TEST
     data = Path(data)
     if not data.exists():
         return {"skipped": f"data file {data} not found: Table 12 needs the IMDB test reviews (JSON lines)", "files": []}

@@ -7,13 +7,13 @@ trains it for one epoch with AdamW on a few thousand IMDB training reviews, prin
 on IMDB test reviews, and writes model + tokenizer with ``save_pretrained`` to the folder you
 name. Trained models are artefacts: never commit them.
 
-    python scripts/finetune_minilm.py --out ~/models/minilm-imdb
-    python scripts/finetune_minilm.py --out /tmp/toy --n-train 64 --max-length 64 --n-test 32  # smoke test
+    python -m slalom_core.experiments.training --out ~/models/minilm-imdb
+    python -m slalom_core.experiments.training --out /tmp/toy --n-train 64 --max-length 64 --n-test 32  # smoke test
 
 Then: ``slalom-xai bench --model ~/models/minilm-imdb --data ../shared/data/imdb_test.jsonl ...``.
 
 The helpers (:func:`load_reviews`, :func:`train_classifier`, :func:`evaluate_accuracy`) are
-also used by ``scripts/train_small_models.py``.
+also used by :mod:`slalom_core.experiments.train_small_models`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,12 @@ from pathlib import Path
 
 import torch
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-TRAIN_FILE = DATA / "imdb_train.jsonl.gz"
-TEST_FILE = DATA / "imdb_test.jsonl"
+from .data import data_dir  # noqa: E402
+
+# Defaults for the command line: the files in the project's data folder, when one is found.
+_DATA = data_dir() or Path("../shared/data")
+TRAIN_FILE = _DATA / "imdb_train.jsonl.gz"
+TEST_FILE = _DATA / "imdb_test.jsonl"
 LABELS = ("NEGATIVE", "POSITIVE")
 
 
@@ -172,8 +175,8 @@ def set_threads(threads: int | None) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for the fine-tuned model (outside the repository, or git-ignored)")
-    ap.add_argument("--train", default=str(TRAIN_FILE), help="training JSON-lines file (default: ../shared/data/imdb_train.jsonl.gz)")
-    ap.add_argument("--test", default=str(TEST_FILE), help="test JSON-lines file (default: ../shared/data/imdb_test.jsonl)")
+    ap.add_argument("--train", default=str(TRAIN_FILE), help="training JSON-lines file (default: imdb_train.jsonl.gz in the data folder)")
+    ap.add_argument("--test", default=str(TEST_FILE), help="test JSON-lines file (default: imdb_test.jsonl in the data folder)")
     ap.add_argument("--n-train", type=int, default=4000, help="training reviews, balanced (default: 4000)")
     ap.add_argument("--n-test", type=int, default=500, help="test reviews for the accuracy (default: 500)")
     ap.add_argument("--max-length", type=int, default=256, help="truncate reviews to this many tokens (default: 256)")

@@ -3,7 +3,7 @@
 ``run_benchmark`` loads a classifier (a local Hugging Face folder, or ``"default"`` for the
 packaged MiniLM used as a zero-shot sentiment model), picks N texts from a JSON-lines file,
 explains every text with every requested method at an equal sample budget, scores each
-explanation with :mod:`slalom_core.evaluation`, and writes tables and plots.
+explanation with :mod:`slalom_core.experiments.evaluation`, and writes tables and plots.
 
 Methods (``--methods`` keys; a row per score in the tables):
 
@@ -56,7 +56,7 @@ captum and shap are imported inside the functions that run them, never at module
 ``import slalom_core`` stays free of both.
 
 Example:
-    >>> from slalom_core.bench import BenchConfig, run_benchmark
+    >>> from slalom_core.experiments.bench import BenchConfig, run_benchmark
     >>> cfg = BenchConfig(model="default", data="imdb_test.jsonl", out="bench_out",
     ...                   n=5, min_tokens=120, max_tokens=250, n_samples=500,
     ...                   methods=("slalom-eff", "lime", "random"))  # doctest: +SKIP
@@ -84,8 +84,8 @@ import numpy as np
 import torch
 
 from . import evaluation as ev
-from .api import explain_batch
-from .models import HFClassifier
+from ..api import explain_batch
+from ..models import HFClassifier
 
 __all__ = [
     "METHODS",
@@ -575,7 +575,7 @@ def _fitter_options(method: str, options: dict[str, Any]) -> dict[str, Any]:
     """The subset of ``options`` that this fitter's constructor accepts."""
     import inspect
 
-    from .fitting import FITTERS
+    from ..fitting import FITTERS
 
     params = inspect.signature(FITTERS[method].__init__).parameters
     return {k: v for k, v in options.items() if k in params}
@@ -871,7 +871,7 @@ class BenchResult:
     Attributes:
         config: the configuration (as run).
         instances: the selected texts.
-        results: one :class:`slalom_core.evaluation.InstanceResult` per (row, text).
+        results: one :class:`slalom_core.experiments.evaluation.InstanceResult` per (row, text).
         summary: one dict per row (see :func:`summarise`).
         skipped: ``{method key: reason}`` for methods that could not run.
         errors: ``[(row, instance id, message)]`` for single runs that failed.

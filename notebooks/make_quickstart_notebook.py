@@ -23,8 +23,8 @@ cells = [
         "from IPython.display import HTML, display\n\n"
         "import slalom_core as sc\n"
         "from slalom_core import plots\n"
-        "from slalom_core.cli import format_table\n"
-        "from slalom_core.zeroshot import load_default_model\n\n"
+        "from slalom_core.experiments.cli import format_table\n"
+        "from slalom_core.experiments.zeroshot import load_default_model\n\n"
         "SMALL = os.environ.get('SLALOM_NOTEBOOK_SMALL') == '1'\n"
         "N_SAMPLES = 300 if SMALL else 2000\n"
         "torch.set_num_threads(1 if SMALL else max(1, torch.get_num_threads()))\n"
@@ -89,6 +89,6 @@ cells = [
     ),
 ]
 nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-out = Path(__file__).resolve().parents[1] / "notebooks" / "quickstart.ipynb"
+out = Path(__file__).resolve().parent / "quickstart.ipynb"
 nbf.write(nb, out)
 print("wrote", out)

@@ -1,15 +1,15 @@
-"""The ``slalom-xai paper`` sub-command: run the paper's experiments (:mod:`slalom_core.paper`).
+"""The ``slalom-xai paper`` sub-command: run the paper's experiments (:mod:`slalom_core.experiments.paper`).
 
 ``slalom-xai paper {fig3,fig4ab,fig4cd,fig9,table12,all} --out DIR [--seed N] [--small]``
 
 Each experiment writes a PNG, a CSV and a markdown table into ``--out`` (``all`` writes
 each experiment into its own sub-folder ``DIR/<name>``) and the markdown tables are printed.
-Default sizes are those of the functions in :mod:`slalom_core.paper` (minutes per
+Default sizes are those of the functions in :mod:`slalom_core.experiments.paper` (minutes per
 experiment on one CPU thread, see ``docs/paper_reproduction.md``); ``--small`` uses toy
 sizes that finish in seconds (a smoke test: the numbers mean nothing).
 
-``table12`` needs ``--data`` (default ``../shared/data/imdb_test.jsonl`` next to the
-repository) and is reported as skipped when the file is missing.
+``table12`` needs ``--data`` (default ``imdb_test.jsonl`` in the data folder,
+:mod:`slalom_core.experiments.data`) and is reported as skipped when the file is missing.
 
 Example:
     >>> import argparse
@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--small", action="store_true", help="toy sizes for a quick check (seconds; the numbers mean nothing)")
     parser.add_argument("--model", default="default", help="table12 only: 'default' (packaged MiniLM) or a local Hugging Face classifier folder")
-    parser.add_argument("--data", default=None, help="table12 only: JSON-lines reviews (default: ../shared/data/imdb_test.jsonl)")
+    parser.add_argument("--data", default=None, help="table12 only: JSON-lines reviews (default: imdb_test.jsonl in $SLALOM_DATA or ../shared/data)")
     return parser
 
 
@@ -121,7 +121,7 @@ def run_paper(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m slalom_core.paper_cli fig9 --out DIR``: the sub-command on its own."""
+    """``python -m slalom_core.experiments.paper_cli fig9 --out DIR``: the sub-command on its own."""
     parser = argparse.ArgumentParser(prog="slalom-xai paper", description="Reproduce the paper's experiments")
     add_arguments(parser)
     return run_paper(parser.parse_args(argv))

@@ -51,7 +51,7 @@ def run_demo(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from . import explain_batch, plots
+    from .. import explain_batch, plots
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

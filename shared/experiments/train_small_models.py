@@ -9,8 +9,8 @@ from configs (random initialisation, CPU-sized) and trains them on
 (plus ``training_info.json``) and its accuracy on IMDB test reviews is printed. Trained
 models are artefacts: never commit them.
 
-    python scripts/train_small_models.py --out ~/models/small
-    python scripts/train_small_models.py --out /tmp/toy --n-train 64 --max-length 64 --n-test 32 --hidden 64  # smoke test
+    python -m slalom_core.experiments.train_small_models --out ~/models/small
+    python -m slalom_core.experiments.train_small_models --out /tmp/toy --n-train 64 --max-length 64 --n-test 32 --hidden 64  # smoke test
 
 Then: ``slalom-xai bench --model ~/models/small/bert-2l --data ../shared/data/imdb_test.jsonl ...``
 (the reference implementation runs on all three: every model reads BERT's [CLS] ... [SEP]
@@ -32,10 +32,8 @@ from pathlib import Path
 
 import torch
 
-from slalom_core.paper import small_classifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finetune_minilm import (  # noqa: E402  (the sibling script's helpers)
+from .paper import small_classifier
+from .training import (
     LABELS,
     TEST_FILE,
     TRAIN_FILE,

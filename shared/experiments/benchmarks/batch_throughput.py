@@ -1,11 +1,11 @@
-"""``explain_batch`` against a loop of ``explain`` (issue 5): texts per second, same seeds.
+"""``explain_batch`` against a loop of ``explain``: texts per second, same seeds.
 
 Explains the same N IMDB test reviews (default 32, 120-250 tokens) once one at a time and
 once in a single ``explain_batch`` call, and prints wall seconds, model seconds and the
 throughput ratio. Also checks that both paths gave the same explanations (they draw the same
 samples from the same seeds). Not a test: timings depend on the machine.
 
-    python benchmarks/batch_throughput.py --model models/minilm-imdb --n 32 --threads 2
+    python -m slalom_core.experiments.benchmarks.batch_throughput --model models/minilm-imdb --n 32 --threads 2
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 import slalom_core as sc
-from slalom_core.bench import load_model
+from slalom_core.experiments.data import data_dir
+from slalom_core.experiments.bench import load_model
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "imdb_test.jsonl"
+DATA = (data_dir() or Path("../shared/data")) / "imdb_test.jsonl"
 
 
 def pick_texts(tok, n: int, lo: int, hi: int, path: Path) -> list[str]:

@@ -1,7 +1,7 @@
-"""The ``slalom-xai bench`` sub-command: a thin argparse front end to :mod:`slalom_core.bench`.
+"""The ``slalom-xai bench`` sub-command: a thin argparse front end to :mod:`slalom_core.experiments.bench`.
 
 ``register(subparsers)`` adds the sub-command to an existing ``slalom-xai`` parser;
-``main(argv)`` runs it on its own (``python -m slalom_core.bench_cli --model default ...``).
+``main(argv)`` runs it on its own (``python -m slalom_core.experiments.bench_cli --model default ...``).
 
 Example:
     >>> import argparse
@@ -146,7 +146,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m slalom_core.bench_cli [options]``: the sub-command without ``slalom-xai``."""
+    """``python -m slalom_core.experiments.bench_cli [options]``: the sub-command without ``slalom-xai``."""
     parser = argparse.ArgumentParser(prog="slalom-xai bench", description="SLALOM comparative benchmark", epilog=_EPILOG)
     add_arguments(parser)
     return run_bench(parser.parse_args(argv))

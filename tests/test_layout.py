@@ -1,0 +1,57 @@
+"""The engine core stands apart: it never imports the harness, Captum or SHAP, not even lazily."""
+
+import ast
+from pathlib import Path
+
+import slalom_core
+
+CORE = Path(slalom_core.__file__).resolve().parent
+FORBIDDEN = ("captum", "shap", "captum_slalom", "shap_slalom", "slalom_core.experiments")
+
+
+def _core_files() -> list[Path]:
+    return sorted(p for p in CORE.glob("*.py"))
+
+
+def _imported_modules(path: Path) -> list[tuple[int, str]]:
+    """Every module an ``import`` statement anywhere in the file names (function bodies too),
+    with relative imports resolved against the package."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            else:
+                # A core module is slalom_core.<name>: level 1 is the package itself.
+                parent = ["slalom_core"][: max(0, 2 - node.level)]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            out.append((node.lineno, base))
+            # ``from . import experiments`` names the sub-package in the alias.
+            out += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return out
+
+
+def _is_forbidden(module: str) -> bool:
+    return any(module == f or module.startswith(f + ".") for f in FORBIDDEN)
+
+
+def test_core_files_found():
+    names = {p.stem for p in _core_files()}
+    assert {"api", "fitting", "surrogate", "scores", "link", "models", "plots"} <= names
+    assert "bench" not in names and "evaluation" not in names
+
+
+def test_core_imports_no_harness_captum_or_shap():
+    bad = [f"{p.name}:{line} imports {mod}" for p in _core_files() for line, mod in _imported_modules(p) if _is_forbidden(mod)]
+    assert bad == []
+
+
+def test_boundary_check_sees_lazy_and_relative_imports(tmp_path):
+    # The walker must catch what a top-level-only check would miss.
+    src = tmp_path / "probe.py"
+    src.write_text("def f():\n    import shap\n    from .experiments import bench\n    from . import experiments\n")
+    found = [m for _, m in _imported_modules(src)]
+    assert "shap" in found and "slalom_core.experiments" in found
+    assert sum(_is_forbidden(m) for m in found) >= 3
