@@ -46,6 +46,11 @@ class Segmentation:
         unit_ids: per position, the token ids that make it up (one id at token
             granularity, a word's sub-tokens at word granularity).
         tokens: per position, a display string.
+
+    Example:
+        >>> seg = Segmentation(unit_ids=[(7,), (8, 9)], tokens=["great", "film"])
+        >>> seg.n_tokens
+        3
     """
 
     unit_ids: list[tuple[int, ...]]
@@ -97,6 +102,11 @@ def segment_text(tokenizer: object, text: str, granularity: str = "token") -> Se
 
     At ``granularity="word"`` the sub-tokens of one word form one position; this needs a
     fast Hugging Face tokenizer (for ``word_ids``) or the :class:`WhitespaceTokenizer`.
+
+    Example:
+        >>> seg = segment_text(WhitespaceTokenizer(), "a great film", granularity="word")
+        >>> seg.tokens, len(seg.unit_ids)
+        (['a', 'great', 'film'], 3)
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -175,6 +185,14 @@ class ModelAdapter(ABC):
     Subclasses implement :meth:`score`. ``batch_size`` is the number of sequences per
     forward pass; ``max_length`` the longest input the model accepts, special tokens
     included (None = unlimited).
+
+    Example:
+        >>> import torch
+        >>> class Lengths(ModelAdapter):  # scores a sequence by its length
+        ...     def score(self, sequences):
+        ...         return torch.tensor([[0.0, float(len(s))] for s in sequences])
+        >>> Lengths().score([[1, 2], [3]]).tolist()
+        [[0.0, 2.0], [0.0, 1.0]]
     """
 
     tokenizer: object | None = None
@@ -263,7 +281,14 @@ def _to_2d_float64(out: object, n_rows: int) -> torch.Tensor:
 
 
 def module_of(func: object) -> torch.nn.Module | None:
-    """The ``nn.Module`` behind a callable: itself, or the owner of a bound method."""
+    """The ``nn.Module`` behind a callable: itself, or the owner of a bound method.
+
+    Example:
+        >>> import torch
+        >>> lin = torch.nn.Linear(2, 2)
+        >>> module_of(lin.forward) is lin, module_of(len) is None
+        (True, True)
+    """
     if isinstance(func, torch.nn.Module):
         return func
     owner = getattr(func, "__self__", None)
@@ -670,6 +695,12 @@ def as_adapter(
 
     Plain functions are ambiguous (token ids or strings?): wrap them yourself in
     :class:`TorchClassifier` or :class:`StringClassifier`.
+
+    Example:
+        >>> import torch
+        >>> net = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Flatten(), torch.nn.LazyLinear(2))
+        >>> type(as_adapter(net)).__name__
+        'TorchClassifier'
     """
     if isinstance(model, ModelAdapter):
         # A shallow copy: overriding batch_size/device must not change the caller's object.

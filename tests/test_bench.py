@@ -91,7 +91,6 @@ def test_runner_end_to_end(bench_files, tmp_path):
     assert len(res.results) == 5 * len(expected)
     for r in res.results:
         assert np.isfinite(r.metrics["comprehensiveness"]) and np.isfinite(r.metrics["sufficiency"])
-        assert r.seconds >= 0
     by = {r["method"]: r for r in res.summary}
     # human attention and NB columns are filled (the file has both)
     assert np.isfinite(by["slalom-eff/importance"]["hat_auc_mean"])

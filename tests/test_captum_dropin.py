@@ -12,7 +12,6 @@ import warnings
 import pytest
 import torch
 
-pytest.importorskip("captum")
 
 from captum.attr import Lime  # noqa: E402
 

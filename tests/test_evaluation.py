@@ -490,12 +490,15 @@ def test_nb_spearman_degenerate():
 # Bookkeeping
 # ----------------------------------------------------------------------------------------
 
-def test_counting_predictor():
+def test_counting_predictor(monkeypatch):
+    # A clock that advances 0.25 s per reading: each call is timed as exactly one tick.
+    ticks = iter(0.25 * i for i in range(1000))
+    monkeypatch.setattr(ev.time, "perf_counter", lambda: next(ticks))
     cp = ev.CountingPredictor(Recorder())
     rep = ev.faithfulness_metrics(cp, IDS, PERFECT)
     assert cp.calls == 1 and cp.sequences == rep.model_evaluations
     assert cp.tokens == sum(len(s) for s in cp.predict.batches[0])
-    assert cp.seconds >= 0
+    assert cp.seconds == pytest.approx(0.25)
     cp.reset()
     assert (cp.calls, cp.sequences, cp.tokens) == (0, 0, 0)
 

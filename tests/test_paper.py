@@ -149,9 +149,11 @@ def test_run_fig4cd_toy(tmp_path):
     r = res["results"]["GPT-2 (L=1)"]
     for key in ("logit_mse", "param_mse", "value_mse", "importance_mse", "logit_mse_truth", "model_vs_truth"):
         assert np.isfinite(r[key]) and r[key] >= 0
-    assert r["param_mse"] == pytest.approx((r["value_mse"] + r["importance_mse"]) / 2)
-    assert -1.0 <= r["importance_spearman"] <= 1.0
-    assert set(_rows(tmp_path / "table8.csv")[0]) == {"arch", "layers", "run", "param_mse", "value_mse", "importance_mse", "importance_spearman"}
+    rows = _rows(tmp_path / "table8.csv")
+    assert set(rows[0]) == {"arch", "layers", "run", "param_mse", "value_mse", "importance_mse", "importance_spearman"}
+    # the table holds the runs the summary averages
+    for key in ("value_mse", "importance_mse", "importance_spearman"):
+        assert np.mean([float(row[key]) for row in rows]) == pytest.approx(r[key], rel=1e-5, abs=1e-6)  # the CSV keeps 6 digits
 
 
 def test_run_fig9_toy(tmp_path):
