@@ -2,19 +2,22 @@
 
 SLALOM (Leemann, Fastowski, Pfeiffer, Kasneci, TMLR 2025) explains a text classifier with a
 local surrogate that gives every token a value and an importance. This package is a thin
-adapter: the fitting is done by :mod:`slalom_core`.
+adapter: the fitting, the log-odds link and the SLALOM plots are :mod:`slalom_core`'s; here
+is only what speaks shap (the explainer, its string model, the waterfall with the residual).
+A keep/remove benchmark of shap Explanations is in ``slalom_core.experiments.shap_benchmark``.
 
 Example:
     >>> import shap, shap_slalom
+    >>> from slalom_core import plots
     >>> explainer = shap_slalom.SlalomExplainer(pipe)  # a text-classification pipeline  # doctest: +SKIP
     >>> sv = explainer(["a great movie", "a dull plot"])  # doctest: +SKIP
     >>> shap.plots.text(sv[0, :, "POSITIVE"])  # doctest: +SKIP
-    >>> scores = explainer.explain_scores(["a great movie"])  # value, importance, lin, ...  # doctest: +SKIP
-    >>> shap_slalom.plots.value_importance(scores)  # doctest: +SKIP
+    >>> shap_slalom.plots.waterfall(sv, 0, "POSITIVE")  # ends at f(x), residual in the title  # doctest: +SKIP
+    >>> plots.plot_scatter(explainer.fit("a great movie")[0])  # value vs importance  # doctest: +SKIP
 """
 
-from . import benchmark, plots
+from . import plots
 from .explainer import ADDITIVE_SCORES, ADDITIVITY, SCORES, SlalomExplainer
 from .models import LogOddsModel
 
-__all__ = ["SlalomExplainer", "LogOddsModel", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY", "plots", "benchmark"]
+__all__ = ["SlalomExplainer", "LogOddsModel", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY", "plots"]

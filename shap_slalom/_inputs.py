@@ -1,7 +1,8 @@
 """Turn what a SHAP user hands over (pipeline, HF model + tokenizer, f(list[str]) + masker)
 into the engine's model adapter, the shap Text masker, and the class names.
 
-Nothing here fits anything: it only picks the right :mod:`slalom_core` adapter.
+Why it is here: the inputs are shap's (its pipeline wrapper, its Text masker and tokenizers);
+nothing here fits anything, it only picks the right :mod:`slalom_core` adapter.
 """
 
 from __future__ import annotations

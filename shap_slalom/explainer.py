@@ -1,7 +1,8 @@
 """``SlalomExplainer``: SLALOM (Leemann et al., TMLR 2025) as a ``shap.Explainer``.
 
-A thin adapter: the fit happens in :mod:`slalom_core`; this module maps shap's inputs to
-engine calls and the engine's per-token scores onto the tokens of shap's Text masker.
+Why it is here: it is the shap side of the adapter, mapping shap's inputs to engine calls
+and the engine's per-token scores onto the tokens of shap's Text masker; the fit happens in
+:mod:`slalom_core`.
 """
 
 from __future__ import annotations
@@ -467,8 +468,9 @@ class SlalomExplainer(shap.Explainer):
         """Several scores from one fit: ``{score name: shap.Explanation}``.
 
         Each entry is a plain Explanation (it survives slicing); a dict of single-row
-        Explanations is what ``shap.plots.bar`` takes to compare them side by side, and
-        :func:`shap_slalom.plots.value_importance` draws the SLALOM scatter from it.
+        Explanations is what ``shap.plots.bar`` takes to compare them side by side. The
+        value-vs-importance scatter is drawn from the fit itself:
+        ``slalom_core.plots.plot_scatter(explainer.fit(text)[0])``.
 
         Example:
             >>> ex = explainer.explain_scores(["a great movie"])  # doctest: +SKIP

@@ -1,5 +1,9 @@
 """The quantity SLALOM explains, as a plain shap model ``f(list[str]) -> array``.
 
+Why it stays here: shap's explainers, maskers and ``shap.benchmark`` call their model with
+strings, so ``SlalomExplainer.model`` must be such a callable; the log-odds themselves come
+from the engine's :meth:`slalom_core.OutputLink.per_class`, the one place they are defined.
+
 SLALOM fits log-odds (paper Sec. 5.1; App. C.1 for k > 2 classes). To compare it with SHAP's
 own explainers or score it with ``shap.benchmark``, those must see the *same* outputs, so
 :class:`LogOddsModel` returns exactly the columns whose attributions
@@ -20,7 +24,7 @@ __all__ = ["LogOddsModel"]
 
 
 class LogOddsModel:
-    """Strings in, the outputs SLALOM explains out.
+    """Strings in, the outputs SLALOM explains out (:meth:`slalom_core.OutputLink.per_class`):
 
     - a binary model (two outputs): ``(B, 2)`` log-odds of each class, ``[-F, F]`` with
       ``F = log p1/p0`` (for logits ``z1 - z0``), i.e. ``logit(p_c)`` per class;
@@ -96,11 +100,7 @@ class LogOddsModel:
             if note is not None:
                 warnings.warn(note, sc.SlalomOutputWarning, stacklevel=3)
             self.pin(kind, how)
-        y = sc.OutputLink(raw.shape[1], self.output_kind).transform(t).numpy()
-        if raw.shape[1] == 2 and not self.multilabel:
-            # The engine fits F = log p1/p0; class 0's log-odds is -F.
-            return np.stack([-y, y], axis=1)
-        return y
+        return sc.OutputLink(raw.shape[1], self.output_kind).per_class(t).numpy()
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """Explained outputs for a list (or numpy array) of strings."""

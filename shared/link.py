@@ -230,6 +230,29 @@ class OutputLink:
         # differences and centring below remove.
         return torch.log(p)
 
+    def per_class(self, raw: torch.Tensor) -> torch.Tensor:
+        """(B, K) raw outputs -> the explained output of *every* class, whatever ``target`` says.
+
+        What an explanation of all classes at once is measured in: a binary model gives
+        (B, 2) ``[-F, F]``, since the one fitted ``F = log p1/p0`` makes class 0's log-odds
+        ``-F``; k > 2 classes give their (B, K) centred logits (the joint fit); a multi-label
+        model gives each label's own log-odds (B, K); a single output gives (B,). One-vs-rest
+        log-odds of k > 2 classes are one class each, so ``multiclass="ovr"`` has no such
+        form.
+
+        Example:
+            >>> OutputLink(2).per_class(torch.tensor([[0.0, 2.0]])).tolist()
+            [[-2.0, 2.0]]
+            >>> OutputLink(3, target=0).per_class(torch.tensor([[1.0, 2.0, 3.0]])).tolist()
+            [[-1.0, 0.0, 1.0]]
+        """
+        if self.multiclass == "ovr" and self.n_outputs > 2 and not self.multilabel:
+            raise ValueError("multiclass='ovr' explains one class against the rest: use transform()")
+        y = OutputLink(self.n_outputs, self.output, class_names=self.class_names).transform(raw)
+        if self.n_outputs == 2 and not self.multilabel:
+            return torch.stack([-y, y], dim=1)
+        return y
+
     def transform(self, raw: torch.Tensor) -> torch.Tensor:
         """(B, K) raw outputs -> (B,) log-odds, or (B, K) centred logits when joint (or
         per-label log-odds of a multi-label model without ``target``)."""

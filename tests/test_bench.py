@@ -169,6 +169,28 @@ def test_selection_window_and_seed(bench_files):
     assert labels["loved"] == 1 and labels["the"] == 0
 
 
+def test_every_baseline_explains_the_engines_log_odds(bench_files, tmp_path):
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(bench_files["model"])
+    logits = torch.tensor([[0.3, -1.2, 2.0], [1.0, 0.5, -0.5]], dtype=torch.float64)
+    for n_classes in (2, 3):
+        torch.manual_seed(0)
+        cfg = BertConfig(vocab_size=len(tok), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=8, num_labels=n_classes, max_position_embeddings=64)
+        ctx = bench._Context(_config(bench_files, tmp_path), BertForSequenceClassification(cfg).eval(), tok)
+        z = logits[:, :n_classes]
+        for target in range(n_classes):
+            got = ctx.explained_from_logits(z, target)
+            if n_classes == 2:  # class 1's log-odds; the predicted class only flips the sign later
+                expected = z[:, 1] - z[:, 0]
+            else:  # one-vs-rest: log p_t / (1 - p_t)
+                p = torch.softmax(z, 1)[:, target]
+                expected = torch.log(p / (1 - p))
+            torch.testing.assert_close(got, expected)
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="unknown method"):
         BenchConfig(data="x", methods=("nope",)).validate()

@@ -187,3 +187,28 @@ def test_resolve_output_rules():
     assert sc.resolve_output("auto", torch.tensor([[-0.5, 1.5]]))[2] is None
     assert sc.resolve_output("logits", rows) == ("logits", "logits", None)
     assert sc.resolve_output("auto", rows, declared="multilabel_logits")[1] == "multilabel_logits (model config)"
+
+
+def test_per_class_outputs_every_class_in_the_explained_units():
+    z = torch.tensor([[0.3, -1.2], [2.0, 0.5]], dtype=torch.float64)
+    f = z[:, 1] - z[:, 0]
+    # Binary: one fitted F = log p1/p0 gives both classes, class 0's log-odds being -F,
+    # from logits and from the softmax probabilities alike, whatever target says.
+    for link in (sc.OutputLink(2), sc.OutputLink(2, target=0)):
+        torch.testing.assert_close(link.per_class(z), torch.stack([-f, f], dim=1))
+    p = torch.softmax(z, 1)
+    torch.testing.assert_close(sc.OutputLink(2, "probs").per_class(p), torch.log(p / (1 - p)))
+    # k > 2: the joint fit's centred logits, every column, even with a target.
+    three = torch.tensor([[1.0, 2.0, 6.0]], dtype=torch.float64)
+    expected = three - three.mean()
+    torch.testing.assert_close(sc.OutputLink(3, target=2).per_class(three), expected)
+    torch.testing.assert_close(sc.OutputLink(3, "probs").per_class(torch.softmax(three, 1)), expected)
+    # Multi-label: each label's own log-odds, with no sign pairing even for two labels.
+    torch.testing.assert_close(sc.OutputLink(2, "multilabel_logits", target=0).per_class(z), z)
+    torch.testing.assert_close(sc.OutputLink(2, "multilabel_probs").per_class(torch.sigmoid(z)), z)
+    # One output: that logit, one column.
+    assert sc.OutputLink(1).per_class(z[:, :1]).tolist() == z[:, 0].tolist()
+    with pytest.raises(ValueError, match="ovr"):
+        sc.OutputLink(3, target=1, multiclass="ovr").per_class(three)
+    with pytest.raises(FloatingPointError):
+        sc.OutputLink(2).per_class(torch.tensor([[0.0, float("nan")]]))

@@ -20,8 +20,10 @@ import pytest  # noqa: E402
 import shap  # noqa: E402
 import torch  # noqa: E402
 
+import shap_slalom  # noqa: E402
 import slalom_core as sc  # noqa: E402
-from shap_slalom import SCORES, LogOddsModel, SlalomExplainer, benchmark, plots  # noqa: E402
+from shap_slalom import SCORES, LogOddsModel, SlalomExplainer, plots  # noqa: E402
+from slalom_core.experiments.shap_benchmark import sequential  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -379,16 +381,22 @@ def test_bar_and_waterfall_plots(gt_explainer):
     plt.close("all")
 
 
-def test_value_importance_scatter(gt_explainer, gt):
-    scores = gt_explainer.explain_scores(TEXTS[:2], scores=("value", "importance"), silent=True)
-    ax = plots.value_importance(scores, row=0, output="POS")
-    labels = [t.get_text() for t in ax.texts]
+def test_value_importance_scatter_is_the_engines_on_the_explainers_fit(gt, tok):
+    # One scatter in the library: the engine's, drawn on the fit SlalomExplainer.fit returns.
+    exact = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["NEG", "POS"], method="ana")
+    fit = exact.fit(TEXT)[0]
+    ax = sc.plots.plot_scatter(fit, max_labels=None)
+    labels = [t.get_text().strip() for t in ax.texts]
     assert sorted(labels) == sorted(set(TEXT.split()))  # one point per unique token
-    xs = dict(zip(labels, ax.collections[0].get_offsets()[:, 0]))  # annotation order != point order
-    assert np.isfinite(list(xs.values())).all()
-    plt.close("all")
-    ax = plots.value_importance(gt_explainer.fit(TEXT)[0])
-    assert "great" in [t.get_text() for t in ax.texts]
+    # Each labelled point sits at the true value and importance of its word.
+    truth = gt.truth(TEXT)
+    words = TEXT.split()
+    for text_label in ax.texts:
+        i = words.index(text_label.get_text().strip())
+        np.testing.assert_allclose(text_label.xy, (truth["value"][i], truth["importance"][i]), atol=1e-6)
+    # The adapter keeps no scatter of its own (nor colours of its own).
+    assert not hasattr(shap_slalom.plots, "value_importance")
+    assert set(shap_slalom.plots.__all__) == {"waterfall", "residual_note"}
     plt.close("all")
 
 
@@ -403,8 +411,8 @@ def test_benchmark_slalom_vs_partition(gt_explainer):
     assert list(ps.output_names) == ["NEG", "POS"]  # same outputs as SLALOM's
     rnd = shap.Explanation(np.array([-v for v in sv.values], dtype=object), output_names=sv.output_names)
     for mask_type in ("keep", "remove"):
-        res = benchmark.sequential({"SLALOM": sv, "Partition": ps, "reversed": rnd}, texts, gt_explainer.model,
-                                   gt_explainer.masker, output="POS", mask_type=mask_type)
+        res = sequential({"SLALOM": sv, "Partition": ps, "reversed": rnd}, texts, gt_explainer.model,
+                         gt_explainer.masker, output="POS", mask_type=mask_type)
         assert set(res) == {"SLALOM", "Partition", "reversed"}
         for r in res.values():
             assert r.metric == f"{mask_type} positive" and np.isfinite(r.value)
@@ -561,12 +569,12 @@ def test_residual_is_shown_beside_the_plots(pipe):
     assert f"residual {res:.2f}" in title and f"f(x) = {sv.model_outputs[0, 1]:.2f}" in title
     assert "base value = reference + residual" in title
     plt.close("all")
-    ax = plots.value_importance(scores, output="POSITIVE", title="SLALOM")
-    assert ax.get_title().startswith("SLALOM\n") and f"residual {res:.2f}" in ax.get_title()
-    plt.close("all")
+    # The same line for any other plot: from the Explanation, or from the engine's fit.
+    assert plots.residual_note(sv, 0, "POSITIVE") in title
+    assert plots.residual_note(sv, 0, "NEGATIVE").startswith(f"f(x) = {-sv.model_outputs[0, 1]:.2f} ")
     fit = ex.fit(TEXT)[0]
-    ax = plots.value_importance(fit)
-    assert f"residual {fit.full_text_gap:.2f}" in ax.get_title()
+    note = plots.residual_note(fit)
+    assert f"residual {fit.full_text_gap:.2f}" in note and f"f(x) = {fit.model_output:.2f}" in note
     plt.close("all")
     with pytest.raises(ValueError, match="unsliced"):
         plots.residual_note(sv[0])

@@ -85,6 +85,7 @@ import torch
 
 from . import evaluation as ev
 from ..api import explain_batch
+from ..link import OutputLink
 from ..models import HFClassifier
 
 __all__ = [
@@ -455,12 +456,10 @@ class _Context:
     # The explained output and the metric's probability, from raw outputs -------------
     def explained_from_logits(self, logits: torch.Tensor, target: int) -> torch.Tensor:
         """log-odds of class 1 (binary) or one-vs-rest log-odds of ``target`` (k > 2)."""
-        if self.n_classes == 1:
-            return logits[:, 0]
-        if self.n_classes == 2:
-            return logits[:, 1] - logits[:, 0]
-        others = torch.cat([logits[:, :target], logits[:, target + 1 :]], dim=1)
-        return logits[:, target] - torch.logsumexp(others, dim=1)
+        # The engine's link, so that every baseline explains the number SLALOM fits; a
+        # binary model's target only flips the sign afterwards (see ``sign``).
+        link = OutputLink(self.n_classes, "logits", target=None if self.binary else target, multiclass="ovr")
+        return link.transform(logits)
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         if self.n_classes == 1:

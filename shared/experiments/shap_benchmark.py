@@ -6,8 +6,16 @@ numpy 2 it stacks the curves of all rows into one array and so crashes on texts 
 lengths: here every text gets its own masker call and the curves (already interpolated to
 a common grid by shap) are averaged afterwards, which gives the same mean curve.
 
-Compare methods on the *same* outputs: give :attr:`SlalomExplainer.model` (the log-odds
-SLALOM explains) both to ``shap.explainers.Partition`` and to :func:`sequential`.
+Compare methods on the *same* outputs: give :attr:`shap_slalom.SlalomExplainer.model` (the
+log-odds SLALOM explains) both to ``shap.explainers.Partition`` and to :func:`sequential`.
+
+Nothing here is SLALOM's: it scores any ``shap.Explanation``, so it belongs to the harness
+rather than to the adapter. It needs shap (the ``shap`` extra); importing
+``slalom_core.experiments`` alone does not load it.
+
+Example:
+    >>> from slalom_core.experiments.shap_benchmark import sequential
+    >>> res = sequential({"SLALOM": sv}, texts, explainer.model, explainer.masker, output="POSITIVE")  # doctest: +SKIP
 """
 
 from __future__ import annotations
