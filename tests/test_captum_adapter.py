@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-import captum  # noqa: E402  (a dev dependency: a broken Captum must fail, not skip)
 
 from captum.attr import FeatureAblation, KernelShap, LLMAttribution, Lime, TextTemplateInput, TextTokenInput  # noqa: E402
 from captum.attr import visualization as viz  # noqa: E402
