@@ -48,6 +48,8 @@ class SharedProgress:
 
 
 class ProgressView:
+    """What one engine call sees: a bar it updates but does not close."""
+
     def __init__(self, shared: SharedProgress) -> None:
         self._shared = shared
 
@@ -64,7 +66,6 @@ class ProgressView:
     @total.setter
     def total(self, value: int) -> None:
         self._shared.bar.total = value
-
 
 
 # An extra forward argument of one row, rebuilt per forward batch:
