@@ -71,7 +71,7 @@ class LogOddsModel:
         texts = [str(t) for t in texts]
         if isinstance(self.adapter, sc.StringClassifier):
             out = np.asarray(self.adapter.func(texts), dtype=np.float64)
-            return out.reshape(len(texts), -1)
+            return sc.score_matrix(out, len(texts)).numpy()
         tok = self.adapter.tokenizer
         ids = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
         with self.adapter.session():

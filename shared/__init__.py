@@ -25,6 +25,7 @@ from .models import (
     as_adapter,
     model_session,
     module_of,
+    score_matrix,
     segment_text,
 )
 from .scores import DEFAULT_SCORE, SCORE_NAMES
@@ -51,6 +52,7 @@ __all__ = [
     "TorchClassifier",
     "model_session",
     "module_of",
+    "score_matrix",
     "StringClassifier",
     "WhitespaceTokenizer",
     "Segmentation",

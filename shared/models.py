@@ -17,7 +17,7 @@ import contextlib
 import copy
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +33,7 @@ __all__ = [
     "as_adapter",
     "model_session",
     "module_of",
+    "score_matrix",
 ]
 
 GRANULARITIES = ("token", "word")
@@ -257,27 +258,66 @@ class ModelAdapter(ABC):
         return int(sum(len(s) + extra for s in sequences))
 
 
-def _to_2d_float64(out: object, n_rows: int) -> torch.Tensor:
-    """Logits from whatever a model returns: a tensor, a tuple, or an object with .logits.
+def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> torch.Tensor:
+    """A model's output as a checked (n_rows, K) float score matrix: one row per input.
 
-    Exactly one row per input is required: a model that reshapes, squeezes or drops rows
-    would otherwise shift every later sample's target silently.
+    Reads what classifiers return: a tensor or array, a Hugging Face ``ModelOutput`` (or
+    any object or dict with ``logits``), or a tuple/list whose first element is the
+    logits. The class axis is the last one; ``index`` picks one entry of each dimension
+    between the batch and the classes (a model with several heads). One score per input,
+    shape (n,) or (n, 1), is one column; a batch of one squeezed to (K,) is that one row.
+    The result stays on the output's device and in its autograd graph, so gradient
+    methods can use it; integer and boolean outputs become float64.
+
+    Raises:
+        ValueError: the output is not one row of scores per input (a model that drops,
+            squeezes or reshapes rows would otherwise shift every later sample's target).
+        FloatingPointError: NaN or inf scores, which no fit can use.
+        TypeError: complex scores.
+
+    Example:
+        >>> score_matrix(torch.tensor([0.5, -1.0]), 2).tolist()
+        [[0.5], [-1.0]]
+        >>> score_matrix({"logits": torch.zeros(3, 2, 4)}, 3, index=(1,)).shape
+        torch.Size([3, 4])
     """
-    if hasattr(out, "logits"):
-        out = out.logits
-    elif isinstance(out, (tuple, list)):
-        out = out[0]
-    t = torch.as_tensor(out)
-    if t.ndim == 1 and n_rows == 1 and t.numel() > 1:
-        # A batch of one squeezed to (classes,): the one row it is.
-        t = t[None, :]
+    if isinstance(n_rows, bool) or not isinstance(n_rows, int) or n_rows < 0:
+        raise ValueError(f"n_rows must be a non-negative int, got {n_rows!r}")
+    if hasattr(output, "logits"):
+        output = output.logits
+    elif isinstance(output, Mapping) and "logits" in output:
+        output = output["logits"]
+    elif isinstance(output, (tuple, list)) and output and isinstance(output[0], (torch.Tensor, np.ndarray)):
+        # (logits, hidden states, ...); a plain list of numbers is one score per input.
+        output = output[0]
+    t = torch.as_tensor(output)
+    if t.dtype.is_complex:
+        raise TypeError(f"the model returned complex scores ({t.dtype}); SLALOM needs real ones")
+    if not t.dtype.is_floating_point:
+        t = t.to(torch.float64)
+    if index:
+        if t.ndim < len(index) + 2:
+            raise ValueError(f"index {tuple(index)} needs an output with {len(index) + 2} or more dimensions, got shape {tuple(t.shape)}")
+        t = t[(slice(None), *(int(i) for i in index))]
+    if t.ndim == 0 and n_rows == 1:
+        t = t.reshape(1, 1)
     elif t.ndim == 1:
-        t = t[:, None]
+        t = t[None, :] if n_rows == 1 and t.numel() > 1 else t[:, None]
     if t.ndim != 2:
-        raise ValueError(f"the model must return (batch, classes) scores, got shape {tuple(t.shape)}")
+        raise ValueError(
+            f"the model returned scores of shape {tuple(t.shape)}; SLALOM needs (batch, classes), "
+            "one row per input (select extra output dimensions with index=)"
+        )
     if t.shape[0] != n_rows:
         raise ValueError(f"the model returned {t.shape[0]} rows of scores for {n_rows} inputs; expected one row per input")
-    return t.detach().to("cpu", torch.float64)
+    finite = torch.isfinite(t).all(dim=1)
+    if not bool(finite.all()):
+        bad = (~finite).nonzero().flatten().tolist()
+        raise FloatingPointError(
+            f"the model returned non-finite scores (NaN or inf) for {len(bad)} of {n_rows} inputs, "
+            f"e.g. rows {bad[:5]}; SLALOM cannot fit them"
+        )
+    return t
 
 
 def module_of(func: object) -> torch.nn.Module | None:
@@ -454,7 +494,7 @@ class _TorchModelMixin:
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                out = _to_2d_float64(self.forward(ids.to(device), mask.to(device)), len(rows))
+                out = score_matrix(self.forward(ids.to(device), mask.to(device)), len(rows)).detach().to("cpu", torch.float64)
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
@@ -673,7 +713,7 @@ class StringClassifier(ModelAdapter):
         outs = []
         for start in range(0, len(sequences), self.batch_size):
             texts = [self.decode(s) for s in sequences[start : start + self.batch_size]]
-            outs.append(_to_2d_float64(np.asarray(self.func(texts), dtype=np.float64), len(texts)))
+            outs.append(score_matrix(np.asarray(self.func(texts), dtype=np.float64), len(texts)))
         if not outs:
             return torch.zeros((0, 0), dtype=torch.float64)
         return torch.cat(outs)

@@ -391,6 +391,27 @@ def test_argument_errors_are_explicit():
     torch.testing.assert_close(by_pos, slalom.attribute(ids, target=1, method="ana"))
 
 
+def test_bad_forward_outputs_are_errors_not_fallbacks():
+    import warnings
+
+    model = TokenSlalom()
+    ids = torch.tensor([_rows()[0]])
+    token = int(ids[0, 2])
+
+    def nan_with_token(i):  # NaN only on samples holding one token: batches of several fail
+        out = model(i)
+        return torch.where((i == token).any(dim=1, keepdim=True), torch.nan, out)
+
+    # NaN is the model's answer, not a batching problem: no one-sample-per-call fallback.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*one sample per call.*")
+        with pytest.raises(FloatingPointError, match="non-finite"):
+            SlalomAttribution(nan_with_token, special_token_ids=SPECIALS).attribute(ids, target=1, n_samples=50, seed=0)
+    # A forward that drops a row is refused on its first call.
+    with pytest.raises(ValueError, match="2 rows of scores for 1 inputs"):
+        SlalomAttribution(lambda i: model(i).repeat(2, 1), special_token_ids=SPECIALS).attribute(ids, target=1)
+
+
 def test_progress_bar_uses_captums_name(capsys):
     assert SlalomAttribution.get_name() == "Slalom"
     assert SlalomAttribution(TokenSlalom()).multiplies_by_inputs is False

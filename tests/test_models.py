@@ -121,3 +121,44 @@ def test_batches_do_not_pad_short_samples_to_a_long_one():
     # padding still gives each row its own result
     out = clf.score(seqs).squeeze(1)
     assert out[40].item() == sum(range(1, 200)) and out[0].item() == 3 and out[-1].item() == 12
+
+
+def test_score_matrix_reads_every_output_form():
+    from types import SimpleNamespace
+
+    logits = torch.tensor([[1.0, -2.0], [0.5, 3.0]])
+    for out in (logits, SimpleNamespace(logits=logits), {"logits": logits}, (logits, "hidden"), [logits], logits.numpy()):
+        torch.testing.assert_close(sc.score_matrix(out, 2), logits)
+    # One score per input is a column; a plain list of numbers is that too, not "element 0".
+    assert sc.score_matrix(torch.tensor([1.0, 2.0]), 2).tolist() == [[1.0], [2.0]]
+    assert sc.score_matrix([1.0, 2.0], 2).tolist() == [[1.0], [2.0]]
+    assert sc.score_matrix(torch.tensor(4.0), 1).tolist() == [[4.0]]
+    # A batch of one squeezed to (K,) is that row; integer scores become float64.
+    assert sc.score_matrix(torch.tensor([1, 2, 3]), 1).dtype == torch.float64
+    assert sc.score_matrix(torch.tensor([1, 2, 3]), 1).shape == (1, 3)
+    # index= selects the dimensions between the batch and the classes.
+    heads = torch.stack([torch.zeros_like(logits), logits], dim=1)
+    torch.testing.assert_close(sc.score_matrix(heads, 2, index=(1,)), logits)
+
+
+def test_score_matrix_keeps_the_graph_and_rejects_bad_outputs():
+    x = torch.ones(2, 3, requires_grad=True)
+    out = sc.score_matrix(x * 2.0, 2)
+    out.sum().backward()
+    assert x.grad is not None and float(x.grad.sum()) == 12.0
+    with pytest.raises(ValueError, match="3 rows of scores for 2 inputs"):
+        sc.score_matrix(torch.zeros(3, 2), 2)
+    with pytest.raises(ValueError, match="one row per input"):
+        sc.score_matrix(torch.tensor(1.0), 2)
+    with pytest.raises(ValueError, match=r"\(batch, classes\)"):
+        sc.score_matrix(torch.zeros(2, 2, 2), 2)
+    with pytest.raises(ValueError, match="dimensions"):
+        sc.score_matrix(torch.zeros(2, 2), 2, index=(0,))
+    with pytest.raises(FloatingPointError, match=r"non-finite.*1 of 2 inputs.*\[1\]"):
+        sc.score_matrix(torch.tensor([[0.0, 1.0], [float("nan"), 1.0]]), 2)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        sc.score_matrix(torch.tensor([float("inf")]), 1)
+    with pytest.raises(TypeError, match="complex"):
+        sc.score_matrix(torch.zeros(2, 2, dtype=torch.complex64), 2)
+    with pytest.raises(ValueError, match="n_rows"):
+        sc.score_matrix(torch.zeros(2, 2), -1)

@@ -86,7 +86,7 @@ import torch
 from . import evaluation as ev
 from ..api import explain_batch
 from ..link import OutputLink
-from ..models import HFClassifier
+from ..models import HFClassifier, score_matrix
 
 __all__ = [
     "METHODS",
@@ -508,12 +508,7 @@ class _Context:
     def forward_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Differentiable logits for full sequences (special tokens included); counted."""
         self.evaluations += int(input_ids.shape[0])
-        out = self.adapter.forward(input_ids, attention_mask)
-        if hasattr(out, "logits"):
-            out = out.logits
-        elif isinstance(out, (tuple, list)):
-            out = out[0]
-        return out if out.ndim == 2 else out[:, None]
+        return score_matrix(self.adapter.forward(input_ids, attention_mask), int(input_ids.shape[0]))
 
     def framed(self, ids: Sequence[int]) -> tuple[torch.Tensor, int]:
         """(1, L) tensor with special tokens, and the offset of the first text token."""
