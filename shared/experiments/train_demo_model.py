@@ -23,7 +23,9 @@ in the file's ``info`` metadata): accuracy **0.850** on the first 200 reviews of
 ``imdb_test.jsonl`` truncated to 256 tokens, **0.860** at 512 tokens (the zero-shot scorer:
 0.715 at 256). Training took 1,482 s of wall time on 2 threads of a machine shared with
 other jobs (load 6 to 9 on 2 cores); loading and the two evaluations added about 3 minutes.
-MORE_RESULTS
+Measured afterwards with :func:`evaluate` at 256 tokens: 0.840 on all 2,000 test reviews and
+0.836 on the last 500 training reviews (never trained on), so the 200-review figure is about
+one point optimistic and the adapter sits a little below full fine-tuning (0.86 to 0.87).
 
 Example:
     >>> from slalom_core.experiments.train_demo_model import main
