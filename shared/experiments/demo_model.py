@@ -251,7 +251,13 @@ class MiniLMSentimentClassifier(torch.nn.Module):
 
 
 def adapter_state(model: MiniLMSentimentClassifier, lora: dict[str, LoRALinear]) -> dict[str, torch.Tensor]:
-    """The trained tensors only: ``<path>.lora_A`` / ``<path>.lora_B`` per wrapper and ``head.*``."""
+    """The trained tensors only: ``<path>.lora_A`` / ``<path>.lora_B`` per wrapper and ``head.*``.
+
+    Example:
+        >>> state = adapter_state(model, add_lora(model.encoder, rank=8, alpha=16.0))  # doctest: +SKIP
+        >>> sorted(state)[:2]  # doctest: +SKIP
+        ['encoder.layer.0.attention.self.query.lora_A', 'encoder.layer.0.attention.self.query.lora_B']
+    """
     state = {"head.weight": model.head.weight.detach(), "head.bias": model.head.bias.detach()}
     for path, layer in lora.items():
         state[f"{path}.lora_A"] = layer.lora_A.detach()

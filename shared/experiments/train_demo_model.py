@@ -177,6 +177,12 @@ def evaluate(model, tokenizer, texts: Sequence[str], labels: Sequence[int], *, m
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: train, save the adapter, reload it and measure its accuracy.
+
+    Example:
+        >>> main(["--n-train", "32", "--n-test", "16", "--out", "/tmp/adapter.safetensors"])  # doctest: +SKIP
+        0
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n-train", type=int, default=2000, help="first N reviews of imdb_train.jsonl.gz")
     parser.add_argument("--head", type=int, default=64, help="tokens kept from a review's start")
