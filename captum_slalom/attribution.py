@@ -138,9 +138,26 @@ class SlalomAttribution(PerturbationAttribution):
     Fitting and sampling live in the ``slalom_core`` engine; this class only maps
     Captum's arguments and results. Use it exactly like ``Lime``::
 
-        >>> slalom = SlalomAttribution(predict, tokenizer=tokenizer)
-        >>> attributions = slalom.attribute(input_ids, baselines=ref_input_ids, target=1,
-        ...     additional_forward_args=(token_type_ids, position_ids, attention_mask))
+        slalom = SlalomAttribution(predict, tokenizer=tokenizer)
+        attributions = slalom.attribute(input_ids, baselines=ref_input_ids, target=1,
+            additional_forward_args=(token_type_ids, position_ids, attention_mask))
+
+    Example:
+        >>> import torch
+        >>> class BagOfWords(torch.nn.Module):  # a toy classifier: per-token logits, summed
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.emb = torch.nn.Embedding(100, 2)
+        ...     def forward(self, ids):
+        ...         return self.emb(ids).sum(dim=1)
+        >>> _ = torch.manual_seed(0)
+        >>> slalom = SlalomAttribution(BagOfWords())
+        >>> ids = torch.tensor([[5, 17, 42, 8]])
+        >>> slalom.attribute(ids, target=1, n_samples=200, seed=0).shape
+        torch.Size([1, 4])
+        >>> every = slalom.attribute(ids, target=1, n_samples=200, seed=0, return_all=True)
+        >>> every.keys()
+        ['value', 'importance', 'lin', 'removal', 'contribution', 'shapley']
     """
 
     def __init__(
@@ -339,10 +356,12 @@ class SlalomAttribution(PerturbationAttribution):
 
         Examples::
 
-            >>> slalom = SlalomAttribution(forward_func, special_token_ids=[101, 102])
-            >>> attr = slalom.attribute(input_ids, target=1, n_samples=500, seed=0)
-            >>> every = slalom.attribute(input_ids, target=1, return_all=True)
-            >>> every.value, every.importance, every.removal
+            slalom = SlalomAttribution(forward_func, special_token_ids=[101, 102])
+            attr = slalom.attribute(input_ids, target=1, n_samples=500, seed=0)
+            every = slalom.attribute(input_ids, target=1, return_all=True)
+            every.value, every.importance, every.removal
+
+        (A runnable example is on the class.)
         """
         check_options(score, perturbation, perturbations_per_eval, return_input_shape, return_all, method, fit_options)
         replace = perturbation == "replace"

@@ -9,7 +9,7 @@ cells = [
         "# SLALOM quick start\n\n"
         "SLALOM gives every token two scores: a **value** (its effect on the log-odds when it stands alone) "
         "and an **importance** (how much weight it takes from the other tokens). This notebook explains the "
-        "packaged MiniLM (used offline as a zero-shot sentiment scorer) with the three fitting methods, shows "
+        "packaged MiniLM (offline, with a small adapter trained for IMDB sentiment) with the three fitting methods, shows "
         "the derived scores and draws the paper's value-vs-importance scatter.\n\n"
         "Set `SLALOM_NOTEBOOK_SMALL=1` for a fast run (fewer samples)."
     ),
@@ -24,7 +24,7 @@ cells = [
         "import slalom_core as sc\n"
         "from slalom_core import plots\n"
         "from slalom_core.experiments.cli import format_table\n"
-        "from slalom_core.experiments.zeroshot import load_default_model\n\n"
+        "from slalom_core.experiments.demo_model import load_default_model\n\n"
         "SMALL = os.environ.get('SLALOM_NOTEBOOK_SMALL') == '1'\n"
         "N_SAMPLES = 300 if SMALL else 2000\n"
         "torch.set_num_threads(1 if SMALL else max(1, torch.get_num_threads()))\n"

@@ -35,7 +35,7 @@ def loaded():
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         torch.manual_seed(0)
-        return zs.load_default_model()
+        return zs.load_zeroshot_model()
 
 
 def test_loads_offline_in_eval_mode_with_classifier_config(loaded):
@@ -130,8 +130,10 @@ def test_explain_short_sentence_and_model_left_unchanged(loaded):
 
 def test_default_adapter_and_word_granularity(loaded, monkeypatch):
     # Reuse the loaded model: this checks the wrapping, not a second (slow) load.
-    monkeypatch.setattr(zs, "load_default_model", lambda: loaded)
-    adapter = zs.default_adapter(batch_size=16)
+    from slalom_core.experiments import demo_model
+
+    monkeypatch.setattr(demo_model, "load_default_model", lambda name: loaded if name == "zeroshot" else None)
+    adapter = demo_model.default_adapter("zeroshot", batch_size=16)
     assert adapter.model is loaded[0]
     assert isinstance(adapter, sc.HFClassifier) and adapter.batch_size == 16
     exp = sc.explain(adapter, "unbelievably dull", granularity="word", n_samples=40, seed=1)

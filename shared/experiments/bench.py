@@ -319,20 +319,17 @@ def load_model(spec: str, *, device: str | None = None) -> tuple[torch.nn.Module
     """The classifier, its tokenizer and a display name, in eval mode, offline.
 
     Args:
-        spec: "default" for the packaged MiniLM zero-shot sentiment model, otherwise a
-            local folder written by ``save_pretrained`` (never downloaded).
+        spec: a packaged demo model's name ("default" = the MiniLM with its trained IMDB
+            adapter, "zeroshot"), otherwise a local folder written by ``save_pretrained``
+            (never downloaded).
         device: move the model there.
 
     Example:
         >>> model, tok, name = load_model("default")  # doctest: +SKIP
     """
-    from . import zeroshot
+    from .demo_model import load_model as load
 
-    if spec in ("default", "", None):
-        model, tok = zeroshot.load_default_model(device=device)
-        return model, tok, "packaged all-MiniLM-L6-v2, zero-shot sentiment (prototype similarity)"
-    model, tok = zeroshot.load_sequence_classifier(spec, device=device, local_files_only=True)
-    return model, tok, str(spec)
+    return load(spec, device=device, local_files_only=True)
 
 
 def _n_classes(adapter: HFClassifier) -> int:

@@ -1,8 +1,8 @@
 """The ``slalom-xai`` command.
 
 ``slalom-xai demo`` explains a few sentences with the embedded default model (the packaged
-MiniLM used as a zero-shot sentiment scorer), prints a tokens × scores table and writes a
-value-vs-importance scatter (PNG) and a token highlight (HTML) per sentence.
+MiniLM with a small adapter trained for sentiment on IMDB reviews), prints a tokens × scores
+table and writes a value-vs-importance scatter (PNG) and a token highlight (HTML) per sentence.
 ``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
 ``slalom-xai bench`` compares SLALOM with the Captum / SHAP baselines (:mod:`.bench_cli`).
 """
@@ -36,13 +36,9 @@ def format_table(exp, scores: Sequence[str] = ("value", "importance", "lin", "re
 
 
 def _load(model_arg: str | None):
-    from . import zeroshot
+    from .demo_model import load_model
 
-    if model_arg is None:
-        model, tok = zeroshot.load_default_model()
-        return model, tok, "packaged all-MiniLM-L6-v2, zero-shot sentiment (prototype similarity)"
-    model, tok = zeroshot.load_sequence_classifier(model_arg)
-    return model, tok, model_arg
+    return load_model(model_arg)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -85,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slalom-xai", description="SLALOM explanations for text classifiers")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="explain example sentences with the embedded default model")
-    demo.add_argument("--model", default=None, help="a Hugging Face sequence classifier (name or local path) instead of the default")
+    demo.add_argument("--model", default=None, help="a Hugging Face sequence classifier (name or local path), or a packaged model by name "
+                      "(minilm-imdb, the default, or zeroshot)")
     demo.add_argument("--text", action="append", help="a text to explain (repeatable); default: built-in examples")
     demo.add_argument("--method", default="eff", choices=["eff", "fidel", "ana"])
     demo.add_argument("--n-samples", type=int, default=1000)

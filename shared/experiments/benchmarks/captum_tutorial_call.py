@@ -21,7 +21,7 @@ import torch
 
 import slalom_core as sc
 from captum_slalom import SlalomAttribution
-from slalom_core.experiments.zeroshot import load_default_model
+from slalom_core.experiments.demo_model import load_default_model
 
 
 def main() -> None:

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.model == "default":
-        from slalom_core.experiments.zeroshot import load_default_model
+        from slalom_core.experiments.demo_model import load_default_model
 
         model, tok = load_default_model()
     else:

@@ -20,7 +20,7 @@ import torch
 
 import slalom_core as sc
 from slalom_core.experiments.data import data_dir
-from slalom_core.experiments.zeroshot import load_default_model
+from slalom_core.experiments.demo_model import load_default_model
 
 DATA = (data_dir() or Path("../shared/data")) / "imdb_test.jsonl"
 
