@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import gzip
 import json
 import math
 import os
@@ -84,6 +83,7 @@ import numpy as np
 import torch
 
 from . import evaluation as ev
+from .data import read_jsonl
 from ..api import explain_batch
 from ..link import OutputLink
 from ..models import HFClassifier, score_matrix
@@ -294,25 +294,6 @@ class Instance:
     @property
     def n_tokens(self) -> int:
         return len(self.token_ids)
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Rows of a JSON-lines file, plain or gzipped (by the ``.gz`` suffix).
-
-    Example:
-        >>> rows = read_jsonl("../shared/data/imdb_test.jsonl")  # doctest: +SKIP
-        >>> sorted(rows[0])  # doctest: +SKIP
-        ['id', 'label', 'rating', 'text']
-    """
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    rows = []
-    with opener(p, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
-    return rows
 
 
 def load_model(spec: str, *, device: str | None = None) -> tuple[torch.nn.Module, object, str]:

@@ -11,10 +11,12 @@ Example:
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 from pathlib import Path
 
-__all__ = ["DATA_ENV", "data_dir", "data_file"]
+__all__ = ["DATA_ENV", "data_dir", "data_file", "read_jsonl"]
 
 #: Environment variable that names the data folder explicitly.
 DATA_ENV = "SLALOM_DATA"
@@ -55,3 +57,17 @@ def data_file(name: str) -> Path:
         looked = ", ".join(str(p) for p in _candidates())
         raise FileNotFoundError(f"{name} not found (looked in: {looked}); set ${DATA_ENV} to the data folder")
     return folder / name
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Rows of a JSON-lines file, plain or gzipped (by the ``.gz`` suffix); blank lines skipped.
+
+    Example:
+        >>> rows = read_jsonl(data_file("imdb_test.jsonl"))  # doctest: +SKIP
+        >>> sorted(rows[0])  # doctest: +SKIP
+        ['id', 'label', 'rating', 'text']
+    """
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -57,7 +57,7 @@ __all__ = [
 DEFAULT_MODEL = "minilm-imdb"
 #: Every name :func:`load_default_model` knows.
 MODEL_NAMES = (DEFAULT_MODEL, "zeroshot")
-LABELS = ("NEGATIVE", "POSITIVE")
+LABELS = zeroshot.LABELS  # the label order every packaged model shares
 #: What each packaged model is, for reports and the command line.
 MODEL_DESCRIPTIONS = {
     DEFAULT_MODEL: "packaged all-MiniLM-L6-v2 with its IMDB sentiment adapter (LoRA + linear head)",

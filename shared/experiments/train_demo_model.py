@@ -35,7 +35,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 import sys
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from .data import data_file
+from .data import data_file, read_jsonl
 from .demo_model import (
     LORA_TARGETS,
     WEIGHTS_FILE,
@@ -66,19 +65,8 @@ def read_reviews(name: str, n: int | None = None, start: int = 0) -> tuple[list[
     Example:
         >>> texts, labels = read_reviews("imdb_test.jsonl", 200)  # doctest: +SKIP
     """
-    path = data_file(name)
-    opener = gzip.open if path.suffix == ".gz" else open
-    texts, labels = [], []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if i < start:
-                continue
-            if n is not None and i >= start + n:
-                break
-            row = json.loads(line)
-            texts.append(row["text"])
-            labels.append(int(row["label"]))
-    return texts, labels
+    rows = read_jsonl(data_file(name))[start : None if n is None else start + n]
+    return [r["text"] for r in rows], [int(r["label"]) for r in rows]
 
 
 def head_tail_ids(ids: Sequence[int], head: int, tail: int) -> list[int]:

@@ -19,7 +19,6 @@ also used by :mod:`slalom_core.experiments.train_small_models`.
 from __future__ import annotations
 
 import argparse
-import gzip
 import inspect
 import json
 import math
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from .data import data_dir  # noqa: E402
+from .data import data_dir, read_jsonl
 
 # Defaults for the command line: the files in the project's data folder, when one is found.
 _DATA = data_dir() or Path("../shared/data")
@@ -52,10 +51,7 @@ def load_reviews(path: str | os.PathLike, n: int | None, *, seed: int = 0, balan
         >>> sum(labels)  # doctest: +SKIP
         32
     """
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    rows = read_jsonl(path)
     random.Random(seed).shuffle(rows)
     if n is not None and balanced:
         per = {0: n // 2, 1: n - n // 2}
