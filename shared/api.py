@@ -222,13 +222,14 @@ def explain_batch(
                     p.model_seconds += elapsed * toks / total_tokens
                     answers[i] = y_all[start : start + n_req]
             new_requests = {}
-            for i in sorted(answers):
-                t1 = time.perf_counter()
-                try:
-                    new_requests[i] = gens[i].send(answers[i])
-                except StopIteration as stop:
-                    results[i] = stop.value
-                plans[i].fit_seconds += time.perf_counter() - t1
+            with single_threaded_blas():  # the fitters' own steps: held-out checks, standard errors
+                for i in sorted(answers):
+                    t1 = time.perf_counter()
+                    try:
+                        new_requests[i] = gens[i].send(answers[i])
+                    except StopIteration as stop:
+                        results[i] = stop.value
+                    plans[i].fit_seconds += time.perf_counter() - t1
             requests = new_requests
         if bar is not None:
             bar.close()

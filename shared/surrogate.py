@@ -64,7 +64,7 @@ def surrogate_forward(
     if value is None:
         return None, alpha
     v_slot = torch.gather(value, -2, flat.unsqueeze(-1).expand(*flat.shape, value.shape[-1]))
-    pred = torch.einsum("...bl,...blk->...bk", alpha, v_slot.view(*idx.shape, value.shape[-1]))
+    pred = (alpha.unsqueeze(-1) * v_slot.view(*idx.shape, value.shape[-1])).sum(dim=-2)
     return pred, alpha
 
 
