@@ -298,6 +298,37 @@ class _Objective:
         return obj, torch.cat([gv.flatten(1), gs], dim=1), rel
 
 
+def _lbfgs_direction(grad: torch.Tensor, s_mem: torch.Tensor, y_mem: torch.Tensor, valid: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """H·grad for the L-BFGS inverse Hessian H of every row, in compact form.
+
+    The compact representation (Byrd, Nocedal & Schnabel, 1994) gives the same vector as
+    the two-loop recursion, H0 = gamma·I, with a fixed number of batched matrix operations
+    instead of a Python loop over the pairs:
+
+        H g = γ g + Sᵀ R⁻ᵀ ((D + γ Y Yᵀ) R⁻¹ S g − γ Y g) − γ Yᵀ R⁻¹ S g
+
+    where S, Y (k, P) hold the pairs oldest first, R is the upper triangle of S Yᵀ and D
+    its diagonal. An invalid pair is stored as zeros; its diagonal entry of R is set to one,
+    which decouples it (its row and column of S Yᵀ are zero), so it contributes nothing.
+
+    Args:
+        grad: (T, P); s_mem, y_mem: (T, k, P); valid: (T, k) bool; gamma: (T,).
+    """
+    out = grad * gamma.unsqueeze(1)
+    if s_mem.shape[1] == 0:
+        return out
+    sy = s_mem @ y_mem.transpose(1, 2)  # (T, k, k): s_i · y_j
+    r = torch.triu(sy) + torch.diag_embed((~valid).to(sy.dtype))
+    diag = torch.diagonal(sy, dim1=1, dim2=2)
+    yy = y_mem @ y_mem.transpose(1, 2)
+    sg = (s_mem @ grad.unsqueeze(2))  # (T, k, 1)
+    yg = (y_mem @ grad.unsqueeze(2))
+    gam = gamma[:, None, None]
+    u = torch.linalg.solve_triangular(r, sg, upper=True)
+    top = torch.linalg.solve_triangular(r.transpose(1, 2), diag.unsqueeze(2) * u + gam * (yy @ u) - gam * yg, upper=False)
+    return out + (s_mem.transpose(1, 2) @ top - gam * (y_mem.transpose(1, 2) @ u)).squeeze(2)
+
+
 def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, max_iter: int, ftol: float, exact_stop: bool) -> dict:
     """Batched, bounded L-BFGS: one quasi-Newton minimisation per row of ``x`` (T, P).
 
@@ -315,12 +346,11 @@ def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Ten
     """
     n_t, n_par = x.shape
     f, g, rel = fun(x)
-    # Curvature pairs, newest last, as lists of (T, P) tensors: on problems this small the
-    # cost is one kernel call per operation, so the loops below keep those few. A pair
-    # with rho = 0 (empty, or rejected for that row) leaves the recursion unchanged.
-    s_hist: list[torch.Tensor] = []
-    y_hist: list[torch.Tensor] = []
-    rho_hist: list[torch.Tensor] = []
+    # Curvature pairs, oldest first, stacked (T, k, P). A pair rejected for a row is stored
+    # as zeros there (and marked invalid), which removes it from that row's inverse Hessian.
+    s_mem = x.new_zeros(n_t, 0, n_par)
+    y_mem = x.new_zeros(n_t, 0, n_par)
+    valid = torch.zeros(n_t, 0, dtype=torch.bool, device=x.device)
     gamma = None  # initial inverse-Hessian scale per row
     active = torch.ones(n_t, dtype=torch.bool, device=x.device)
     success = torch.zeros_like(active)
@@ -338,28 +368,20 @@ def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Ten
         if gamma is None:
             # First step: the steepest descent of unit length (what L-BFGS-B does).
             gamma = 1.0 / pg.norm(dim=1).clamp_min(1e-300)
-        # Two-loop recursion over the stored pairs, newest first, for all rows at once.
-        q = pg.clone()
-        coef = []
-        for s_i, y_i, rho_i in zip(reversed(s_hist), reversed(y_hist), reversed(rho_hist)):
-            a_i = (rho_i * vdot(s_i, q)).unsqueeze(1)
-            q.addcmul_(a_i, y_i, value=-1.0)
-            coef.append(a_i)
-        r = q * gamma.unsqueeze(1)
-        for s_i, y_i, rho_i, a_i in zip(s_hist, y_hist, rho_hist, reversed(coef)):
-            r.addcmul_(a_i - (rho_i * vdot(y_i, r)).unsqueeze(1), s_i)
-        d = -r * free
+        d = -_lbfgs_direction(pg, s_mem, y_mem, valid, gamma) * free
         # A direction that does not descend (stale curvature after a bound became active)
         # is replaced by scaled steepest descent, and that row's memory is cleared.
         bad = vdot(g, d) >= 0
         d = torch.where(bad.unsqueeze(1), -pg * gamma.unsqueeze(1), d)
-        keep_mem = (~bad).to(x.dtype)
-        rho_hist = [rho_i * keep_mem for rho_i in rho_hist]
+        valid = valid & ~bad.unsqueeze(1)
+        keep_mem = (~bad).to(x.dtype)[:, None, None]
+        s_mem, y_mem = s_mem * keep_mem, y_mem * keep_mem
         # Projected backtracking (Armijo) line search, from the full quasi-Newton step.
         step = torch.ones(n_t, dtype=x.dtype, device=x.device)
         pending = active.clone()
         x_new, f_new, g_new, rel_new = x, f, g, rel
-        for _ls in range(30):
+        slope = vdot(g, d)  # directional derivative at step 0 (negative)
+        for _ls in range(60):
             xt = torch.clamp(torch.addcmul(x, step.unsqueeze(1), d), lower, upper)
             ft, gt, relt = fun(xt)
             ok = pending & torch.isfinite(ft) & (ft <= f + 1e-4 * vdot(g, xt - x))
@@ -369,7 +391,14 @@ def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Ten
             pending &= ~ok
             if not bool(pending.any()):
                 break
-            step = torch.where(pending, 0.5 * step, step)
+            # Shrink to the minimiser of the quadratic through f(0), f'(0) and f(step),
+            # kept within [0.1, 0.5]·step: a badly scaled first step (a near-exact fit
+            # whose gradient is large only because the residual is tiny) reaches the right
+            # scale in a few trials instead of dozens of halvings.
+            curv = ft - f - step * slope
+            quad = -slope * step * step / (2.0 * torch.where(curv > 0, curv, torch.ones_like(curv)))
+            quad = torch.where((curv > 0) & torch.isfinite(quad), quad, 0.5 * step)
+            step = torch.where(pending, torch.minimum(torch.maximum(quad, 0.1 * step), 0.5 * step), step)
         moved = active & ~pending
         active &= ~pending  # no decrease along a descent direction: stop (as L-BFGS-B does)
         s_k = x_new - x
@@ -379,11 +408,11 @@ def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Ten
         # Keep a pair only where it carries positive curvature (else the update would
         # make the inverse Hessian indefinite).
         keep = moved & (sy > 2.2e-16 * yy) & (yy > 0)
-        s_hist.append(s_k)
-        y_hist.append(y_k)
-        rho_hist.append(torch.where(keep, 1.0 / torch.where(keep, sy, 1.0), 0.0))
-        if len(s_hist) > LBFGS_MEMORY:
-            del s_hist[0], y_hist[0], rho_hist[0]
+        keep_c = keep.unsqueeze(1)
+        start = 1 if s_mem.shape[1] >= LBFGS_MEMORY else 0
+        s_mem = torch.cat([s_mem[:, start:], torch.where(keep_c, s_k, 0.0).unsqueeze(1)], dim=1)
+        y_mem = torch.cat([y_mem[:, start:], torch.where(keep_c, y_k, 0.0).unsqueeze(1)], dim=1)
+        valid = torch.cat([valid[:, start:], keep_c], dim=1)
         gamma = torch.where(keep, sy / torch.where(keep, yy, 1.0), gamma)
         decrease = (f - f_new) / torch.clamp_min(torch.maximum(f.abs(), f_new.abs()), 1.0)
         iterations += moved
