@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .explanation import SlalomExplanation
-from .fitting import FitResult, Fitter, get_fitter
+from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_blas
 from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_output
 from .models import ModelAdapter, Segmentation, as_adapter
 from .surrogate import SlalomSurrogate
@@ -53,6 +53,15 @@ class _Plan:
         for u in sample.tolist():
             out.extend(self.units[u])
         return out
+
+    def token_sequences(self, samples: list[np.ndarray]) -> list[list[int]]:
+        """Token ids of many samples; at token granularity one gather for all of them."""
+        if not self.single_token_units or not samples:
+            return [self.token_sequence(s) for s in samples]
+        lengths = np.fromiter((len(s) for s in samples), dtype=np.int64, count=len(samples))
+        ids = self.unit_first[np.concatenate(samples)].tolist()
+        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+        return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _progress(total: int, show: ProgressOption, desc: str):
@@ -168,44 +177,60 @@ def explain_batch(
             p.tokens_evaluated += toks
             p.model_seconds += elapsed * toks / tokens0
 
-        gens = [fitter.run(np.random.default_rng(seed), p.position_units, len(p.units), n_samples, model_outputs[i] - base) for i, p in enumerate(plans)]
+        # Fits run where the model runs (float64 there too); a black box fits on the CPU.
+        fit_device = getattr(adapter, "_run_device", None)
+        gens = [fitter.steps(np.random.default_rng(seed), p.position_units, len(p.units), n_samples, model_outputs[i] - base) for i, p in enumerate(plans)]
         requests = {}
         for i, g in enumerate(gens):
             t0 = time.perf_counter()
             requests[i] = next(g)
             plans[i].fit_seconds += time.perf_counter() - t0
-        if bar is not None:
-            bar.total += sum(len(r) for r in requests.values())
         while requests:
-            order = sorted(requests)
-            seqs = []
-            owners: list[tuple[int, int]] = []  # (text, start offset) per text block
-            for i in order:
-                owners.append((i, len(seqs)))
-                seqs.extend(plans[i].token_sequence(s) for s in requests[i])
-            t0 = time.perf_counter()
-            raw = _score_in_chunks(adapter, seqs, bar)
-            elapsed = time.perf_counter() - t0
-            _check_rows(raw, len(seqs))
-            y_all = _as_2d(link.transform(raw)) - base
-            total_tokens = max(adapter.n_tokens_scored(seqs), 1)
+            # A round answers every open request: the fits of all texts that asked for one
+            # in one batched optimisation, the samples of all others in shared model batches.
+            fits = sorted(i for i, r in requests.items() if isinstance(r, FitRequest))
+            answers: dict[int, object] = {}
+            if fits:
+                t0 = time.perf_counter()
+                with single_threaded_blas():
+                    solved = fitter.solve_batch([requests[i] for i in fits], device=fit_device)
+                share = (time.perf_counter() - t0) / len(fits)
+                for i, sol in zip(fits, solved):
+                    answers[i] = sol
+                    plans[i].fit_seconds += share
+            order = sorted(i for i in requests if i not in answers)
+            if order:
+                if bar is not None:
+                    bar.total += sum(len(requests[i]) for i in order)
+                seqs = []
+                owners: list[tuple[int, int]] = []  # (text, start offset) per text block
+                for i in order:
+                    owners.append((i, len(seqs)))
+                    seqs.extend(plans[i].token_sequences(requests[i]))
+                t0 = time.perf_counter()
+                raw = _score_in_chunks(adapter, seqs, bar)
+                elapsed = time.perf_counter() - t0
+                _check_rows(raw, len(seqs))
+                y_all = _as_2d(link.transform(raw)) - base
+                total_tokens = max(adapter.n_tokens_scored(seqs), 1)
+                for i, start in owners:
+                    n_req = len(requests[i])
+                    toks = adapter.n_tokens_scored(seqs[start : start + n_req])
+                    p = plans[i]
+                    p.model_evaluations += n_req
+                    p.tokens_evaluated += toks
+                    p.model_seconds += elapsed * toks / total_tokens
+                    answers[i] = y_all[start : start + n_req]
             new_requests = {}
-            for i, start in owners:
-                n_req = len(requests[i])
-                toks = adapter.n_tokens_scored(seqs[start : start + n_req])
-                p = plans[i]
-                p.model_evaluations += n_req
-                p.tokens_evaluated += toks
-                p.model_seconds += elapsed * toks / total_tokens
-                t1 = time.perf_counter()
-                try:
-                    new_requests[i] = gens[i].send(y_all[start : start + n_req])
-                except StopIteration as stop:
-                    results[i] = stop.value
-                p.fit_seconds += time.perf_counter() - t1
+            with single_threaded_blas():  # the fitters' own steps: held-out checks, standard errors
+                for i in sorted(answers):
+                    t1 = time.perf_counter()
+                    try:
+                        new_requests[i] = gens[i].send(answers[i])
+                    except StopIteration as stop:
+                        results[i] = stop.value
+                    plans[i].fit_seconds += time.perf_counter() - t1
             requests = new_requests
-            if bar is not None and requests:
-                bar.total += sum(len(r) for r in requests.values())
         if bar is not None:
             bar.close()
 

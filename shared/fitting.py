@@ -1,30 +1,41 @@
-"""The three ways of fitting a local SLALOM (Sec. 5.2-5.3, App. D, Prop. 5.2).
+"""The three ways of fitting a local SLALOM (Sec. 5.2-5.3, App. D, Prop. 5.2), in torch.
 
 Each fitter is a small state machine written as a generator: it *yields* the samples (lists
 of unit-index sequences) it wants the model to score, receives the fitting targets back via
 ``send``, and finally *returns* a :class:`FitResult`. That keeps fitters free of any model
 code, and lets :func:`slalom_core.explain_batch` run the fitters of many texts in lock-step
-so that their model calls share batches.
+so that their model calls share batches. The sampled fitters' :meth:`~Fitter.steps` also
+yield their fits as :class:`FitRequest` objects, so that the driver can solve the fits of
+all texts in one batched optimisation (:meth:`_SampledFitter.solve_batch`) on the model's
+device; :meth:`~Fitter.run` solves them inline, one text at a time.
 
 - ``eff``  (:class:`EffFitter`):   short random sequences, gradient descent on the MSE.
-- ``fidel`` (:class:`FidelFitter`): deletions from the full text, alternating least squares.
+- ``fidel`` (:class:`FidelFitter`): deletions from the full text, quasi-Newton on the
+  posterior (default) or alternating least squares.
 - ``ana``  (:class:`AnaFitter`):   2U-1 evaluations, closed form; exact on a true SLALOM.
+
+All fits run in float64, on the CPU and on CUDA alike: the stopping rules (an exact fit at
+a relative residual of 1e-10, a gradient of 1e-4 on an objective that divides by the
+residual) are below what float32 resolves, and the fits are small enough that their cost on
+a GPU is kernel launches, not arithmetic, so float32 would buy little speed.
 """
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import minimize  # imported once here, not inside every fit (~0.5 s)
+import torch
 
 from .sampling import balanced_sequences, deletion_neighbourhood, short_sequences, split_holdout
-from .surrogate import normalise_importance
+from .surrogate import counts_from_sequences, dense_slots, normalise_importance, surrogate_forward
 
 __all__ = [
     "FitResult",
+    "FitRequest",
     "Fitter",
     "EffFitter",
     "FidelFitter",
@@ -32,10 +43,12 @@ __all__ = [
     "FITTERS",
     "get_fitter",
     "fit_gradient",
+    "fit_gradient_batch",
     "fit_als",
     "pad_sequences",
     "laplace_standard_errors",
     "GRAD_TOL",
+    "FIT_DTYPE",
 ]
 
 #: |s| never exceeds this in gradient fits: exp(±15) already spans 13 orders of magnitude.
@@ -46,6 +59,11 @@ VALUE_PRIOR_SD = 10.0
 EXACT_FIT = 1e-10
 #: A gradient fit whose largest (scaled) gradient entry is below this has converged.
 GRAD_TOL = 1e-4
+#: The dtype of every fit, on every device (see the module docstring for why).
+FIT_DTYPE = torch.float64
+#: L-BFGS: stored curvature pairs, and the projected-gradient stop of the scaled objective.
+LBFGS_MEMORY = 10
+LBFGS_GTOL = 1e-6
 
 FitGenerator = Generator[list[np.ndarray], np.ndarray, "FitResult"]
 
@@ -62,6 +80,19 @@ class FitResult:
     importance_se: np.ndarray | None = None
 
 
+@dataclass
+class FitRequest:
+    """One text's fit, as yielded by :meth:`Fitter.steps`: samples (unit-index sequences),
+    their (B, K) targets, the number of units, an optional warm start (value, importance)
+    and optional (B,) sample weights. The driver sends back ``(value, importance, info)``."""
+
+    samples: list[np.ndarray]
+    y: np.ndarray
+    n_units: int
+    init: tuple[np.ndarray, np.ndarray] | None = None
+    weights: np.ndarray | None = None
+
+
 # ----------------------------------------------------------------------------------------
 # Sample representations
 # ----------------------------------------------------------------------------------------
@@ -70,82 +101,447 @@ def pad_sequences(sequences: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
     A sparse view of the count matrix: each slot is one occurrence, so repeated units
     count as often as they occur, and the cost of a gradient is B·L, not B·U.
+
+    Example:
+        >>> idx, mask = pad_sequences([np.array([2]), np.array([0, 1])])
+        >>> idx.tolist(), mask.tolist()
+        ([[2, 0], [0, 1]], [[1.0, 0.0], [1.0, 1.0]])
     """
-    width = max((len(s) for s in sequences), default=0)
-    idx = np.zeros((len(sequences), max(width, 1)), dtype=np.int64)
-    mask = np.zeros_like(idx, dtype=np.float64)
-    for row, seq in enumerate(sequences):
-        idx[row, : len(seq)] = seq
-        mask[row, : len(seq)] = 1.0
-    return idx, mask
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+    width = max(int(lengths.max()) if len(lengths) else 0, 1)
+    mask_bool = np.arange(width)[None, :] < lengths[:, None]
+    idx = np.zeros((len(sequences), width), dtype=np.int64)
+    if len(sequences):
+        # One scatter of all slots at once, row-major like the mask.
+        idx[mask_bool] = np.concatenate([np.asarray(s, dtype=np.int64).ravel() for s in sequences])
+    return idx, mask_bool.astype(np.float64)
 
 
 def count_matrix(sequences: list[np.ndarray], n_units: int) -> np.ndarray:
-    """Dense (B, U) occurrence counts."""
-    counts = np.zeros((len(sequences), n_units))
-    for row, seq in enumerate(sequences):
-        counts[row] = np.bincount(np.asarray(seq, dtype=np.int64), minlength=n_units)
-    return counts
+    """Dense (B, U) occurrence counts (see :func:`~slalom_core.surrogate.counts_from_sequences`)."""
+    return counts_from_sequences(sequences, n_units)
 
 
 def _predict_sparse(idx: np.ndarray, mask: np.ndarray, value: np.ndarray, importance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Surrogate outputs (B, K) and the per-slot attention weights (B, L)."""
-    w = np.exp(importance - importance.max())[idx] * mask
-    alpha = w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
-    return np.einsum("bl,blk->bk", alpha, value[idx]), alpha
+    """Surrogate outputs (B, K) and the per-slot attention weights (B, L), in numpy."""
+    pred, alpha = surrogate_forward(torch.from_numpy(np.asarray(value, dtype=np.float64)), torch.from_numpy(np.asarray(importance, dtype=np.float64)),
+                                    torch.from_numpy(idx), torch.from_numpy(mask))
+    return pred.numpy(), alpha.numpy()
 
 
-def _attention_dense(counts: np.ndarray, importance: np.ndarray) -> np.ndarray:
-    """(B, U) attention weights c_u exp(s_u) / Σ c exp(s) of dense count rows."""
-    w = counts * np.exp(importance - importance.max())
-    return w / np.maximum(w.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+# ----------------------------------------------------------------------------------------
+# Batched gradient fits
+# ----------------------------------------------------------------------------------------
+@dataclass
+class _Batch:
+    """T fitting problems padded to common sizes, on one device.
+
+    Padding keeps every per-text quantity exact: padded slots have multiplicity 0, padded
+    samples weight 0 and target 0, padded units appear in no slot and stay at v = s = 0
+    (their gradient and prior terms vanish there). Every sum that defines one text's
+    objective runs over that text's entries only.
+    """
+
+    idx: torch.Tensor  # (T, B, L) int64
+    mult: torch.Tensor  # (T, B, L) slot multiplicity (0 = padding)
+    y: torch.Tensor  # (T, B, K)
+    w: torch.Tensor  # (T, B) sample weights, mean one over real samples, 0 for padding
+    n_rows: torch.Tensor  # (T,) real samples
+    n_units: torch.Tensor  # (T,) real units
+    unit_mask: torch.Tensor  # (T, U) 1 for real units
+    sizes: list[int]  # real units per text (host copy)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.idx.shape[0], self.unit_mask.shape[1], self.y.shape[2]
 
 
-def _loss_grad(
-    idx: np.ndarray,
-    mask: np.ndarray,
-    y: np.ndarray,
-    value: np.ndarray,
-    importance: np.ndarray,
-    weights: np.ndarray | None = None,
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """(Weighted) MSE and its analytic gradients w.r.t. value (U, K) and importance (U,).
+def _pack(problems: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None]], device: torch.device, dtype: torch.dtype) -> _Batch:
+    """Pad (idx, mask, y, n_units, weights) problems into one :class:`_Batch` on ``device``.
+
+    Assembled in numpy and moved with one copy per tensor: per-problem transfers would cost
+    more than the fit on a GPU.
+    """
+    n_t = len(problems)
+    b_max = max(p[0].shape[0] for p in problems)
+    l_max = max(p[0].shape[1] for p in problems)
+    u_max = max(max(p[3] for p in problems), 1)
+    n_out = problems[0][2].shape[1]
+    idx = np.zeros((n_t, b_max, l_max), dtype=np.int64)
+    mult = np.zeros((n_t, b_max, l_max))
+    y = np.zeros((n_t, b_max, n_out))
+    w = np.zeros((n_t, b_max))
+    for t, (i, m, yy, _u, wt) in enumerate(problems):
+        b, l_ = i.shape
+        idx[t, :b, :l_], mult[t, :b, :l_], y[t, :b] = i, m, yy
+        w[t, :b] = 1.0 if wt is None else np.asarray(wt, dtype=np.float64) / np.mean(wt)
+    sizes = [int(p[3]) for p in problems]
+    unit_mask = (np.arange(u_max)[None, :] < np.array(sizes)[:, None]).astype(np.float64)
+
+    def dev(a: np.ndarray, dt: torch.dtype = dtype) -> torch.Tensor:
+        return torch.from_numpy(a).to(device=device, dtype=dt)
+
+    return _Batch(dev(idx, torch.int64), dev(mult), dev(y), dev(w), dev(np.array([p[0].shape[0] for p in problems], dtype=np.float64)),
+                  dev(np.array(sizes, dtype=np.float64)), dev(unit_mask), sizes)
+
+
+def _mse_and_grads(batch: _Batch, value: torch.Tensor, importance: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Weighted MSE per text (T,) and its gradients w.r.t. value (T, U, K) and importance (T, U).
 
     With α the attention weights of a sample, dF_k/dv_uk = Σ_slots(u) α and
-    dF_k/ds_u = Σ_slots(u) α (v_uk − F_k) (Eq. 5 of the paper, at λ = 1). Hand-written
-    gradients avoid autograd's per-step overhead, which would dominate on small problems.
-    ``weights`` (B,), mean one, weigh the samples (the full-text anchor).
+    dF_k/ds_u = Σ_slots(u) α (v_uk − F_k) (Eq. 5 of the paper, at λ = 1). Written by hand
+    (and checked against autograd in the tests): a backward pass through autograd records
+    and replays the graph at every step, which costs more than the arithmetic on a fit this
+    small.
     """
-    n_units, n_out = value.shape
-    f, alpha = _predict_sparse(idx, mask, value, importance)
-    resid = f - y
-    resid_w = resid if weights is None else resid * weights[:, None]
-    loss = float(np.mean(resid_w * resid))
-    g = 2.0 * resid_w / resid.size  # dLoss/dF, (B, K)
-    flat = idx.ravel()
-    grad_v = np.empty_like(value)
-    for k in range(n_out):
-        grad_v[:, k] = np.bincount(flat, weights=(alpha * g[:, k : k + 1]).ravel(), minlength=n_units)
+    n_t, n_units, n_out = value.shape
+    pred, alpha = surrogate_forward(value, importance, batch.idx, batch.mult)
+    resid = pred - batch.y
+    resid_w = resid * batch.w[..., None]
+    denom = (batch.n_rows * n_out)[:, None, None]
+    mse = (resid_w * resid).sum(dim=(1, 2)) / denom[:, 0, 0]
+    g = 2.0 * resid_w / denom  # dMSE/dF, (T, B, K)
+    flat = batch.idx.flatten(1)  # (T, B·L)
+    flat_k = flat.unsqueeze(-1).expand(-1, -1, n_out)
+    grad_v = torch.zeros_like(value).scatter_add_(1, flat_k, (alpha.unsqueeze(-1) * g.unsqueeze(2)).reshape(n_t, -1, n_out))
+    v_slot = torch.gather(value, 1, flat_k).view(*batch.idx.shape, n_out)
     # Σ_k g_bk (v_uk − F_bk) for every slot
-    slot = np.einsum("bk,blk->bl", g, value[idx]) - (g * f).sum(axis=1, keepdims=True)
-    grad_s = np.bincount(flat, weights=(alpha * slot).ravel(), minlength=n_units)
-    return loss, grad_v, grad_s
+    slot = (v_slot * g.unsqueeze(2)).sum(dim=-1) - (g * pred).sum(dim=-1, keepdim=True)
+    grad_s = torch.zeros_like(importance).scatter_add_(1, flat, (alpha * slot).reshape(n_t, -1))
+    return mse, grad_v, grad_s
 
 
-def _initial_values(idx: np.ndarray, mask: np.ndarray, y: np.ndarray, n_units: int) -> np.ndarray:
+def _initial_values(batch: _Batch) -> torch.Tensor:
     """Start each value at the mean target of the samples that contain the unit.
 
     Algorithm 1 starts at zero; this start is closer to the optimum (exact for a text of
-    one unique token) and lets the descent converge in far fewer steps.
+    one unique token) and lets the descent converge in far fewer steps. Units seen in no
+    sample start at the mean target; padded units at zero.
     """
-    flat = idx.ravel()
-    m = mask.ravel()
-    hits = np.bincount(flat, weights=m, minlength=n_units)
-    init = np.empty((n_units, y.shape[1]))
-    for k in range(y.shape[1]):
-        sums = np.bincount(flat, weights=(m.reshape(mask.shape) * y[:, k : k + 1]).ravel(), minlength=n_units)
-        init[:, k] = np.where(hits > 0, sums / np.maximum(hits, 1), y[:, k].mean())
-    return init - init.mean(axis=1, keepdims=True) if y.shape[1] > 1 else init
+    n_t, n_units, n_out = batch.shape
+    flat = batch.idx.flatten(1)
+    m = batch.mult.flatten(1)
+    hits = torch.zeros(n_t, n_units, dtype=m.dtype, device=m.device).scatter_add_(1, flat, m)
+    per_slot = (batch.mult.unsqueeze(-1) * batch.y.unsqueeze(2)).reshape(n_t, -1, n_out)
+    sums = torch.zeros(n_t, n_units, n_out, dtype=m.dtype, device=m.device).scatter_add_(1, flat.unsqueeze(-1).expand(-1, -1, n_out), per_slot)
+    mean_y = batch.y.sum(dim=1) / batch.n_rows[:, None]  # (T, K)
+    init = torch.where(hits[..., None] > 0, sums / hits.clamp_min(1.0)[..., None], mean_y[:, None, :])
+    if n_out > 1:
+        init = init - init.mean(dim=-1, keepdim=True)
+    return init * batch.unit_mask[..., None]
+
+
+class _Objective:
+    """The gradient fits' objective per text, on a flat (T, P) parameter matrix.
+
+    The first U·K entries of a row are the values, the last U the importances. The MSE is
+    taken in units of the targets' variance (1 − R² on the samples), so that a tolerance
+    means the same for models with large or small log-odds.
+    """
+
+    def __init__(self, batch: _Batch, *, l2_importance: float, l2_value: float, prior_sd: float | None) -> None:
+        self.batch = batch
+        n_t, n_units, n_out = batch.shape
+        self.n_val = n_units * n_out
+        self.centre = n_out > 1  # App. C.1: values sum to zero over classes
+        real = batch.w > 0  # (T, B)
+        n_el = batch.n_rows * n_out
+        y_mean = batch.y.sum(dim=(1, 2)) / n_el
+        var = ((batch.y - y_mean[:, None, None]) ** 2 * real[..., None]).sum(dim=(1, 2)) / n_el
+        self.scale = 1.0 / var.clamp_min(1e-12)
+        # The values' prior is on the scale of the targets' size around the reference (their
+        # second moment, not their variance: a text of one token has constant targets).
+        size_v = 1.0 / ((batch.y**2).sum(dim=(1, 2)) / n_el).clamp_min(1e-12)
+        self.prior_sd = prior_sd
+        if prior_sd is not None:
+            self.prior = 1.0 / (batch.n_rows * prior_sd**2)
+            self.prior_v = size_v / (batch.n_rows * VALUE_PRIOR_SD**2)
+        self.l2_importance = l2_importance
+        self.l2_value = l2_value
+
+    def unpack(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n_t, n_units, n_out = self.batch.shape
+        value = theta[:, : self.n_val].view(n_t, n_units, n_out)
+        if self.centre:
+            value = value - value.mean(dim=-1, keepdim=True)
+        return value, theta[:, self.n_val :]
+
+    def __call__(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(objective (T,), gradient (T, P), relative MSE (T,))."""
+        value, imp = self.unpack(theta)
+        mse, gv, gs = _mse_and_grads(self.batch, value, imp)
+        sc = self.scale
+        rel = mse * sc
+        if self.centre:
+            gv = gv - gv.mean(dim=-1, keepdim=True)
+        vv = (value * value).sum(dim=(1, 2))
+        ss = (imp * imp).sum(dim=1)
+        if self.prior_sd is None:
+            # A weak ridge on values (in units of the targets' variance): a unit whose
+            # weight is tiny next to its partners barely moves F, so its value would wander.
+            # A ridge on s: with few samples a unit seen only beside one partner can trade
+            # an ever larger importance against its value without changing the fit; the
+            # ridge picks the smallest such s instead of letting it run off.
+            n_v = (self.batch.n_units * value.shape[-1])
+            obj = rel + self.l2_value * sc * vv / n_v + self.l2_importance * ss / self.batch.n_units
+            gv = gv * sc[:, None, None] + (2.0 * self.l2_value * sc / n_v)[:, None, None] * value
+            gs = gs * sc[:, None] + (2.0 * self.l2_importance / self.batch.n_units)[:, None] * imp
+        else:
+            # Negative log posterior per n/2 samples, noise variance profiled out:
+            # d log(L) = dL/L. The floor keeps exact fits finite. Priors sit outside the
+            # log, so that exact data is still fitted exactly: s ~ N(0, prior_sd²), and the
+            # values a weak N(0, (VALUE_PRIOR_SD · sd(y))²) for the same reason as the ridge.
+            floor = rel + 1e-12
+            obj = torch.log(floor) + self.prior * ss + self.prior_v * vv
+            gv = gv * (sc / floor)[:, None, None] + (2.0 * self.prior_v)[:, None, None] * value
+            gs = gs * (sc / floor)[:, None] + (2.0 * self.prior)[:, None] * imp
+        return obj, torch.cat([gv.flatten(1), gs], dim=1), rel
+
+
+def _lbfgs_direction(grad: torch.Tensor, s_mem: torch.Tensor, y_mem: torch.Tensor, valid: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """H·grad for the L-BFGS inverse Hessian H of every row, in compact form.
+
+    The compact representation (Byrd, Nocedal & Schnabel, 1994) gives the same vector as
+    the two-loop recursion, H0 = gamma·I, with a fixed number of batched matrix operations
+    instead of a Python loop over the pairs:
+
+        H g = γ g + Sᵀ R⁻ᵀ ((D + γ Y Yᵀ) R⁻¹ S g − γ Y g) − γ Yᵀ R⁻¹ S g
+
+    where S, Y (k, P) hold the pairs oldest first, R is the upper triangle of S Yᵀ and D
+    its diagonal. An invalid pair is stored as zeros; its diagonal entry of R is set to one,
+    which decouples it (its row and column of S Yᵀ are zero), so it contributes nothing.
+
+    Args:
+        grad: (T, P); s_mem, y_mem: (T, k, P); valid: (T, k) bool; gamma: (T,).
+    """
+    out = grad * gamma.unsqueeze(1)
+    if s_mem.shape[1] == 0:
+        return out
+    sy = s_mem @ y_mem.transpose(1, 2)  # (T, k, k): s_i · y_j
+    r = torch.triu(sy) + torch.diag_embed((~valid).to(sy.dtype))
+    diag = torch.diagonal(sy, dim1=1, dim2=2)
+    yy = y_mem @ y_mem.transpose(1, 2)
+    sg = (s_mem @ grad.unsqueeze(2))  # (T, k, 1)
+    yg = (y_mem @ grad.unsqueeze(2))
+    gam = gamma[:, None, None]
+    u = torch.linalg.solve_triangular(r, sg, upper=True)
+    top = torch.linalg.solve_triangular(r.transpose(1, 2), diag.unsqueeze(2) * u + gam * (yy @ u) - gam * yg, upper=False)
+    return out + (s_mem.transpose(1, 2) @ top - gam * (y_mem.transpose(1, 2) @ u)).squeeze(2)
+
+
+def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, max_iter: int, ftol: float, exact_stop: bool) -> dict:
+    """Batched, bounded L-BFGS: one quasi-Newton minimisation per row of ``x`` (T, P).
+
+    Every row has its own curvature pairs, its own projected backtracking line search and
+    its own stopping rules; rows run in lock-step (one objective call per trial step for the
+    whole batch) and a row that has stopped is frozen. Stops per row: the largest projected
+    gradient entry at or below :data:`LBFGS_GTOL`, a relative decrease below ``ftol``, the
+    relative MSE at :data:`EXACT_FIT` (``exact_stop``), a line search that cannot decrease
+    the objective, or ``max_iter`` iterations. Bounds hold the importances in
+    ±:data:`IMPORTANCE_BOUND`: a variable at a bound whose gradient points outwards is held
+    fixed for the step (the active set), and every trial point is projected.
+
+    Returns a dict with the final ``x``, ``f``, ``g``, ``rel`` and per row ``iterations``
+    and ``success`` (a gradient or decrease stop).
+    """
+    n_t, n_par = x.shape
+    f, g, rel = fun(x)
+    # Curvature pairs, oldest first, stacked (T, k, P). A pair rejected for a row is stored
+    # as zeros there (and marked invalid), which removes it from that row's inverse Hessian.
+    s_mem = x.new_zeros(n_t, 0, n_par)
+    y_mem = x.new_zeros(n_t, 0, n_par)
+    valid = torch.zeros(n_t, 0, dtype=torch.bool, device=x.device)
+    gamma = None  # initial inverse-Hessian scale per row
+    active = torch.ones(n_t, dtype=torch.bool, device=x.device)
+    success = torch.zeros_like(active)
+    iterations = torch.zeros(n_t, dtype=torch.int64, device=x.device)
+    vdot = torch.linalg.vecdot
+    for _ in range(max_iter):
+        free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
+        pg = g * free
+        at_g = pg.abs().amax(dim=1) <= LBFGS_GTOL
+        success |= active & at_g
+        active &= ~((at_g | (rel <= EXACT_FIT)) if exact_stop else at_g)
+        # One host sync per iteration: the loop must know when every row has stopped.
+        if not bool(active.any()):
+            break
+        if gamma is None:
+            # First step: the steepest descent of unit length (what L-BFGS-B does).
+            gamma = 1.0 / pg.norm(dim=1).clamp_min(1e-300)
+        d = -_lbfgs_direction(pg, s_mem, y_mem, valid, gamma) * free
+        # A direction that does not descend (stale curvature after a bound became active)
+        # is replaced by scaled steepest descent, and that row's memory is cleared.
+        bad = vdot(g, d) >= 0
+        d = torch.where(bad.unsqueeze(1), -pg * gamma.unsqueeze(1), d)
+        valid = valid & ~bad.unsqueeze(1)
+        keep_mem = (~bad).to(x.dtype)[:, None, None]
+        s_mem, y_mem = s_mem * keep_mem, y_mem * keep_mem
+        # Projected backtracking (Armijo) line search, from the full quasi-Newton step.
+        step = torch.ones(n_t, dtype=x.dtype, device=x.device)
+        pending = active.clone()
+        x_new, f_new, g_new, rel_new = x, f, g, rel
+        slope = vdot(g, d)  # directional derivative at step 0 (negative)
+        for _ls in range(60):
+            xt = torch.clamp(torch.addcmul(x, step.unsqueeze(1), d), lower, upper)
+            ft, gt, relt = fun(xt)
+            ok = pending & torch.isfinite(ft) & (ft <= f + 1e-4 * vdot(g, xt - x))
+            ok_c = ok.unsqueeze(1)
+            x_new, g_new = torch.where(ok_c, xt, x_new), torch.where(ok_c, gt, g_new)
+            f_new, rel_new = torch.where(ok, ft, f_new), torch.where(ok, relt, rel_new)
+            pending &= ~ok
+            if not bool(pending.any()):
+                break
+            # Shrink to the minimiser of the quadratic through f(0), f'(0) and f(step),
+            # kept within [0.1, 0.5]·step: a badly scaled first step (a near-exact fit
+            # whose gradient is large only because the residual is tiny) reaches the right
+            # scale in a few trials instead of dozens of halvings.
+            curv = ft - f - step * slope
+            quad = -slope * step * step / (2.0 * torch.where(curv > 0, curv, torch.ones_like(curv)))
+            quad = torch.where((curv > 0) & torch.isfinite(quad), quad, 0.5 * step)
+            step = torch.where(pending, torch.minimum(torch.maximum(quad, 0.1 * step), 0.5 * step), step)
+        moved = active & ~pending
+        active &= ~pending  # no decrease along a descent direction: stop (as L-BFGS-B does)
+        s_k = x_new - x
+        y_k = g_new - g
+        sy = vdot(s_k, y_k)
+        yy = vdot(y_k, y_k)
+        # Keep a pair only where it carries positive curvature (else the update would
+        # make the inverse Hessian indefinite).
+        keep = moved & (sy > 2.2e-16 * yy) & (yy > 0)
+        keep_c = keep.unsqueeze(1)
+        start = 1 if s_mem.shape[1] >= LBFGS_MEMORY else 0
+        s_mem = torch.cat([s_mem[:, start:], torch.where(keep_c, s_k, 0.0).unsqueeze(1)], dim=1)
+        y_mem = torch.cat([y_mem[:, start:], torch.where(keep_c, y_k, 0.0).unsqueeze(1)], dim=1)
+        valid = torch.cat([valid[:, start:], keep_c], dim=1)
+        gamma = torch.where(keep, sy / torch.where(keep, yy, 1.0), gamma)
+        decrease = (f - f_new) / torch.clamp_min(torch.maximum(f.abs(), f_new.abs()), 1.0)
+        iterations += moved
+        x, f, g, rel = x_new, f_new, g_new, rel_new
+        small = moved & (decrease <= ftol)
+        success |= small
+        active &= ~small
+    return {"x": x, "f": f, "g": g, "rel": rel, "iterations": iterations, "success": success}
+
+
+def _adam(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, lr: float, max_iter: int, tol: float) -> dict:
+    """Full-batch Adam for every row of ``x``; bounded entries are clipped after each step.
+
+    Adam's loss is noisy step to step: a row stops when its loss improved by less than
+    ``tol`` (relative) over a window of 50 steps.
+    """
+    m = torch.zeros_like(x)
+    v = torch.zeros_like(x)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    n_t = x.shape[0]
+    prev = torch.full((n_t,), float("inf"), dtype=x.dtype, device=x.device)
+    active = torch.ones(n_t, dtype=torch.bool, device=x.device)
+    success = torch.zeros_like(active)
+    iterations = torch.full((n_t,), max_iter, dtype=torch.int64, device=x.device)
+    for step in range(1, max_iter + 1):
+        loss, grad, _ = fun(x)
+        m = b1 * m + (1 - b1) * grad
+        v = b2 * v + (1 - b2) * grad**2
+        upd = lr * (m / (1 - b1**step)) / (torch.sqrt(v / (1 - b2**step)) + eps)
+        x = torch.where(active[:, None], torch.maximum(torch.minimum(x - upd, upper), lower), x)
+        if step % 50 == 0:
+            done = active & torch.isfinite(prev) & (prev - loss <= tol * prev.clamp_min(1e-12))
+            iterations = torch.where(done, torch.full_like(iterations, step), iterations)
+            success |= done
+            active &= ~done
+            prev = torch.where(active, loss, prev)
+            if not bool(active.any()):
+                break
+    f, g, rel = fun(x)
+    return {"x": x, "f": f, "g": g, "rel": rel, "iterations": iterations, "success": success}
+
+
+def fit_gradient_batch(
+    problems: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]],
+    *,
+    inits: list[tuple[np.ndarray, np.ndarray] | None] | None = None,
+    weights: list[np.ndarray | None] | None = None,
+    solver: str = "lbfgs",
+    max_iter: int = 500,
+    tol: float = 1e-9,
+    learning_rate: float = 0.05,
+    l2_importance: float = 1e-3,
+    l2_value: float = 1e-3,
+    prior_sd: float | None = None,
+    device: torch.device | str | None = None,
+) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+    """:func:`fit_gradient` for many problems at once: one batched optimisation.
+
+    The problems (``(idx, mask, y, n_units)`` each, e.g. one per text) are padded into
+    common tensors on ``device`` and minimised together; each keeps its own curvature
+    memory, line search and stopping rule, so its answer does not depend on its
+    companions beyond floating-point effects of padding. The cost is about one fit's
+    iterations, each on the whole batch.
+
+    Args:
+        problems: (idx (B, L), mask (B, L), y (B, K), n_units); K equal for all.
+        inits, weights: per problem, as ``init`` and ``weights`` of :func:`fit_gradient`.
+        device: where to fit (default: the CPU).
+        Other arguments: as in :func:`fit_gradient`, shared by all problems.
+
+    Returns:
+        One ``(value, importance, info)`` per problem, as :func:`fit_gradient` returns.
+
+    Example:
+        >>> idx, mask = pad_sequences([np.array([0]), np.array([1]), np.array([0, 1])])
+        >>> y = np.array([[1.0], [-1.0], [0.0]])
+        >>> (v1, _, _), (v2, _, _) = fit_gradient_batch([(idx, mask, y, 2), (idx, mask, 2 * y, 2)])
+        >>> np.round(v2[:, 0] / v1[:, 0], 3).tolist()
+        [2.0, 2.0]
+    """
+    if solver not in ("lbfgs", "adam"):
+        raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
+    if not problems:
+        return []
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    batch = _pack([(np.asarray(i), np.asarray(m, dtype=np.float64), np.asarray(y, dtype=np.float64), int(u), None if weights is None else weights[k])
+                   for k, (i, m, y, u) in enumerate(problems)], dev, FIT_DTYPE)
+    n_t, n_units, n_out = batch.shape
+    objective = _Objective(batch, l2_importance=l2_importance, l2_value=l2_value, prior_sd=prior_sd)
+    value0 = _initial_values(batch)
+    imp0 = torch.zeros(n_t, n_units, dtype=FIT_DTYPE, device=dev)
+    if inits is not None and any(i is not None for i in inits):
+        v_np = value0.cpu().numpy()
+        s_np = np.zeros((n_t, n_units))
+        for t, init in enumerate(inits):
+            if init is not None:
+                u = batch.sizes[t]
+                v_np[t, :u] = np.asarray(init[0], dtype=np.float64).reshape(u, n_out)
+                s_np[t, :u] = np.asarray(init[1], dtype=np.float64)
+        value0 = torch.from_numpy(v_np).to(dev)
+        imp0 = torch.from_numpy(s_np).to(dev)
+    theta0 = torch.cat([value0.flatten(1), imp0], dim=1)
+    # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30).
+    inf = torch.full((objective.n_val,), float("inf"), dtype=FIT_DTYPE, device=dev)
+    bound = torch.full((n_units,), IMPORTANCE_BOUND, dtype=FIT_DTYPE, device=dev)
+    lower, upper = torch.cat([-inf, -bound]), torch.cat([inf, bound])
+    theta0 = torch.maximum(torch.minimum(theta0, upper), lower)  # a warm start may lie outside
+    if solver == "lbfgs":
+        out = _lbfgs(objective, theta0, lower, upper, max_iter=max_iter, ftol=tol, exact_stop=prior_sd is not None)
+    else:
+        out = _adam(objective, theta0, lower, upper, lr=learning_rate, max_iter=max_iter, tol=tol)
+    theta, grad = out["x"], out["g"]
+    # Judge convergence by the gradient too: a line search that cannot make progress at a
+    # stationary point is an optimum found, while running out of iterations away from one
+    # is not. A bounded importance whose gradient points outwards is not counted.
+    free = ~(((theta <= lower) & (grad > 0)) | ((theta >= upper) & (grad < 0)))
+    grad_norm = (grad * free).abs().amax(dim=1)
+    value, imp = objective.unpack(theta)
+    mse, _, _ = _mse_and_grads(batch, value, imp)  # report the plain MSE, whatever the objective
+    exact = out["rel"] <= EXACT_FIT if prior_sd is not None else torch.zeros_like(out["success"])
+    converged = out["success"] | ((out["iterations"] < max_iter) & (grad_norm <= GRAD_TOL)) | exact
+    # One transfer of everything the caller reads.
+    value, imp = value.cpu().numpy(), imp.cpu().numpy()
+    its, conv, gn, loss = (a.cpu().numpy() for a in (out["iterations"], converged, grad_norm, mse))
+    results = []
+    for t, u in enumerate(batch.sizes):
+        info = {"iterations": int(its[t]), "converged": bool(conv[t]), "loss": float(loss[t]), "grad_norm": float(gn[t])}
+        results.append((value[t, :u].copy(), imp[t, :u].copy(), info))
+    return results
 
 
 def fit_gradient(
@@ -163,15 +559,17 @@ def fit_gradient(
     l2_value: float = 1e-3,
     prior_sd: float | None = None,
     weights: np.ndarray | None = None,
+    device: torch.device | str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Minimise the MSE between SLALOM and the targets by gradient descent.
+    """Minimise the MSE between SLALOM and the targets by gradient descent (in torch).
 
     Args:
         idx, mask: samples from :func:`pad_sequences`.
         y: (B, K) targets (log-odds, or centred logits for K > 1), measured from the
             explanation's reference point.
-        init: starting (value, importance); default: see :func:`_initial_values`, s = 0.
-        solver: "lbfgs" (quasi-Newton, scipy; converges in tens of steps) or "adam" (the
+        init: starting (value, importance); default: the mean target of the samples
+            containing each unit, s = 0.
+        solver: "lbfgs" (bounded quasi-Newton; converges in tens of steps) or "adam" (the
             paper's Algorithm 1 with full batches).
         max_iter: maximum number of gradient steps.
         tol: stop when the relative loss improvement falls below this.
@@ -186,6 +584,7 @@ def fit_gradient(
             Values get a weak prior N(0, (10·sd(y))²) (:data:`VALUE_PRIOR_SD`) instead of
             ``l2_value``.
         weights: (B,) non-negative sample weights (default: all one); rescaled to mean one.
+        device: where to fit (default: the CPU); always in float64.
 
     Returns:
         value (U, K), importance (U,), and a dict with "iterations", "converged", "loss"
@@ -194,113 +593,11 @@ def fit_gradient(
     Example:
         >>> idx, mask = pad_sequences([np.array([0]), np.array([1]), np.array([0, 1])])
         >>> v, s, info = fit_gradient(idx, mask, np.array([[1.0], [-1.0], [0.0]]), 2)
-        >>> np.round(v[:, 0], 3).tolist(), info["converged"]
+        >>> np.round(v[:, 0], 2).tolist(), info["converged"]
         ([1.0, -1.0], True)
     """
-    n_out = y.shape[1]
-    if weights is not None:
-        weights = np.asarray(weights, dtype=float)
-        weights = weights / weights.mean()
-    if init is None:
-        value0, imp0 = _initial_values(idx, mask, y, n_units), np.zeros(n_units)
-    else:
-        value0, imp0 = np.array(init[0], dtype=float).reshape(n_units, n_out), np.array(init[1], dtype=float)
-    centre = n_out > 1
-
-    def unpack(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        value = theta[: n_units * n_out].reshape(n_units, n_out)
-        if centre:  # App. C.1: values sum to zero over classes
-            value = value - value.mean(axis=1, keepdims=True)
-        return value, theta[n_units * n_out :]
-
-    # The objective is the MSE in units of the targets' variance (1 − R² on the samples), so
-    # that ``tol`` means the same for models with large or small log-odds.
-    scale = 1.0 / max(float(np.var(y)), 1e-12)
-    # The values' prior is on the scale of the targets' size around the reference (their
-    # second moment, not their variance: a text of one token has constant targets).
-    size_v = 1.0 / max(float(np.mean(y**2)), 1e-12)
-    n_samples = y.shape[0]
-    state = {"mse": np.inf}
-
-    def stop_when_exact(_xk: np.ndarray) -> None:
-        # Exact data (a true SLALOM): the log objective has no floor to stop at, so stop
-        # once the residual is at rounding level (1 − R² below EXACT_FIT).
-        if state["mse"] <= EXACT_FIT:
-            raise StopIteration
-
-    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        value, imp = unpack(theta)
-        loss, gv, gs = _loss_grad(idx, mask, y, value, imp, weights)
-        loss, gv, gs = loss * scale, gv * scale, gs * scale
-        if centre:
-            gv = gv - gv.mean(axis=1, keepdims=True)
-        if prior_sd is None:
-            # A weak ridge on values (in units of the targets' variance): a unit whose
-            # weight is tiny next to its partners barely moves F, so its value would wander.
-            loss += l2_value * scale * float(np.sum(value * value)) / value.size
-            gv = gv + 2.0 * l2_value * scale * value / value.size
-            # A ridge on s: with few samples a unit seen only beside one partner can trade
-            # an ever larger importance against its value without changing the fit; the
-            # ridge picks the smallest such s instead of letting it run off.
-            loss += l2_importance * float(imp @ imp) / n_units
-            gs = gs + 2.0 * l2_importance * imp / n_units
-            return loss, np.concatenate([gv.ravel(), gs])
-        # Negative log posterior per n/2 samples, noise variance profiled out: d log(L) = dL/L.
-        # The floor keeps exact fits finite. Priors sit outside the log, so that exact data
-        # is still fitted exactly: s ~ N(0, prior_sd²), and the values a weak
-        # N(0, (VALUE_PRIOR_SD · sd(y))²) for the same reason as the ridge above.
-        state["mse"] = loss
-        floor = loss + 1e-12
-        prior = 1.0 / (n_samples * prior_sd**2)
-        prior_v = size_v / (n_samples * VALUE_PRIOR_SD**2)
-        grad = np.concatenate([(gv / floor + 2.0 * prior_v * value).ravel(), gs / floor + 2.0 * prior * imp])
-        return float(np.log(floor)) + prior * float(imp @ imp) + prior_v * float(np.sum(value * value)), grad
-
-    theta0 = np.concatenate([value0.ravel(), imp0])
-    if solver == "lbfgs":
-        # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30).
-        bounds = [(None, None)] * (n_units * n_out) + [(-IMPORTANCE_BOUND, IMPORTANCE_BOUND)] * n_units
-        res = minimize(objective, theta0, jac=True, method="L-BFGS-B", bounds=bounds, callback=stop_when_exact, options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-6})
-        theta, info = res.x, {"iterations": int(res.nit), "converged": bool(res.success), "loss": float(res.fun) / scale}
-    elif solver == "adam":
-        theta, info = _adam(objective, theta0, learning_rate, max_iter, tol, n_units * n_out)
-        info["loss"] /= scale
-    else:
-        raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
-    # Judge convergence by the gradient too: a line search that cannot make progress
-    # (scipy's ABNORMAL_TERMINATION) at a stationary point is an optimum found, while
-    # running out of iterations away from one is not.
-    grad = objective(theta)[1]
-    at_bound = np.zeros_like(theta, dtype=bool)
-    at_bound[n_units * n_out :] = (np.abs(theta[n_units * n_out :]) >= IMPORTANCE_BOUND) & (grad[n_units * n_out :] * theta[n_units * n_out :] < 0)
-    info["grad_norm"] = float(np.abs(np.where(at_bound, 0.0, grad)).max()) if grad.size else 0.0
-    if (info["iterations"] < max_iter and info["grad_norm"] <= GRAD_TOL) or state["mse"] <= EXACT_FIT:
-        info["converged"] = True
-    value, imp = unpack(theta)
-    # Report the plain MSE, whatever the objective was.
-    info["loss"] = float(_loss_grad(idx, mask, y, value, imp, weights)[0])
-    return value, imp, info
-
-
-def _adam(objective, theta: np.ndarray, lr: float, max_iter: int, tol: float, n_fixed: int) -> tuple[np.ndarray, dict]:
-    """Full-batch Adam; the entries from ``n_fixed`` on (importances) are kept in bounds."""
-    m = np.zeros_like(theta)
-    v = np.zeros_like(theta)
-    b1, b2, eps = 0.9, 0.999, 1e-8
-    prev = np.inf
-    loss = np.inf
-    for step in range(1, max_iter + 1):
-        loss, grad = objective(theta)
-        m = b1 * m + (1 - b1) * grad
-        v = b2 * v + (1 - b2) * grad**2
-        theta = theta - lr * (m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + eps)
-        theta[n_fixed:] = np.clip(theta[n_fixed:], -IMPORTANCE_BOUND, IMPORTANCE_BOUND)
-        # Adam's loss is noisy step to step: judge convergence over windows of 50 steps.
-        if step % 50 == 0:
-            if np.isfinite(prev) and prev - loss <= tol * max(prev, 1e-12):
-                return theta, {"iterations": step, "converged": True, "loss": float(loss)}
-            prev = loss
-    return theta, {"iterations": max_iter, "converged": False, "loss": float(loss)}
+    return fit_gradient_batch([(idx, mask, y, n_units)], inits=[init], weights=[weights], solver=solver, max_iter=max_iter, tol=tol,
+                              learning_rate=learning_rate, l2_importance=l2_importance, l2_value=l2_value, prior_sd=prior_sd, device=device)[0]
 
 
 def fit_als(
@@ -312,8 +609,9 @@ def fit_als(
     tol: float = 1e-9,
     ridge: float = 1e-8,
     irls_steps: int = 3,
+    device: torch.device | str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Fit SLALOM by alternating least squares (DESIGN.md sec. 3, "SLALOM-fidel").
+    """Fit SLALOM by alternating least squares (DESIGN.md sec. 3, "SLALOM-fidel"), in torch.
 
     With the importances fixed, F is linear in the values: an ordinary least-squares
     problem. With the values fixed, F(t) = y  ⇔  Σ_u c_u w_u (v_u − y) = 0 is linear in
@@ -327,86 +625,95 @@ def fit_als(
         ridge: relative Tikhonov term that keeps both solves well posed when units always
             occur together.
         irls_steps: linear solves per s-step, each with denominators from the previous.
+        device: where to fit (default: the CPU); always in float64.
 
     Returns:
         value (U, K), importance (U,), and a dict with "iterations", "converged", "loss".
+
+    Example:
+        >>> c = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> v, s, info = fit_als(c, np.array([[1.0], [-1.0], [0.0]]))
+        >>> np.round(v[:, 0], 3).tolist()
+        [1.0, -1.0]
     """
-    n_samples, n_units = counts.shape
-    n_out = y.shape[1]
-    imp = np.zeros(n_units) if init_importance is None else np.asarray(init_importance, dtype=float).copy()
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    c = torch.as_tensor(np.asarray(counts, dtype=np.float64), device=dev)
+    yt = torch.as_tensor(np.asarray(y, dtype=np.float64), device=dev)
+    n_samples, n_units = c.shape
+    n_out = yt.shape[1]
+    slots = dense_slots(c)
+    eye = torch.eye(n_units, dtype=FIT_DTYPE, device=dev)
+    imp = torch.zeros(n_units, dtype=FIT_DTYPE, device=dev) if init_importance is None else torch.as_tensor(np.asarray(init_importance, dtype=np.float64), device=dev).clone()
 
-    def solve_values(imp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        a = _attention_dense(counts, imp)
+    def attention(s: torch.Tensor) -> torch.Tensor:
+        return surrogate_forward(None, s, *slots)[1]
+
+    def solve_values(s: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """The least-squares values for fixed s, and the MSE they reach."""
+        a = attention(s)
         gram = a.T @ a
-        lam = ridge * max(np.trace(gram) / n_units, 1e-12)
-        value = np.linalg.solve(gram + lam * np.eye(n_units), a.T @ y)
-        return value, a
+        lam = ridge * max(float(torch.trace(gram)) / n_units, 1e-12)
+        value = torch.linalg.solve(gram + lam * eye, a.T @ yt)
+        return value, float(((a @ value - yt) ** 2).mean())
 
-    def mse(value: np.ndarray, imp: np.ndarray) -> float:
-        a = _attention_dense(counts, imp)
-        return float(np.mean((a @ value - y) ** 2))
-
-    def _grad_s(value: np.ndarray, imp: np.ndarray) -> np.ndarray:
+    def grad_s(value: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         """Gradient of the MSE w.r.t. s for fixed v (unscaled)."""
-        a = _attention_dense(counts, imp)
+        a = attention(s)
         f = a @ value
-        r = f - y
+        r = f - yt
         # dF_bk/ds_u = a_bu (v_uk − F_bk)
-        return (a * (r @ value.T)).sum(axis=0) - a.T @ (r * f).sum(axis=1)
+        return (a * (r @ value.T)).sum(dim=0) - a.T @ (r * f).sum(dim=1)
 
-    def _backtrack(imp: np.ndarray, direction: np.ndarray, loss: float):
+    def backtrack(s: torch.Tensor, direction: torch.Tensor, loss: float):
         """First step 1, 1/2, 1/4 … along ``direction`` whose reduced MSE is not larger."""
         step = 1.0
         for _ in range(30):
-            cand = imp + step * direction
-            cand_value, _ = solve_values(cand)
-            cand_loss = mse(cand_value, cand)
+            cand = s + step * direction
+            cand_value, cand_loss = solve_values(cand)
             if cand_loss <= loss:
                 return True, step, cand, cand_value, cand_loss
             step *= 0.5
-        return False, 0.0, imp, None, loss
+        return False, 0.0, s, None, loss
 
-    value, _ = solve_values(imp)
-    loss = mse(value, imp)
+    value, loss = solve_values(imp)
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
         # s-step: residual r_bk = Σ_u M_(bk),u w_u with M = c_bu (v_uk − y_bk) / D_b. The
         # denominators D_b depend on w themselves, so the linear solve is repeated a few
         # times with D_b from the latest w (IRLS); one pass alone stalls short of the optimum.
-        w_old = np.exp(imp - imp.max())
+        w_old = torch.exp(imp - imp.max())
         w_new = w_old
         for _ in range(irls_steps):
-            den = counts @ w_new
-            coef = counts / den[:, None]
-            m = (coef[:, None, :] * (value.T[None, :, :] - y[:, :, None])).reshape(n_samples * n_out, n_units)
+            den = c @ w_new
+            coef = c / den[:, None]
+            m = (coef[:, None, :] * (value.T[None, :, :] - yt[:, :, None])).reshape(n_samples * n_out, n_units)
             h = m.T @ m
-            h += ridge * max(np.trace(h) / n_units, 1e-12) * np.eye(n_units)
-            g = coef.mean(axis=0)  # mean_b D_b(w) / D_b(w_prev) = g·w: keep the scale
-            hinv_g = np.linalg.solve(h, g)
+            h += ridge * max(float(torch.trace(h)) / n_units, 1e-12) * eye
+            g = coef.mean(dim=0)  # mean_b D_b(w) / D_b(w_prev) = g·w: keep the scale
+            hinv_g = torch.linalg.solve(h, g)
             w_next = hinv_g / (g @ hinv_g) * (g @ w_new)
-            w_new = np.maximum(w_next, 1e-8 * max(w_next.max(), 1e-300))
-        direction = np.log(w_new) - np.log(w_old)
+            w_new = torch.clamp_min(w_next, 1e-8 * max(float(w_next.max()), 1e-300))
+        direction = torch.log(w_new) - torch.log(w_old)
         # Line search along the s-step on the *reduced* objective (v re-solved for each
         # candidate s): backtrack until the MSE does not increase, and when the full step
         # already helps, try longer ones too. Plain alternation crawls along the valley
         # where v and s trade off (measured: 3x more iterations with v held fixed).
-        improved, step, cand, cand_value, cand_loss = _backtrack(imp, direction, loss)
+        improved, step, cand, cand_value, cand_loss = backtrack(imp, direction, loss)
         if not improved:
             # The IRLS step is not guaranteed to descend; steepest descent on s is.
-            grad = _grad_s(value, imp)
-            improved, step, cand, cand_value, cand_loss = _backtrack(imp, -grad / max(np.abs(grad).max(), 1e-300), loss)
+            grad = grad_s(value, imp)
+            improved, step, cand, cand_value, cand_loss = backtrack(imp, -grad / max(float(grad.abs().max()), 1e-300), loss)
             direction = cand - imp if improved else direction
             step = 1.0
         if not improved:
             # No step along the gradient helps: an optimum only if the gradient is ~0
             # (relative to the loss); otherwise the fit stalled and says so.
-            converged = bool(np.abs(_grad_s(value, imp)).max() <= GRAD_TOL * max(loss, 1e-300))
+            converged = bool(float(grad_s(value, imp).abs().max()) <= GRAD_TOL * max(loss, 1e-300))
             break
         while 1.0 <= step < 64.0:
             longer = imp + 2.0 * step * direction
-            l_value, _ = solve_values(longer)
-            l_loss = mse(l_value, longer)
+            l_value, l_loss = solve_values(longer)
             if l_loss >= cand_loss:
                 break
             step, cand, cand_value, cand_loss = 2.0 * step, longer, l_value, l_loss
@@ -416,18 +723,33 @@ def fit_als(
             converged = True
             break
     imp = imp - imp.mean()
-    return value, imp, {"iterations": it, "converged": converged, "loss": loss}
+    return value.cpu().numpy(), imp.cpu().numpy(), {"iterations": it, "converged": converged, "loss": loss}
 
 
-def single_threaded_blas():
-    """Limit BLAS to one thread while fitting.
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Run the fits on one CPU thread: BLAS (numpy's) and torch's intra-op pool alike.
 
-    The fits are small (U ≤ a few hundred): a multi-threaded BLAS spends more time waking
-    threads than computing — measured 30x slower for a 150x150 solve on 2 cores.
+    The fits are small (U ≤ a few hundred): a multi-threaded BLAS or OpenMP pool spends more
+    time waking threads than computing — measured 30x slower for a 150x150 solve on 2 cores,
+    and 12x slower for the torch standard errors of a 110-unit text (0.22 s against 0.018 s),
+    far worse when another process keeps the cores busy. torch's thread count is global to
+    the process; it is restored on exit.
+
+    Example:
+        >>> with single_threaded_blas():
+        ...     torch.get_num_threads()
+        1
     """
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(limits=1, user_api="blas")
+    before = torch.get_num_threads()
+    with threadpool_limits(limits=1, user_api="blas"):
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
 
 def _fit_quality(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
@@ -447,6 +769,7 @@ def laplace_standard_errors(
     *,
     prior_sd: float | None = None,
     weights: np.ndarray | None = None,
+    device: torch.device | str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Standard errors of the fitted values (U, K) and mean-zero importances (U,).
 
@@ -456,65 +779,69 @@ def laplace_standard_errors(
     reported parameters live in (importances summing to zero; for K > 1 classes, values
     summing to zero over classes), where the softmax's shift-invariance leaves no free
     direction. An SE close to ``prior_sd`` means the data did not determine that
-    importance; with no prior an undetermined direction gives an infinite SE.
+    importance; with no prior an undetermined direction gives an infinite SE. Linear
+    algebra in torch (float64), on ``device`` (default: the CPU).
 
     Args:
         counts: (B, U) occurrence counts of the fitted samples; y: (B, K) targets.
         value, importance: the fit.
         prior_sd: the prior's standard deviation of s (None: no prior).
         weights: the fit's sample weights (mean one).
+        device: where to compute.
 
     Example:
         >>> c = np.array([[1, 0], [0, 1], [1, 1], [1, 1]], dtype=float)
         >>> y = np.array([[1.0], [-1.0], [0.1], [-0.1]])
         >>> se_v, se_s = laplace_standard_errors(c, y, np.array([[1.0], [-1.0]]), np.zeros(2))
-        >>> bool(se_s[0] > 0 and se_s[0] == se_s[1])
+        >>> bool(se_s[0] > 0 and np.isclose(se_s[0], se_s[1]))
         True
     """
-    n_samples, n_units = counts.shape
-    n_out = value.shape[1]
-    a = _attention_dense(counts, importance)  # (B, U)
-    f = a @ value  # (B, K)
-    wts = np.ones(n_samples) if weights is None else np.asarray(weights, dtype=float) / np.mean(weights)
-    sigma2 = float(np.sum(wts[:, None] * (f - y) ** 2) / y.size)
-    n_par = n_units * n_out + n_units
-    # Jacobian rows per (sample, class): dF_bk/dv_uk = a_bu, dF_bk/ds_u = a_bu (v_uk − F_bk).
-    jac = np.zeros((n_samples, n_out, n_par))
-    for k in range(n_out):
-        jac[:, k, k : n_units * n_out : n_out] = a
-        jac[:, k, n_units * n_out :] = a * (value[:, k][None, :] - f[:, k : k + 1])
-    jac = jac.reshape(n_samples * n_out, n_par)
-    rw = np.repeat(wts, n_out)
-    info = (jac * rw[:, None]).T @ jac
-    # Orthonormal basis of the constrained subspace (mean-zero s; class-centred v).
-    cons = []
-    e_s = np.zeros(n_par)
-    e_s[n_units * n_out :] = 1.0
-    cons.append(e_s)
-    if n_out > 1:
-        for u in range(n_units):
-            e = np.zeros(n_par)
-            e[u * n_out : (u + 1) * n_out] = 1.0
-            cons.append(e)
-    q, _ = np.linalg.qr(np.stack(cons, axis=1), mode="complete")
-    basis = q[:, len(cons) :]  # (P, P - #constraints)
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+
+    def tens(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(a, dtype=np.float64), device=dev)
+
+    c, yt, v, s = tens(counts), tens(y), tens(value), tens(importance)
+    n_samples, n_units = c.shape
+    n_out = v.shape[1]
+    f, a = surrogate_forward(v, s, *dense_slots(c))  # (B, K), (B, U)
+    wts = torch.ones(n_samples, dtype=FIT_DTYPE, device=dev) if weights is None else tens(weights) / float(np.mean(weights))
+    sigma2 = float((wts[:, None] * (f - yt) ** 2).sum()) / yt.numel()
     if sigma2 <= 1e-300:
         # Exact data: the likelihood is a spike; report zeros rather than 0/0.
-        return np.zeros_like(value), np.zeros(n_units)
-    prec = info / sigma2
+        return np.zeros_like(np.asarray(value, dtype=np.float64)), np.zeros(n_units)
+    n_val = n_units * n_out
+    n_par = n_val + n_units
+    # Jacobian rows per (sample, class): dF_bk/dv_uk = a_bu, dF_bk/ds_u = a_bu (v_uk − F_bk).
+    eye_k = torch.eye(n_out, dtype=FIT_DTYPE, device=dev)
+    jac_v = (a[:, None, :, None] * eye_k[None, :, None, :]).reshape(n_samples, n_out, n_val)
+    jac_s = a[:, None, :] * (v.T[None, :, :] - f[:, :, None])
+    jac = torch.cat([jac_v, jac_s], dim=2).reshape(n_samples * n_out, n_par)
+    rw = wts.repeat_interleave(n_out)
+    prec = (jac * rw[:, None]).T @ jac / sigma2
     if prior_sd is not None:
-        prec[n_units * n_out :, n_units * n_out :] += np.eye(n_units) / prior_sd**2
+        prec[n_val:, n_val:] += torch.eye(n_units, dtype=FIT_DTYPE, device=dev) / prior_sd**2
+    # Orthonormal basis of the constrained subspace (mean-zero s; class-centred v).
+    cons = [torch.cat([torch.zeros(n_val, dtype=FIT_DTYPE, device=dev), torch.ones(n_units, dtype=FIT_DTYPE, device=dev)])[:, None]]
+    if n_out > 1:
+        per_unit = torch.kron(torch.eye(n_units, dtype=FIT_DTYPE, device=dev), torch.ones(n_out, 1, dtype=FIT_DTYPE, device=dev))
+        cons.append(torch.cat([per_unit, torch.zeros(n_units, n_units, dtype=FIT_DTYPE, device=dev)]))
+    cons_m = torch.cat(cons, dim=1)
+    q, _ = torch.linalg.qr(cons_m, mode="complete")
+    basis = q[:, cons_m.shape[1] :]  # (P, P - #constraints)
     reduced = basis.T @ prec @ basis
-    evals, evecs = np.linalg.eigh(reduced)
-    floor = evals.max() * 1e-12 if evals.size else 0.0
-    inv = np.where(evals > floor, 1.0 / np.where(evals > floor, evals, 1.0), np.inf)
-    # Diagonal of basis · V diag(1/λ) Vᵀ · basisᵀ without forming the full covariance.
+    evals, evecs = torch.linalg.eigh((reduced + reduced.T) / 2)
+    floor = float(evals.max()) * 1e-12 if evals.numel() else 0.0
+    ok = evals > floor
+    inv = torch.where(ok, 1.0 / torch.where(ok, evals, torch.ones_like(evals)), torch.full_like(evals, float("inf")))
+    # Diagonal of basis · V diag(1/λ) Vᵀ · basisᵀ without forming the full covariance; an
+    # undetermined direction (0 · inf) makes every parameter it touches infinitely uncertain.
     proj = basis @ evecs  # (P, r)
-    with np.errstate(invalid="ignore"):
-        var = np.einsum("pr,r,pr->p", proj, inv, proj, optimize=True)
-    var = np.where(np.isnan(var), np.inf, var)
-    se = np.sqrt(np.maximum(var, 0.0))
-    return se[: n_units * n_out].reshape(n_units, n_out), se[n_units * n_out :]
+    sq = proj**2
+    var = (sq * torch.where(ok, inv, torch.zeros_like(inv))).sum(dim=1)
+    var = torch.where(((sq > 0) & ~ok).any(dim=1), torch.full_like(var, float("inf")), var)
+    se = torch.sqrt(var.clamp_min(0.0)).cpu().numpy()
+    return se[:n_val].reshape(n_units, n_out), se[n_val:]
 
 
 # ----------------------------------------------------------------------------------------
@@ -526,7 +853,9 @@ class Fitter(ABC):
     :meth:`run` is a generator. It receives the text's positions as unit indices and the
     model's target on the full text (measured from the reference point), yields lists of
     samples for the model to score, is sent their (B, K) targets back, and returns a
-    :class:`FitResult`.
+    :class:`FitResult`. :meth:`steps` is the same generator, except that it may also yield
+    :class:`FitRequest` objects, answered by :meth:`solve_batch` (the driver collects the
+    requests of many texts and solves them together).
     """
 
     name: str = ""
@@ -534,6 +863,14 @@ class Fitter(ABC):
     @abstractmethod
     def run(self, rng: np.random.Generator, position_units: np.ndarray, n_units: int, n_samples: int, full_target: np.ndarray | None = None) -> FitGenerator:
         """Generator: yields sample lists, receives (B, K) targets, returns a FitResult."""
+
+    def steps(self, rng: np.random.Generator, position_units: np.ndarray, n_units: int, n_samples: int, full_target: np.ndarray | None = None) -> Generator:
+        """Like :meth:`run`, but fits may be yielded as :class:`FitRequest` (default: none are)."""
+        return self.run(rng, position_units, n_units, n_samples, full_target)
+
+    def solve_batch(self, requests: list[FitRequest], device: torch.device | str | None = None) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+        """Solve the fit requests of several texts at once; ``(value, importance, info)`` each."""
+        raise NotImplementedError(f"{type(self).__name__} yields no fit requests")
 
     def min_samples(self, n_units: int) -> int:
         return 1
@@ -579,15 +916,32 @@ class _SampledFitter(Fitter):
     def design(self, rng: np.random.Generator, position_units: np.ndarray, n_units: int, n_samples: int) -> list[np.ndarray]:
         """The samples (unit-index sequences) to score."""
 
-    @abstractmethod
     def solve(self, samples: list[np.ndarray], y: np.ndarray, n_units: int, init: tuple | None, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, dict]:
-        """Fit (value, importance, info) on these samples."""
+        """Fit (value, importance, info) on these samples (one text, on the CPU)."""
+        return self.solve_batch([FitRequest(samples, y, n_units, init, weights)])[0]
+
+    @abstractmethod
+    def solve_batch(self, requests: list[FitRequest], device: torch.device | str | None = None) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+        """Fit every request, together where the solver allows."""
 
     def run(self, rng, position_units, n_units, n_samples, full_target=None):
+        # Fits answered here, one text at a time: the generator protocol of a lone text.
+        gen = self.steps(rng, position_units, n_units, n_samples, full_target)
+        out = next(gen)
+        try:
+            while True:
+                if isinstance(out, FitRequest):
+                    with single_threaded_blas():
+                        out = gen.send(self.solve_batch([out])[0])
+                else:
+                    out = gen.send((yield out))
+        except StopIteration as stop:
+            return stop.value
+
+    def steps(self, rng, position_units, n_units, n_samples, full_target=None):
         samples = self.design(rng, position_units, n_units, n_samples)
         y = yield samples
-        with single_threaded_blas():
-            result = self._fit(rng, samples, y, n_units, position_units, full_target)
+        result = yield from self._fit(rng, samples, y, n_units, position_units, full_target)
         if self.check_samples and len(position_units) > 1:
             checks = deletion_neighbourhood(rng, position_units, self.check_samples)
             y_check = yield checks
@@ -605,13 +959,14 @@ class _SampledFitter(Fitter):
         weights[-1] = self.anchor_weight / (1.0 - self.anchor_weight) * n
         return samples + [np.asarray(position_units)], np.vstack([y, np.reshape(full_target, (1, -1))]), weights
 
-    def _fit(self, rng, samples, y, n_units, position_units, full_target) -> FitResult:
+    def _fit(self, rng, samples, y, n_units, position_units, full_target):
+        """Generator: yields the held-out fit's and the final fit's requests, returns the result."""
         fit_idx, hold_idx = split_holdout(rng, len(samples), self.holdout_fraction)
         diag: dict = {}
         init = None
         if len(hold_idx):
             train, y_train, w_train = self._with_anchor([samples[i] for i in fit_idx], y[fit_idx], position_units, full_target)
-            value, imp, info = self.solve(train, y_train, n_units, None, w_train)
+            value, imp, info = yield FitRequest(train, y_train, n_units, None, w_train)
             hold = [samples[i] for i in hold_idx]
             pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
             diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(y[hold_idx], pred)
@@ -622,7 +977,7 @@ class _SampledFitter(Fitter):
             diag["n_heldout"] = 0
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
         all_samples, y_all, weights = self._with_anchor(samples, y, position_units, full_target)
-        value, imp, info = self.solve(all_samples, y_all, n_units, init, weights)
+        value, imp, info = yield FitRequest(all_samples, y_all, n_units, init, weights)
         pred, _ = _predict_sparse(*pad_sequences(samples), value, imp)
         diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred)
         diag.update({f"fit_{k}": v for k, v in info.items()})
@@ -694,10 +1049,11 @@ class EffFitter(_SampledFitter):
         deletions = deletion_neighbourhood(rng, position_units, n_del) if n_del else []
         return singles + rest + deletions
 
-    def solve(self, samples, y, n_units, init, weights):
-        idx, mask = pad_sequences(samples)
-        return fit_gradient(idx, mask, y, n_units, init=init, solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate,
-                            l2_importance=0.0 if self.prior_sd is not None else float(self.l2_importance), prior_sd=self.prior_sd, l2_value=self.l2_value, weights=weights)
+    def solve_batch(self, requests, device=None):
+        return fit_gradient_batch(
+            [(*pad_sequences(r.samples), r.y, r.n_units) for r in requests], inits=[r.init for r in requests], weights=[r.weights for r in requests],
+            solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate,
+            l2_importance=0.0 if self.prior_sd is not None else float(self.l2_importance), prior_sd=self.prior_sd, l2_value=self.l2_value, device=device)
 
 
 class FidelFitter(_SampledFitter):
@@ -734,18 +1090,22 @@ class FidelFitter(_SampledFitter):
     def design(self, rng, position_units, n_units, n_samples):
         return deletion_neighbourhood(rng, position_units, n_samples, self.max_delete_fraction)
 
-    def solve(self, samples, y, n_units, init, weights):
+    def solve_batch(self, requests, device=None):
         if self.solver == "lbfgs":
             # ftol ~ 0: in the flat valley the loss barely changes while the parameters
             # still move, so only the gradient (GRAD_TOL) may say when the optimum is reached.
-            idx, mask = pad_sequences(samples)
-            return fit_gradient(idx, mask, y, n_units, init=init, max_iter=self.max_iter, tol=1e-15, l2_importance=0.0, prior_sd=self.prior_sd, weights=weights)
-        counts = count_matrix(samples, n_units)
-        if weights is not None:
+            return fit_gradient_batch([(*pad_sequences(r.samples), r.y, r.n_units) for r in requests], inits=[r.init for r in requests],
+                                      weights=[r.weights for r in requests], max_iter=self.max_iter, tol=1e-15, l2_importance=0.0, prior_sd=self.prior_sd, device=device)
+        # ALS solves one text at a time (its line searches re-solve whole linear systems).
+        return [self._solve_als(r, device) for r in requests]
+
+    def _solve_als(self, r: FitRequest, device) -> tuple[np.ndarray, np.ndarray, dict]:
+        counts, y = count_matrix(r.samples, r.n_units), r.y
+        if r.weights is not None:
             # ALS takes no weights: the anchor row is repeated instead (its share rounded).
-            reps = np.maximum(np.round(weights / weights.min()).astype(int), 1)
+            reps = np.maximum(np.round(r.weights / r.weights.min()).astype(int), 1)
             counts, y = np.repeat(counts, reps, axis=0), np.repeat(y, reps, axis=0)
-        return fit_als(counts, y, init_importance=None if init is None else init[1], max_iter=self.max_iter, tol=self.tol)
+        return fit_als(counts, y, init_importance=None if r.init is None else r.init[1], max_iter=self.max_iter, tol=self.tol, device=device)
 
 
 class AnaFitter(Fitter):

@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
+
+from .surrogate import dense_slots, surrogate_forward
 
 __all__ = ["SCORE_NAMES", "DEFAULT_SCORE", "attention", "contribution", "removal", "lin", "shapley"]
 
@@ -28,9 +31,15 @@ def _bcast(a: np.ndarray, like: np.ndarray) -> np.ndarray:
 
 
 def attention(s: np.ndarray) -> np.ndarray:
-    """α_i = exp(s_i) / Σ_j exp(s_j) over the positions of the text."""
-    w = np.exp(s - s.max())
-    return w / w.sum()
+    """α_i = exp(s_i) / Σ_j exp(s_j) over the positions of the text.
+
+    Example:
+        >>> attention(np.zeros(4)).tolist()
+        [0.25, 0.25, 0.25, 0.25]
+    """
+    st = torch.as_tensor(np.asarray(s, dtype=np.float64))
+    # The text is one sample in which every position is its own slot.
+    return surrogate_forward(None, st, *dense_slots(torch.ones(1, len(st), dtype=torch.float64)))[1][0].numpy()
 
 
 def contribution(v: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -63,13 +72,13 @@ def removal(v: np.ndarray, s: np.ndarray, empty_value: float = 0.0) -> np.ndarra
     return out
 
 
-def _game_values(masks: np.ndarray, wv: np.ndarray, w: np.ndarray, empty_value: float) -> np.ndarray:
+def _game_values(masks: np.ndarray, v: np.ndarray, s: np.ndarray, empty_value: float) -> np.ndarray:
     """Surrogate output for each coalition (rows of a 0/1 mask over positions)."""
-    den = masks @ w
-    num = masks @ wv
-    out = np.full(num.shape, float(empty_value))
-    ok = den > 0
-    out[ok] = num[ok] / (den[ok][:, None] if num.ndim == 2 else den[ok])
+    vt = torch.as_tensor(np.asarray(v, dtype=np.float64))
+    pred, _ = surrogate_forward(vt if vt.ndim == 2 else vt[:, None], torch.as_tensor(s, dtype=torch.float64), *dense_slots(torch.as_tensor(masks, dtype=torch.float64)))
+    out = pred.numpy() if vt.ndim == 2 else pred[:, 0].numpy()
+    # The empty coalition is the reference point, not the all-zero weights' output 0.
+    out[masks.sum(axis=1) == 0] = float(empty_value)
     return out
 
 
@@ -97,12 +106,10 @@ def shapley(
         [1.0, -1.0]
     """
     n = len(s)
-    w = np.exp(s - s.max())
-    wv = _bcast(w, v) * v
     if n <= exact_max_positions:
         codes = np.arange(2**n)
         masks = ((codes[:, None] >> np.arange(n)) & 1).astype(float)
-        vals = _game_values(masks, wv, w, empty_value)
+        vals = _game_values(masks, v, s, empty_value)
         sizes = masks.sum(axis=1).astype(int)
         weight = np.array([math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n) for k in range(n)])
         phi = np.zeros_like(v, dtype=float)
@@ -112,11 +119,15 @@ def shapley(
             wts = weight[sizes[without]]
             phi[i] = (_bcast(wts, gain) * gain).sum(axis=0)
         return phi
+    w = np.exp(s - s.max())
+    wv = _bcast(w, v) * v
     rng = np.random.default_rng(seed)
     half = max(1, n_permutations // 2)
     perms = np.argsort(rng.random((half, n)), axis=1)
     perms = np.concatenate([perms, perms[:, ::-1]])
-    # Prefix sums along each permutation give F of every prefix in one pass.
+    # Prefix sums along each permutation give F of every prefix in one pass: the same
+    # forward as surrogate_forward, computed incrementally, which is O(n) per permutation
+    # instead of O(n²) for n separate coalitions.
     cw = np.cumsum(w[perms], axis=1)
     cwv = np.cumsum(wv[perms], axis=1)
     vals = cwv / (cw[..., None] if v.ndim == 2 else cw)

@@ -20,7 +20,64 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["SlalomSurrogate", "softmax_weights"]
+__all__ = ["SlalomSurrogate", "surrogate_forward", "softmax_weights", "dense_slots", "counts_from_sequences"]
+
+
+def surrogate_forward(
+    value: torch.Tensor | None,
+    importance: torch.Tensor,
+    idx: torch.Tensor,
+    mult: torch.Tensor,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """The SLALOM forward: attention weights and output of every sample, in one place.
+
+    A sample is a row of *slots*: ``idx`` names the unit in each slot and ``mult`` how often
+    it counts there (1 for an occurrence, 0 for padding, or a whole count when the row is a
+    dense count vector, see :func:`dense_slots`). Weights are ``mult · exp(s)`` normalised
+    over the row, so a unit occurring k times weighs k times; the output is the weighted
+    sum of the slots' values. Every leading dimension is a batch dimension (e.g. one per
+    text in a batched fit), shared by all four arguments.
+
+    Args:
+        value: (..., U, K) values, or None for the weights alone.
+        importance: (..., U) importances (any shift: softmax is shift-invariant).
+        idx: (..., B, L) int64 unit index per slot.
+        mult: (..., B, L) multiplicity per slot, same dtype as ``importance``.
+
+    Returns:
+        ``(pred, alpha)``: (..., B, K) outputs (None without ``value``) and (..., B, L)
+        weights; an all-padding row has zero weights and output 0.
+
+    Example:
+        >>> v = torch.tensor([[1.0], [-1.0]], dtype=torch.float64)
+        >>> s = torch.tensor([0.5, -0.5], dtype=torch.float64)
+        >>> pred, alpha = surrogate_forward(v, s, torch.tensor([[0, 1]]), torch.ones(1, 2, dtype=torch.float64))
+        >>> round(float(pred[0, 0]), 4)
+        0.4621
+    """
+    # Subtracting the max keeps exp() finite for large importances. It is detached: the
+    # result does not depend on it, and a gradient through amax would only add noise.
+    shifted = importance - importance.amax(dim=-1, keepdim=True).detach()
+    flat = idx.flatten(-2)
+    w = mult * torch.exp(torch.gather(shifted, -1, flat)).view(idx.shape)
+    alpha = w / w.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
+    if value is None:
+        return None, alpha
+    v_slot = torch.gather(value, -2, flat.unsqueeze(-1).expand(*flat.shape, value.shape[-1]))
+    pred = (alpha.unsqueeze(-1) * v_slot.view(*idx.shape, value.shape[-1])).sum(dim=-2)
+    return pred, alpha
+
+
+def dense_slots(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Slots of a dense (..., B, U) count matrix: slot u of every row holds unit u.
+
+    Example:
+        >>> idx, mult = dense_slots(torch.tensor([[2.0, 0.0, 1.0]]))
+        >>> idx.tolist(), mult.tolist()
+        ([[0, 1, 2]], [[2.0, 0.0, 1.0]])
+    """
+    idx = torch.arange(counts.shape[-1], device=counts.device).expand(counts.shape)
+    return idx, counts
 
 
 def softmax_weights(counts: torch.Tensor, importance: torch.Tensor) -> torch.Tensor:
@@ -32,11 +89,12 @@ def softmax_weights(counts: torch.Tensor, importance: torch.Tensor) -> torch.Ten
 
     Returns:
         (B, U) tensor ``c_u exp(s_u) / Σ c exp(s)``; rows of an empty sample are all zero.
+
+    Example:
+        >>> softmax_weights(torch.tensor([[1.0, 1.0]]), torch.zeros(2)).tolist()
+        [[0.5, 0.5]]
     """
-    # Subtracting the max keeps exp() finite for large importances; softmax is shift-invariant.
-    w = counts * torch.exp(importance - importance.max())
-    den = w.sum(dim=1, keepdim=True)
-    return w / den.clamp_min(torch.finfo(w.dtype).tiny)
+    return surrogate_forward(None, importance, *dense_slots(counts.to(importance.dtype)))[1]
 
 
 @dataclass
@@ -82,8 +140,9 @@ class SlalomSurrogate:
         c = torch.as_tensor(np.asarray(counts), dtype=torch.float64)
         if c.ndim == 1:
             c = c[None]
-        alpha = softmax_weights(c, torch.from_numpy(self.importance))
-        return (alpha @ torch.from_numpy(self.value)).numpy()
+        value = torch.from_numpy(self.value)
+        pred, _ = surrogate_forward(value if self.multiclass else value[:, None], torch.from_numpy(self.importance), *dense_slots(c))
+        return (pred if self.multiclass else pred[:, 0]).numpy()
 
     def predict_sequences(self, sequences: list[list[int]]) -> np.ndarray:
         """Surrogate output for sequences of unit indices."""
@@ -106,7 +165,8 @@ def normalise_importance(importance: np.ndarray, gamma: float = 0.0) -> np.ndarr
 
 def counts_from_sequences(sequences: list[list[int]], n_units: int) -> np.ndarray:
     """(B, U) count matrix of sequences of unit indices."""
-    counts = np.zeros((len(sequences), n_units), dtype=np.float64)
-    for row, seq in enumerate(sequences):
-        np.add.at(counts[row], np.asarray(seq, dtype=np.int64), 1.0)
-    return counts
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+    flat = np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]) if len(sequences) else np.zeros(0, np.int64)
+    rows = np.repeat(np.arange(len(sequences)), lengths)
+    # One bincount over (row, unit) pairs: a unit repeated in a row counts as often.
+    return np.bincount(rows * n_units + flat, minlength=len(sequences) * n_units).reshape(len(sequences), n_units).astype(np.float64)

@@ -1,0 +1,178 @@
+"""The torch fitting engine: one surrogate forward, batched fits, devices."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import slalom_core as sc
+from slalom_core import fitting
+from slalom_core.surrogate import dense_slots, surrogate_forward
+from tiny_models import SlalomModel, random_slalom
+
+
+def random_problem(rng, n_units, n_samples, n_out, max_len=4):
+    samples = [rng.integers(0, n_units, size=rng.integers(1, max_len + 1)) for _ in range(n_samples)]
+    idx, mask = fitting.pad_sequences(samples)
+    return samples, idx, mask, rng.normal(size=(n_samples, n_out))
+
+
+def test_surrogate_forward_batched_equals_per_text_and_definition():
+    rng = np.random.default_rng(0)
+    n_t, n_units, n_out = 3, 6, 2
+    v = torch.tensor(rng.normal(size=(n_t, n_units, n_out)))
+    s = torch.tensor(rng.normal(size=(n_t, n_units)))
+    idx = torch.tensor(rng.integers(0, n_units, size=(n_t, 5, 4)))
+    mult = torch.tensor((rng.random((n_t, 5, 4)) < 0.8).astype(float))
+    mult[:, 0] = 0.0  # an all-padding row
+    pred, alpha = surrogate_forward(v, s, idx, mult)
+    for t in range(n_t):
+        p1, a1 = surrogate_forward(v[t], s[t], idx[t], mult[t])
+        torch.testing.assert_close(pred[t], p1, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(alpha[t], a1, rtol=1e-12, atol=1e-12)
+        for b in range(1, 5):
+            w = mult[t, b] * torch.exp(s[t, idx[t, b]])
+            want = (w[:, None] * v[t, idx[t, b]]).sum(0) / w.sum()
+            torch.testing.assert_close(pred[t, b], want, rtol=1e-12, atol=1e-12)
+    assert torch.all(pred[:, 0] == 0) and torch.all(alpha[:, 0] == 0)
+    # a dense count row gives the same output as the same occurrences in slots
+    counts = torch.zeros(1, n_units, dtype=torch.float64)
+    for u in [0, 2, 2, 5]:
+        counts[0, u] += 1
+    dense = surrogate_forward(v[0], s[0], *dense_slots(counts))[0]
+    sparse = surrogate_forward(v[0], s[0], torch.tensor([[0, 2, 2, 5]]), torch.ones(1, 4, dtype=torch.float64))[0]
+    torch.testing.assert_close(dense, sparse, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_hand_written_gradients_match_autograd(n_out):
+    rng = np.random.default_rng(n_out)
+    problems, weights = [], []
+    for n_units, n_samples in [(5, 40), (9, 60)]:  # different sizes: padding in the batch
+        _, idx, mask, y = random_problem(rng, n_units, n_samples, n_out)
+        problems.append((idx, mask, y, n_units, rng.random(n_samples) + 0.5))
+    batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
+    for prior_sd in (None, 0.5):
+        obj = fitting._Objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1])))
+        theta[:, obj.n_val :] *= batch.unit_mask  # padded units sit at s = 0
+        theta[:, : obj.n_val] *= batch.unit_mask.repeat_interleave(n_out, dim=1)
+        f, g, _ = obj(theta)
+        x = theta.clone().requires_grad_(True)
+        obj(x)[0].sum().backward()
+        torch.testing.assert_close(g, x.grad, rtol=1e-9, atol=1e-11)
+        # the MSE part against its finite-difference derivative, too
+        value, imp = obj.unpack(theta)
+        _, gv, gs = fitting._mse_and_grads(batch, value, imp)
+        eps = 1e-6
+        for u in (0, 3):
+            e = torch.zeros_like(imp)
+            e[:, u] = eps
+            fd = (fitting._mse_and_grads(batch, value, imp + e)[0] - fitting._mse_and_grads(batch, value, imp - e)[0]) / (2 * eps)
+            torch.testing.assert_close(gs[:, u], fd, rtol=1e-5, atol=1e-9)
+
+
+def test_batched_fit_matches_separate_fits():
+    """One optimisation over texts of different sizes gives each text its own answer."""
+    rng = np.random.default_rng(1)
+    problems = []
+    for n_units in (3, 12, 30):
+        v, s = random_slalom(n_units, seed=n_units)
+        samples = [rng.integers(0, n_units, size=2) for _ in range(300)]
+        y = sc.SlalomSurrogate(v, s).predict_sequences(samples)[:, None] + 0.05 * rng.normal(size=(300, 1))
+        problems.append((*fitting.pad_sequences(samples), y, n_units))
+    together = fitting.fit_gradient_batch(problems, prior_sd=0.5)
+    for (idx, mask, y, n_units), (v_b, s_b, info_b) in zip(problems, together):
+        v_1, s_1, info_1 = fitting.fit_gradient(idx, mask, y, n_units, prior_sd=0.5)
+        assert info_b["converged"] and info_1["converged"]
+        # the posterior is strictly convex here: parameters are identified
+        np.testing.assert_allclose(v_b, v_1, atol=1e-4)
+        np.testing.assert_allclose(s_b - s_b.mean(), s_1 - s_1.mean(), atol=1e-4)
+        p_b = fitting._predict_sparse(idx, mask, v_b, s_b)[0]
+        p_1 = fitting._predict_sparse(idx, mask, v_1, s_1)[0]
+        np.testing.assert_allclose(p_b, p_1, atol=1e-5)
+
+
+def test_explain_batch_fits_in_one_batched_optimisation(monkeypatch):
+    calls = []
+    real = fitting.EffFitter.solve_batch
+
+    def spy(self, requests, device=None):
+        calls.append(len(requests))
+        return real(self, requests, device)
+
+    monkeypatch.setattr(fitting.EffFitter, "solve_batch", spy)
+    v, s = random_slalom(30, seed=2)
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    rng = np.random.default_rng(3)
+    texts = [rng.integers(0, 30, size=n) for n in (5, 12, 25, 40)]
+    exps = sc.explain_batch(model, texts, n_samples=400, seed=0, prior_sd=1.0)
+    # two fits per text (held-out, then final): two batched optimisations in all
+    assert calls == [4, 4]
+    calls.clear()
+    loop = [sc.explain(model, t, n_samples=400, seed=0, prior_sd=1.0) for t in texts]
+    assert calls == [1, 1] * 4
+    for a, b in zip(exps, loop):
+        # what the data determine agrees: predictions, held-out fit, identified parameters
+        assert a.diagnostics["heldout_r2"] == pytest.approx(b.diagnostics["heldout_r2"], abs=1e-6)
+        np.testing.assert_allclose(a.surrogate_output, b.surrogate_output, atol=1e-5)
+        np.testing.assert_allclose(a.value, b.value, atol=1e-4)
+        np.testing.assert_allclose(a.importance, b.importance, atol=1e-4)
+        assert a.diagnostics["heldout_r2"] > 0.99
+
+
+@pytest.mark.parametrize("method,opts", [("fidel", {}), ("fidel", {"solver": "als"}), ("eff", {"solver": "adam", "max_iter": 2000})])
+def test_other_solvers_batched_match_loop(method, opts):
+    v, s = random_slalom(10, seed=5)
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    texts = [list(range(10)), [1, 2, 3, 3, 4], [0, 9, 8, 7, 6, 5, 5]]
+    batch = sc.explain_batch(model, texts, method=method, n_samples=300, seed=1, prior_sd=1.0, **opts) if "solver" not in opts or opts["solver"] != "als" else \
+        sc.explain_batch(model, texts, method=method, n_samples=300, seed=1, **opts)
+    kw = {} if opts.get("solver") == "als" else {"prior_sd": 1.0}
+    loop = [sc.explain(model, t, method=method, n_samples=300, seed=1, **kw, **opts) for t in texts]
+    for a, b in zip(batch, loop):
+        assert a.diagnostics["heldout_r2"] > 0.99 and b.diagnostics["heldout_r2"] > 0.99
+        assert a.diagnostics["heldout_r2"] == pytest.approx(b.diagnostics["heldout_r2"], abs=1e-4)
+        np.testing.assert_allclose(a.surrogate_output, b.surrogate_output, atol=1e-3)
+
+
+def test_fitting_does_not_import_scipy_optimize():
+    code = "import sys, slalom_core.fitting, slalom_core.api; print('scipy.optimize' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+def test_bounds_hold_and_stationary_point_is_converged():
+    # unit 0 dominates every pair: the data push s_0 − s_1 upwards without end, and a warm
+    # start beyond the bounds is projected back
+    samples = [np.array([0, 1])] * 50 + [np.array([0])] * 25 + [np.array([1])] * 25
+    y = np.array([[1.0]] * 75 + [[-1.0]] * 25)
+    idx, mask = fitting.pad_sequences(samples)
+    init = (np.array([[1.0], [-1.0]]), np.array([30.0, -30.0]))
+    v, s, info = fitting.fit_gradient(idx, mask, y, 2, init=init, l2_importance=0.0, l2_value=0.0)
+    assert np.all(np.abs(s) <= fitting.IMPORTANCE_BOUND)
+    np.testing.assert_allclose(s, [fitting.IMPORTANCE_BOUND, -fitting.IMPORTANCE_BOUND])
+    np.testing.assert_allclose(v[:, 0], [1.0, -1.0], atol=1e-8)
+    # at the bound the gradient points outwards: not counted against convergence
+    assert info["converged"] and info["grad_norm"] <= fitting.GRAD_TOL
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fits_match_cpu_fits():
+    rng = np.random.default_rng(4)
+    v, s = random_slalom(20, seed=4)
+    samples = [rng.integers(0, 20, size=2) for _ in range(400)]
+    y = sc.SlalomSurrogate(v, s).predict_sequences(samples)[:, None]
+    idx, mask = fitting.pad_sequences(samples)
+    cpu = fitting.fit_gradient(idx, mask, y, 20, prior_sd=1.0)
+    gpu = fitting.fit_gradient(idx, mask, y, 20, prior_sd=1.0, device="cuda")
+    np.testing.assert_allclose(gpu[0], cpu[0], atol=1e-4)
+    assert gpu[2]["converged"]
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    exps = sc.explain_batch(model, [list(range(20)), [3, 4, 5]], n_samples=400, seed=0, prior_sd=1.0, device="cuda")
+    ref = sc.explain_batch(model, [list(range(20)), [3, 4, 5]], n_samples=400, seed=0, prior_sd=1.0)
+    for a, b in zip(exps, ref):
+        np.testing.assert_allclose(a.surrogate_output, b.surrogate_output, atol=1e-5)
+    assert model.module.value.device.type == "cpu"  # the model is given back where it was
