@@ -71,7 +71,13 @@ FitGenerator = Generator[list[np.ndarray], np.ndarray, "FitResult"]
 @dataclass
 class FitResult:
     """Fitted parameters per unit: value (U, K) and importance (U,), plus diagnostics and
-    their standard errors (None where a method has none, e.g. ana)."""
+    their standard errors (None where a method has none, e.g. ana).
+
+    Example:
+        >>> r = FitResult(np.zeros((3, 1)), np.zeros(3), {"fit_converged": True})
+        >>> r.value.shape, r.importance_se is None
+        ((3, 1), True)
+    """
 
     value: np.ndarray
     importance: np.ndarray
@@ -856,6 +862,11 @@ class Fitter(ABC):
     :class:`FitResult`. :meth:`steps` is the same generator, except that it may also yield
     :class:`FitRequest` objects, answered by :meth:`solve_batch` (the driver collects the
     requests of many texts and solves them together).
+
+    Example:
+        >>> fitter = get_fitter("fidel")
+        >>> isinstance(fitter, Fitter), fitter.name
+        (True, 'fidel')
     """
 
     name: str = ""
@@ -1015,6 +1026,12 @@ class EffFitter(_SampledFitter):
         l2_value: ridge weight on v, see :func:`fit_gradient`.
         tol: relative improvement (in units of the targets' variance) at which to stop.
         holdout_fraction, anchor_weight, check_samples: see :class:`_SampledFitter`.
+
+    Example:
+        >>> fitter = EffFitter(sample_length=(1, 3), singletons=True)
+        >>> fitter.name, fitter.min_samples(10)
+        ('eff', 11)
+        >>> sc.explain(model, text, tokenizer=tok, method=fitter)  # doctest: +SKIP
     """
 
     name = "eff"
@@ -1076,6 +1093,11 @@ class FidelFitter(_SampledFitter):
         max_iter: solver iterations (default 500).
         tol: ALS's relative-improvement stop (the quasi-Newton fit stops by its gradient).
         holdout_fraction, anchor_weight, check_samples: see :class:`_SampledFitter`.
+
+    Example:
+        >>> FidelFitter(max_delete_fraction=0.3).name
+        'fidel'
+        >>> sc.explain(model, text, tokenizer=tok, method="fidel", solver="als")  # doctest: +SKIP
     """
 
     name = "fidel"
@@ -1117,6 +1139,21 @@ class AnaFitter(Fitter):
     zero. Exact on a true SLALOM; on real models a pair whose ratio is not positive and
     finite gets s_ω = s_τ0 and is counted in ``diagnostics["ana_invalid_pairs"]``; a pair of
     equal values carries no information about s_ω (``ana_undetermined_pairs``, s_ω = s_τ0).
+
+    Example (the "model" is a true SLALOM, which ana recovers exactly):
+        >>> v, s = np.array([1.0, -2.0, 0.5]), np.array([0.0, 1.0, -1.0])
+        >>> def slalom(samples):
+        ...     return np.array([[np.exp(s[x]) @ v[x] / np.exp(s[x]).sum()] for x in samples])
+        >>> steps = AnaFitter().run(np.random.default_rng(0), np.arange(3), 3, 0)
+        >>> samples = next(steps)
+        >>> while True:
+        ...     try:
+        ...         samples = steps.send(slalom(samples))
+        ...     except StopIteration as done:
+        ...         fit = done.value
+        ...         break
+        >>> np.round(fit.value[:, 0], 6).tolist()
+        [1.0, -2.0, 0.5]
     """
 
     name = "ana"

@@ -48,6 +48,7 @@ import torch
 from ..fitting import fit_gradient, get_fitter, pad_sequences, single_threaded_blas
 from ..surrogate import SlalomSurrogate
 from .data import data_dir
+from .evaluation import spearman
 from .synthetic import (
     LINEAR_WEIGHTS,
     LINEAR_WORDS,
@@ -445,12 +446,6 @@ _T7_KEYS = ("logit_mse", "logit_mse_truth", "model_vs_truth")
 _T8_KEYS = ("param_mse", "value_mse", "importance_mse", "importance_spearman")
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(a, b).statistic) if len(a) > 1 else float("nan")
-
-
 def _mse(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(np.mean((a - b) ** 2))
@@ -846,7 +841,7 @@ def run_fig4cd(
                     ),
                     "logit_mse_truth": _mse(pred, test.log_odds),
                     "model_vs_truth": _mse(y_test, test.log_odds),
-                    "importance_spearman": _spearman(sur.importance, vocab.importance),
+                    "importance_spearman": spearman(sur.importance, vocab.importance),
                 }
                 for k in keys:
                     per_run[k].append(res[k])
