@@ -35,7 +35,7 @@ from slalom_core.experiments.synthetic import make_word_tokenizer  # noqa: E402
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 SPECIALS = (PAD, CLS, SEP)
 VOCAB = 40
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -632,6 +632,7 @@ def test_infidelity_with_token_deletion():
 # ----------------------------------------------------------------------------------------
 # The notebook
 # ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_notebook_runs_with_small_settings():
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

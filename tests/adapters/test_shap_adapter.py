@@ -24,7 +24,7 @@ import slalom_core as sc  # noqa: E402
 from shap_slalom import SCORES, LogOddsModel, SlalomExplainer, plots  # noqa: E402
 from slalom_core.experiments.shap_benchmark import sequential  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 WORDS = (
     "the a movie film was is great good bad awful boring fun plot actor i it and but not very "
@@ -604,6 +604,7 @@ def test_errors(gt, tok, gt_explainer):
 # -- notebook ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_notebook_runs(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -209,6 +209,7 @@ def _imdb_or_skip(name: str):
     assert (folder / name).is_file(), f"{name} missing from {folder}"
 
 
+@pytest.mark.slow
 def test_accuracy_on_the_first_200_imdb_test_reviews(loaded):
     _imdb_or_skip("imdb_test.jsonl")
     from slalom_core.experiments.train_demo_model import evaluate, read_reviews

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 # Text each notebook must print when it ran through (besides having no error output).
 EXPECTED_OUTPUT = {
@@ -16,6 +16,7 @@ EXPECTED_OUTPUT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED_OUTPUT))
 def test_notebook_executes(name, monkeypatch):
     monkeypatch.setenv("SLALOM_NOTEBOOK_SMALL", "1")

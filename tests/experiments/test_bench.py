@@ -80,6 +80,7 @@ def _rows(info_key: str) -> list[str]:
     return [info.row_name(s) for s in info.scores]
 
 
+@pytest.mark.slow
 def test_runner_end_to_end(bench_files, tmp_path):
     out = tmp_path / "out"
     res = run_benchmark(_config(bench_files, out, methods=FAST_METHODS, nb_train=bench_files["data"]))
