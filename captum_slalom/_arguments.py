@@ -8,19 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
 from captum._utils.typing import BaselineType, TargetType
+from slalom_core import SCORE_NAMES, score_matrix
 from torch import Tensor
 
-from slalom_core import SCORE_NAMES, score_matrix
-
-InputType = Union[Tensor, tuple[Tensor, ...]]
-FeatureMaskType = Union[None, Tensor, tuple[Union[Tensor, None], ...]]
+InputType = Tensor | tuple[Tensor, ...]
+FeatureMaskType = Tensor | tuple[Tensor | None, ...] | None
 #: Per row: (indices of the output dims between batch and classes, Captum's class or None).
-RowTarget = tuple[tuple[int, ...], Union[int, None]]
+RowTarget = tuple[tuple[int, ...], int | None]
 
 #: How absent features are removed: "delete" (SLALOM's own: shorter inputs) or "replace"
 #: (Lime/KernelShap's: the baseline takes their place, inputs keep their length).
@@ -29,14 +28,31 @@ PERTURBATIONS = ("delete", "replace")
 # explain_batch arguments the adapter sets itself; anything else in **fit_options is
 # handed to the engine (which rejects what it does not know).
 RESERVED_FIT_OPTIONS = frozenset(
-    {"model", "texts", "tokenizer", "granularity", "batch_size", "device", "target", "seed",
-     "n_samples", "method", "show_progress", "output"}
+    {
+        "model",
+        "texts",
+        "tokenizer",
+        "granularity",
+        "batch_size",
+        "device",
+        "target",
+        "seed",
+        "n_samples",
+        "method",
+        "show_progress",
+        "output",
+    }
 )
 
 
 def check_options(
-    score: str, perturbation: str, perturbations_per_eval: int, return_input_shape: bool, return_all: bool,
-    method: str, fit_options: dict[str, Any],
+    score: str,
+    perturbation: str,
+    perturbations_per_eval: int,
+    return_input_shape: bool,
+    return_all: bool,
+    method: str,
+    fit_options: dict[str, Any],
 ) -> None:
     """Reject option combinations before any model call."""
     if score not in SCORE_NAMES:
@@ -46,7 +62,11 @@ def check_options(
     bad = sorted(set(fit_options) & RESERVED_FIT_OPTIONS)
     if bad:
         raise TypeError(f"{bad} cannot be passed as fit options: SlalomAttribution sets them from its own arguments")
-    if isinstance(perturbations_per_eval, bool) or not isinstance(perturbations_per_eval, int) or perturbations_per_eval < 1:
+    if (
+        isinstance(perturbations_per_eval, bool)
+        or not isinstance(perturbations_per_eval, int)
+        or perturbations_per_eval < 1
+    ):
         raise ValueError(f"perturbations_per_eval must be a positive int, got {perturbations_per_eval!r}")
     if return_all and not return_input_shape:
         raise ValueError("return_all gives input-shaped scores: leave return_input_shape=True")
@@ -148,10 +168,14 @@ def _input_tensors(inputs: InputType, replace: bool) -> tuple[Tensor, ...]:
         raise TypeError("inputs must be a tensor of token ids or a tuple of tensors whose first holds the ids")
     ids = tensors[0]
     if ids.ndim != 2:
-        raise ValueError(f"the token ids must be batch x length, got shape {tuple(ids.shape)} (add a batch dim with unsqueeze(0))")
+        raise ValueError(
+            f"the token ids must be batch x length, got shape {tuple(ids.shape)} (add a batch dim with unsqueeze(0))"
+        )
     for t in tensors[1:]:
         if tuple(t.shape[:2]) != tuple(ids.shape):
-            raise ValueError(f"every input tensor must be batch x length like the ids {tuple(ids.shape)}, got {tuple(t.shape)}")
+            raise ValueError(
+                f"every input tensor must be batch x length like the ids {tuple(ids.shape)}, got {tuple(t.shape)}"
+            )
     if not replace and (ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool):
         raise TypeError(
             f"deleting tokens needs integer token ids, got {ids.dtype}; for other inputs "
@@ -187,7 +211,9 @@ def _row_targets(target: TargetType, n_rows: int) -> list[RowTarget]:
             return [one(target)] * n_rows
         if target.ndim == 1 and target.numel() == n_rows:
             return [one(t) for t in target]
-        raise ValueError(f"a target tensor must hold 1 or {n_rows} (one per example) indices, got shape {tuple(target.shape)}")
+        raise ValueError(
+            f"a target tensor must hold 1 or {n_rows} (one per example) indices, got shape {tuple(target.shape)}"
+        )
     if isinstance(target, list):
         if len(target) != n_rows:
             raise ValueError(f"a target list needs one entry per example ({n_rows}), got {len(target)}")
@@ -261,7 +287,9 @@ def _pad_id(ids: Tensor, valid: Tensor, given: int | None) -> int | None:
     return int(padded[0]) if padded.numel() else None
 
 
-def _special_positions(ids: Tensor, valid: Tensor, chosen: Sequence[int] | None, positions: Sequence[int] | Tensor | None) -> Tensor:
+def _special_positions(
+    ids: Tensor, valid: Tensor, chosen: Sequence[int] | None, positions: Sequence[int] | Tensor | None
+) -> Tensor:
     special = torch.zeros_like(ids, dtype=torch.bool)
     if chosen:
         special |= torch.isin(ids, torch.tensor(list(chosen), dtype=ids.dtype, device=ids.device))
@@ -278,7 +306,9 @@ def _special_positions(ids: Tensor, valid: Tensor, chosen: Sequence[int] | None,
     return special & valid
 
 
-def _feature_mask(feature_mask: FeatureMaskType, n_inputs: int, shape: tuple[int, ...], device: torch.device) -> Tensor | None:
+def _feature_mask(
+    feature_mask: FeatureMaskType, n_inputs: int, shape: tuple[int, ...], device: torch.device
+) -> Tensor | None:
     if feature_mask is None:
         return None
     if isinstance(feature_mask, tuple):

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
+import slalom_core
 import torch
 from captum._utils.progress import progress
-from torch import Tensor
-
-import slalom_core
 from slalom_core import Segmentation, TorchClassifier, score_matrix
+from torch import Tensor
 
 from ._arguments import Rows, is_per_example
 
@@ -70,7 +69,7 @@ class ProgressView:
 
 # An extra forward argument of one row, rebuilt per forward batch:
 # builder(batch, positions, real) -> the argument for that batch.
-_ArgBuilder = Callable[[int, Union[Tensor, None], Union[Tensor, None]], object]
+_ArgBuilder = Callable[[int, Tensor | None, Tensor | None], object]
 
 
 class _Companion:
@@ -99,7 +98,9 @@ class _Companion:
             return real.to(self.values.dtype)
         if self.range_start is not None:
             width = pos.shape[1]
-            return (self.range_start + torch.arange(width, device=pos.device)).to(self.values.dtype).expand(batch, width)
+            return (
+                (self.range_start + torch.arange(width, device=pos.device)).to(self.values.dtype).expand(batch, width)
+            )
         out = self.values.to(pos.device)[pos.clamp_min(0)]
         return torch.where(real.view(*real.shape, *([1] * (out.ndim - 2))), out, torch.zeros_like(out))
 
@@ -260,8 +261,6 @@ class _ReplacementForward:
         return self.caller(tuple(inputs), args, batch)
 
 
-
-
 def first_output(forward_func: Callable[..., Any], rows: Rows, module: torch.nn.Module | None) -> object:
     """``forward_func`` on the first row, called as Captum calls it (model restored after).
 
@@ -273,8 +272,14 @@ def first_output(forward_func: Callable[..., Any], rows: Rows, module: torch.nn.
 
 
 def deletion_adapter(
-    rows: Rows, row: int, groups: list[np.ndarray], caller: BatchCaller, *,
-    batch_size: int, module: torch.nn.Module | None, tokenizer: object | None,
+    rows: Rows,
+    row: int,
+    groups: list[np.ndarray],
+    caller: BatchCaller,
+    *,
+    batch_size: int,
+    module: torch.nn.Module | None,
+    tokenizer: object | None,
 ) -> tuple[TorchClassifier, Segmentation]:
     """The engine's view of ``row`` when absent features are deleted.
 
@@ -334,8 +339,13 @@ def deletion_adapter(
 
 
 def replacement_adapter(
-    rows: Rows, row: int, groups: list[np.ndarray], caller: BatchCaller, *,
-    batch_size: int, module: torch.nn.Module | None,
+    rows: Rows,
+    row: int,
+    groups: list[np.ndarray],
+    caller: BatchCaller,
+    *,
+    batch_size: int,
+    module: torch.nn.Module | None,
 ) -> tuple[TorchClassifier, Segmentation]:
     """The engine's view of ``row`` when absent features take the baselines.
 
@@ -362,6 +372,11 @@ def replacement_adapter(
         caller,
     )
     adapter = TorchClassifier(
-        forward, pad_id=0, batch_size=batch_size, device=None if module is not None else ids.device, pads_safely=True, module=module
+        forward,
+        pad_id=0,
+        batch_size=batch_size,
+        device=None if module is not None else ids.device,
+        pads_safely=True,
+        module=module,
     )
     return adapter, seg

@@ -11,17 +11,15 @@ it returns are spread back onto the input positions as Captum-shaped tensors her
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import slalom_core
 import torch
 from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
-from torch import Tensor
-
-import slalom_core
 from slalom_core import SCORE_NAMES, SlalomExplanation
+from torch import Tensor
 
 from ._arguments import (
     FeatureMaskType,
@@ -39,73 +37,9 @@ from ._forward import (
     first_output,
     replacement_adapter,
 )
+from ._result import SlalomAttributionResult, per_feature, scores_per_position
 
 __all__ = ["SlalomAttribution", "SlalomAttributionResult", "SCORE_NAMES"]
-
-
-@dataclass
-class SlalomAttributionResult:
-    """Every SLALOM score from one fit, each a tensor shaped like the explained input ids.
-
-    Returned by ``SlalomAttribution.attribute(..., return_all=True)``. Positions that are
-    no feature (special tokens, padding) hold 0. A feature made of several positions
-    (``feature_mask`` groups) gives its score to each of them, as Captum's Lime does.
-
-    Attributes:
-        scores: score name (``slalom_core.SCORE_NAMES``) -> (batch, length) tensor.
-        explanations: the engine's :class:`slalom_core.SlalomExplanation` per row (one
-            entry per feature, in order of first position; diagnostics, unit table, ...).
-
-    Example:
-        >>> res = SlalomAttribution(f).attribute(ids, target=1, return_all=True)  # doctest: +SKIP
-        >>> res.lin, res["importance"], res.explanations[0].diagnostics  # doctest: +SKIP
-    """
-
-    scores: dict[str, Tensor]
-    explanations: list[SlalomExplanation] = field(default_factory=list)
-
-    def __getitem__(self, name: str) -> Tensor:
-        if name not in self.scores:
-            raise KeyError(f"unknown score {name!r}; choose one of {tuple(self.scores)}")
-        return self.scores[name]
-
-    def keys(self) -> list[str]:
-        return list(self.scores)
-
-    @property
-    def value(self) -> Tensor:
-        """v: the effect of a feature on its own (sign = direction)."""
-        return self.scores["value"]
-
-    @property
-    def importance(self) -> Tensor:
-        """s (mean-zero per row): how much weight a feature takes from the others."""
-        return self.scores["importance"]
-
-    @property
-    def lin(self) -> Tensor:
-        """v·exp(s), the paper's linearised attribution."""
-        return self.scores["lin"]
-
-    @property
-    def removal(self) -> Tensor:
-        """Predicted change of the output when the feature is removed."""
-        return self.scores["removal"]
-
-    @property
-    def contribution(self) -> Tensor:
-        """α·v: an additive split of the surrogate's output over features."""
-        return self.scores["contribution"]
-
-    @property
-    def shapley(self) -> Tensor:
-        """Shapley values of the fitted surrogate (no extra model calls)."""
-        return self.scores["shapley"]
-
-    @property
-    def diagnostics(self) -> list[dict]:
-        """Per row: model evaluations, seconds, held-out R², seed, ..."""
-        return [e.diagnostics for e in self.explanations]
 
 
 # ----------------------------------------------------------------------------------------
@@ -368,30 +302,56 @@ class SlalomAttribution(PerturbationAttribution):
         if output is not None:
             fit_options["output"] = output
         rows = parse_rows(
-            inputs, baselines, target, additional_forward_args, feature_mask,
+            inputs,
+            baselines,
+            target,
+            additional_forward_args,
+            feature_mask,
             replace=replace,
-            special_token_ids=self.special_token_ids if special_token_ids is None else tuple(int(i) for i in special_token_ids),
+            special_token_ids=self.special_token_ids
+            if special_token_ids is None
+            else tuple(int(i) for i in special_token_ids),
             special_token_positions=special_token_positions,
             pad_token_id=self.pad_token_id,
         )
         module = slalom_core.module_of(self.forward_func)
         targets = engine_targets(rows.targets, first_output(self.forward_func, rows, module))
         explanations, groups = self._fit_rows(
-            rows, targets, module, replace=replace, n_samples=n_samples, batch_size=perturbations_per_eval,
-            method=method, seed=seed, show_progress=show_progress, fit_options=fit_options,
+            rows,
+            targets,
+            module,
+            replace=replace,
+            n_samples=n_samples,
+            batch_size=perturbations_per_eval,
+            method=method,
+            seed=seed,
+            show_progress=show_progress,
+            fit_options=fit_options,
         )
-        per_position = _scores_per_position(explanations, groups, rows, SCORE_NAMES if return_all else (score,))
+        per_position = scores_per_position(explanations, groups, rows, SCORE_NAMES if return_all else (score,))
         if return_all:
             return SlalomAttributionResult(per_position, explanations)
         if not return_input_shape:
-            return _per_feature(per_position[score], rows.fmask)
+            return per_feature(per_position[score], rows.fmask)
         if rows.is_tuple:
-            return (per_position[score], *(torch.zeros(t.shape, dtype=per_position[score].dtype, device=t.device) for t in rows.tensors[1:]))
+            return (
+                per_position[score],
+                *(torch.zeros(t.shape, dtype=per_position[score].dtype, device=t.device) for t in rows.tensors[1:]),
+            )
         return per_position[score]
 
     def _fit_rows(
-        self, rows: Rows, targets: list[tuple[tuple[int, ...], int | None]], module: torch.nn.Module | None, *,
-        replace: bool, n_samples: int, batch_size: int, method: str, seed: int | None, show_progress: bool,
+        self,
+        rows: Rows,
+        targets: list[tuple[tuple[int, ...], int | None]],
+        module: torch.nn.Module | None,
+        *,
+        replace: bool,
+        n_samples: int,
+        batch_size: int,
+        method: str,
+        seed: int | None,
+        show_progress: bool,
         fit_options: dict[str, Any],
     ) -> tuple[list[SlalomExplanation], list[list[np.ndarray]]]:
         """One engine fit per row; returns the explanations and each row's feature positions."""
@@ -409,39 +369,17 @@ class SlalomAttribution(PerturbationAttribution):
                         rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer
                     )
                 explanations += slalom_core.explain_batch(
-                    adapter, [seg], method=method, n_samples=n_samples, target=engine_target, seed=seed,
-                    show_progress=factory if factory is not None else False, **fit_options,
+                    adapter,
+                    [seg],
+                    method=method,
+                    n_samples=n_samples,
+                    target=engine_target,
+                    seed=seed,
+                    show_progress=factory if factory is not None else False,
+                    **fit_options,
                 )
                 position_maps.append(groups)
         finally:
             if factory is not None:
                 factory.close()
         return explanations, position_maps
-
-
-def _scores_per_position(
-    explanations: list[SlalomExplanation], position_maps: list[list[np.ndarray]], rows: Rows, names: Sequence[str]
-) -> dict[str, Tensor]:
-    """Each feature's score on every position it covers; 0 on special tokens and padding."""
-    dtype, device = torch.get_default_dtype(), rows.ids.device
-    out = {}
-    for name in names:
-        t = torch.zeros((rows.n_rows, rows.length), dtype=dtype, device=device)
-        for row, (exp, groups) in enumerate(zip(explanations, position_maps)):
-            per_feature = torch.as_tensor(np.asarray(exp.scores(name), dtype=np.float64), dtype=dtype, device=device)
-            for g, positions in enumerate(groups):
-                t[row, torch.as_tensor(positions, device=device)] = per_feature[g]
-        out[name] = t
-    return out
-
-
-def _per_feature(attributions: Tensor, fmask: Tensor | None) -> Tensor:
-    """Lime's ``return_input_shape=False``: one score per interpretable feature."""
-    if fmask is None:
-        out = attributions
-    else:
-        out = torch.zeros((attributions.shape[0], int(fmask.max()) + 1), dtype=attributions.dtype, device=attributions.device)
-        # Every position of a feature holds the feature's score; special/padding
-        # positions hold 0 and never share an id with a feature (checked in feature_groups).
-        out.scatter_(1, fmask.clamp_min(0), attributions)
-    return out[0] if out.shape[0] == 1 else out

@@ -15,7 +15,8 @@ with baseline 0; this class sets that up.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from captum.attr import LLMAttribution, TextTokenInput
@@ -119,7 +120,9 @@ class SlalomLLMAttribution(LLMAttribution):
     ) -> Tensor:
         if self.delete_tokens and perturbed_tensor is not None and isinstance(inp, TextTokenInput):
             inp = _TokenDeletionView(inp)
-        return super()._forward_func(perturbed_tensor, inp, target_tokens, use_cached_outputs, _inspect_forward, forward_in_tokens)
+        return super()._forward_func(
+            perturbed_tensor, inp, target_tokens, use_cached_outputs, _inspect_forward, forward_in_tokens
+        )
 
     def attribute(  # type: ignore[override]
         self,
@@ -163,7 +166,9 @@ class SlalomLLMAttribution(LLMAttribution):
             if kwargs.get("return_all"):
                 raise ValueError("return_all is not available through LLMAttribution; call SlalomAttribution directly")
             if kwargs.get("special_token_ids") or kwargs.get("special_token_positions") is not None:
-                raise ValueError("in the LLM workflow, leave tokens out of the features with TextTokenInput(skip_tokens=...)")
+                raise ValueError(
+                    "in the LLM workflow, leave tokens out of the features with TextTokenInput(skip_tokens=...)"
+                )
             kwargs["baselines"] = 0
             kwargs["perturbation"] = "replace"
             # A log-probability has no natural zero (log-odds have: even odds), so v·exp(s)

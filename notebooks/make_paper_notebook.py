@@ -23,7 +23,7 @@ cells = [
         "Two data sets with a known ground truth (paper App. E.1 and E.2) and small transformers "
         "trained on them from scratch, on the CPU:\n\n"
         "1. **Fig. 3** — trained on data whose log-odds are *linear* in the word counts, BERT, "
-        "DistilBERT and GPT-2 still cannot count: for k copies of \"perfect\" their output stays almost "
+        'DistilBERT and GPT-2 still cannot count: for k copies of "perfect" their output stays almost '
         "flat, while the linear model says 1.5·k (a ReLU network on counts follows it).\n"
         "2. **Fig. 4 (a, b), Table 6** — fitted to those transformers' outputs, SLALOM beats a linear model "
         "and a GAM (position × word) on held-out samples.\n"
@@ -62,7 +62,7 @@ cells = [
         "    FIG4CD = dict(archs=('bert', 'distilbert', 'gpt2'), layers=(1,), epochs=4)\n"
         "print('toy sizes' if SMALL else 'reduced sizes', '- outputs in', OUT)\n\n"
         "def show(result, width=None):\n"
-        "    \"\"\"Display an experiment's PNGs and markdown tables.\"\"\"\n"
+        '    """Display an experiment\'s PNGs and markdown tables."""\n'
         "    for f in result['files']:\n"
         "        if f.endswith('.png'):\n"
         "            display(Image(filename=f, width=width))\n"
@@ -92,7 +92,7 @@ cells = [
     nbf.v4.new_markdown_cell(
         "## Fig. 3: transformers do not learn the linear model\n\n"
         "Each model is trained on fresh samples of the linear data set (cross-entropy on the sampled labels, "
-        "AdamW, lr 1e-3) and then asked about inputs made of k copies of \"perfect\"."
+        'AdamW, lr 1e-3) and then asked about inputs made of k copies of "perfect".'
     ),
     nbf.v4.new_code_cell(
         "t0 = time.perf_counter()\n"
@@ -167,7 +167,9 @@ def main() -> None:
 
         run = nbf.read(NOTEBOOK, as_version=4)
         t0 = time.perf_counter()
-        NotebookClient(run, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+        NotebookClient(
+            run, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+        ).execute()
         nbf.write(run, NOTEBOOK)
         print(f"executed in {time.perf_counter() - t0:.0f} s and saved the outputs")
 

@@ -37,7 +37,7 @@ cells = [
         "print(exp)\n"
         "print(format_table(exp, ('value', 'importance', 'lin', 'removal', 'contribution')))\n"
         "d = exp.diagnostics\n"
-        "print(f\"model log-odds {exp.model_output:+.3f}, surrogate {exp.surrogate_output:+.3f}, \"\n"
+        'print(f"model log-odds {exp.model_output:+.3f}, surrogate {exp.surrogate_output:+.3f}, "\n'
         "      f\"held-out R² {d['heldout_r2']:.3f}, {d['model_evaluations']} model calls \"\n"
         "      f\"({d['model_seconds']:.2f} s model, {d['fit_seconds']:.3f} s fit)\")"
     ),
@@ -64,7 +64,9 @@ cells = [
         "for m, e in fits.items():\n"
         "    d = e.diagnostics\n"
         "    top = [e.tokens[i] for i in np.argsort(-np.abs(e.lin))[:4]]\n"
-        "    print(f\"{m:>5}: {d['model_evaluations']:>5} calls, {d['total_seconds']:.2f} s, held-out R² {d.get('heldout_r2', float('nan')):.3f}, top |lin|: {top}\")\n"
+        "    r2 = d.get('heldout_r2', float('nan'))\n"
+        "    print(f\"{m:>5}: {d['model_evaluations']:>5} calls, {d['total_seconds']:.2f} s, \"\n"
+        '          f"held-out R² {r2:.3f}, top |lin|: {top}")\n'
         "from scipy.stats import spearmanr\n"
         "print('Spearman(lin eff, lin fidel) =', round(spearmanr(fits['eff'].lin, fits['fidel'].lin)[0], 3))"
     ),
@@ -88,7 +90,9 @@ cells = [
         "print('sum', round(phi.sum(), 4), '= surrogate output', round(exp.surrogate_output, 4))"
     ),
 ]
-nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+nb = nbf.v4.new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 out = Path(__file__).resolve().parent / "quickstart.ipynb"
 nbf.write(nb, out)
 print("wrote", out)

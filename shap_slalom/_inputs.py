@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import shap
+import slalom_core as sc
 import torch
 from shap.utils import safe_isinstance
-
-import slalom_core as sc
 from slalom_core.link import config_output_kind
 
 __all__ = ["Resolved", "resolve", "to_text_list"]
@@ -140,7 +139,9 @@ def resolve(
         adapter.class_names = names
     if declared is None and config_output_kind(adapter) is not None:
         declared = ("multilabel_logits", "multilabel_logits (model config)")
-    return Resolved(adapter=adapter, masker=text_masker, class_names=names, word_vocab=word_vocab, declared_output=declared)
+    return Resolved(
+        adapter=adapter, masker=text_masker, class_names=names, word_vocab=word_vocab, declared_output=declared
+    )
 
 
 def _pipeline_output(pipe: object) -> tuple[str, str] | None:

@@ -14,9 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 import shap
-import torch
-
 import slalom_core as sc
+import torch
 
 from ._inputs import resolve, to_text_list
 from .models import LogOddsModel
@@ -280,7 +279,9 @@ class SlalomExplainer(shap.Explainer):
             ref, mo, res = (np.array([-x, x]) for x in (ref, mo, res))
         return ref, mo, res
 
-    def _row(self, text: str, fit: Fit, score: str, additivity: str, outputs: tuple | None = None) -> tuple[np.ndarray, Any]:
+    def _row(
+        self, text: str, fit: Fit, score: str, additivity: str, outputs: tuple | None = None
+    ) -> tuple[np.ndarray, Any]:
         """Per-masker-token values and the base value for one text."""
         if score not in SCORES:
             raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
@@ -402,8 +403,8 @@ class SlalomExplainer(shap.Explainer):
         exp.model_outputs = np.array([o[1] for o in outs])
         exp.residual_values = np.array([o[2] for o in outs])
         exp.additivity = additivity
-        exp.compute_time = time.perf_counter() - t0 + sum(
-            f.diagnostics.get("total_seconds", 0.0) for fit in fits for f in _each(fit)
+        exp.compute_time = (
+            time.perf_counter() - t0 + sum(f.diagnostics.get("total_seconds", 0.0) for fit in fits for f in _each(fit))
         )
         return exp
 
@@ -519,7 +520,9 @@ class SlalomExplainer(shap.Explainer):
                     "tokens": fs[0].n_positions if fs else 0,
                     "model_output": per_fit(fit, lambda f: plain(f.model_output)),
                     "surrogate_output": per_fit(fit, lambda f: plain(f.surrogate_output)),
-                    "residual": per_fit(fit, lambda f: plain(np.asarray(f.model_output) - np.asarray(f.surrogate_output))),
+                    "residual": per_fit(
+                        fit, lambda f: plain(np.asarray(f.model_output) - np.asarray(f.surrogate_output))
+                    ),
                     "heldout_r2": per_fit(fit, lambda f: f.diagnostics.get("heldout_r2")),
                     "heldout_mse": per_fit(fit, lambda f: f.diagnostics.get("heldout_mse")),
                     "model_evaluations": sum(f.diagnostics.get("model_evaluations", 0) for f in fs) if fs else 0,

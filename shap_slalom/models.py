@@ -16,9 +16,8 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-import torch
-
 import slalom_core as sc
+import torch
 
 __all__ = ["LogOddsModel"]
 
@@ -49,7 +48,9 @@ class LogOddsModel:
         array([[-2.1,  2.1]])
     """
 
-    def __init__(self, adapter: sc.ModelAdapter, output: str = "auto", class_names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, adapter: sc.ModelAdapter, output: str = "auto", class_names: Sequence[str] | None = None
+    ) -> None:
         if output not in sc.OUTPUT_KINDS:
             raise ValueError(f"output must be one of {sc.OUTPUT_KINDS}, got {output!r}")
         self.adapter = adapter

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import shap
-
 import slalom_core as sc
 
 __all__ = ["waterfall", "residual_note"]
@@ -66,7 +65,10 @@ def residual_note(
         names = list(explanation.output_names) if explanation.output_names is not None else None
         if names is not None and np.ndim(names) > 1:
             names = list(names[row])
-        mo, ref, res = (np.asarray(a)[row] for a in (explanation.model_outputs, explanation.reference_values, explanation.residual_values))
+        mo, ref, res = (
+            np.asarray(a)[row]
+            for a in (explanation.model_outputs, explanation.reference_values, explanation.residual_values)
+        )
     mo, ref, res = (_pick(x, output, names) for x in (mo, ref, res))
     share = mo - res - ref
     return f"f(x) = {mo:.2f} = reference {ref:.2f} + surrogate's share {share:.2f} + residual {res:.2f} (log-odds)"

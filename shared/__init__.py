@@ -13,7 +13,18 @@ Example:
 
 from .api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, SlalomFitWarning, explain, explain_batch
 from .explanation import SlalomExplanation
-from .fitting import FITTERS, AnaFitter, EffFitter, FidelFitter, Fitter, FitResult, fit_als, fit_gradient, get_fitter, laplace_standard_errors
+from .fitting import (
+    FITTERS,
+    AnaFitter,
+    EffFitter,
+    FidelFitter,
+    FitResult,
+    Fitter,
+    fit_als,
+    fit_gradient,
+    get_fitter,
+    laplace_standard_errors,
+)
 from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, resolve_output
 from .models import (
     HFClassifier,

@@ -179,7 +179,12 @@ def explain_batch(
 
         # Fits run where the model runs (float64 there too); a black box fits on the CPU.
         fit_device = getattr(adapter, "_run_device", None)
-        gens = [fitter.steps(np.random.default_rng(seed), p.position_units, len(p.units), n_samples, model_outputs[i] - base) for i, p in enumerate(plans)]
+        gens = [
+            fitter.steps(
+                np.random.default_rng(seed), p.position_units, len(p.units), n_samples, model_outputs[i] - base
+            )
+            for i, p in enumerate(plans)
+        ]
         requests = {}
         for i, g in enumerate(gens):
             t0 = time.perf_counter()
@@ -249,7 +254,8 @@ def explain_batch(
             "n_units": len(p.units),
             # The shared empty-input call is booked on the first text.
             "model_evaluations": p.model_evaluations + (1 if empty is not None and i == 0 else 0),
-            "tokens_evaluated": p.tokens_evaluated + (adapter.n_tokens_scored([empty]) if empty is not None and i == 0 else 0),
+            "tokens_evaluated": p.tokens_evaluated
+            + (adapter.n_tokens_scored([empty]) if empty is not None and i == 0 else 0),
             "model_seconds": p.model_seconds,
             "fit_seconds": p.fit_seconds,
             "total_seconds": p.model_seconds + p.fit_seconds,
@@ -364,12 +370,21 @@ def _warn_about_fits(explanations: list[SlalomExplanation]) -> None:
         if np.isfinite(d.get("heldout_r2", np.nan)) and d["heldout_r2"] < MIN_HELDOUT_R2:
             problems.setdefault(f"held-out R² below {MIN_HELDOUT_R2}", []).append(i)
         if np.max(np.abs(exp.full_text_gap)) > FULL_TEXT_GAP_BOUND:
-            problems.setdefault(f"the surrogate misses the model's output on the text by more than {FULL_TEXT_GAP_BOUND} log-odds", []).append(i)
+            problems.setdefault(
+                f"the surrogate misses the model's output on the text by more than {FULL_TEXT_GAP_BOUND} log-odds", []
+            ).append(i)
         if d.get("ana_invalid_pairs", 0):
-            problems.setdefault("ana met pairs whose importance ratio is not positive (the model is no SLALOM there)", []).append(i)
+            problems.setdefault(
+                "ana met pairs whose importance ratio is not positive (the model is no SLALOM there)", []
+            ).append(i)
     if problems:
-        parts = [f"{what} (text{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx[:10]))}{', …' if len(idx) > 10 else ''})" for what, idx in problems.items()]
-        warnings.warn("SLALOM fit: " + "; ".join(parts) + ". See each explanation's diagnostics.", SlalomFitWarning, stacklevel=3)
+        parts = [
+            f"{what} (text{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx[:10]))}{', …' if len(idx) > 10 else ''})"
+            for what, idx in problems.items()
+        ]
+        warnings.warn(
+            "SLALOM fit: " + "; ".join(parts) + ". See each explanation's diagnostics.", SlalomFitWarning, stacklevel=3
+        )
 
 
 def _score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.Tensor:

@@ -128,10 +128,16 @@ def count_matrix(sequences: list[np.ndarray], n_units: int) -> np.ndarray:
     return counts_from_sequences(sequences, n_units)
 
 
-def _predict_sparse(idx: np.ndarray, mask: np.ndarray, value: np.ndarray, importance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _predict_sparse(
+    idx: np.ndarray, mask: np.ndarray, value: np.ndarray, importance: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Surrogate outputs (B, K) and the per-slot attention weights (B, L), in numpy."""
-    pred, alpha = surrogate_forward(torch.from_numpy(np.asarray(value, dtype=np.float64)), torch.from_numpy(np.asarray(importance, dtype=np.float64)),
-                                    torch.from_numpy(idx), torch.from_numpy(mask))
+    pred, alpha = surrogate_forward(
+        torch.from_numpy(np.asarray(value, dtype=np.float64)),
+        torch.from_numpy(np.asarray(importance, dtype=np.float64)),
+        torch.from_numpy(idx),
+        torch.from_numpy(mask),
+    )
     return pred.numpy(), alpha.numpy()
 
 
@@ -162,7 +168,11 @@ class _Batch:
         return self.idx.shape[0], self.unit_mask.shape[1], self.y.shape[2]
 
 
-def _pack(problems: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None]], device: torch.device, dtype: torch.dtype) -> _Batch:
+def _pack(
+    problems: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None]],
+    device: torch.device,
+    dtype: torch.dtype,
+) -> _Batch:
     """Pad (idx, mask, y, n_units, weights) problems into one :class:`_Batch` on ``device``.
 
     Assembled in numpy and moved with one copy per tensor: per-problem transfers would cost
@@ -187,11 +197,21 @@ def _pack(problems: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarr
     def dev(a: np.ndarray, dt: torch.dtype = dtype) -> torch.Tensor:
         return torch.from_numpy(a).to(device=device, dtype=dt)
 
-    return _Batch(dev(idx, torch.int64), dev(mult), dev(y), dev(w), dev(np.array([p[0].shape[0] for p in problems], dtype=np.float64)),
-                  dev(np.array(sizes, dtype=np.float64)), dev(unit_mask), sizes)
+    return _Batch(
+        dev(idx, torch.int64),
+        dev(mult),
+        dev(y),
+        dev(w),
+        dev(np.array([p[0].shape[0] for p in problems], dtype=np.float64)),
+        dev(np.array(sizes, dtype=np.float64)),
+        dev(unit_mask),
+        sizes,
+    )
 
 
-def _mse_and_grads(batch: _Batch, value: torch.Tensor, importance: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _mse_and_grads(
+    batch: _Batch, value: torch.Tensor, importance: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Weighted MSE per text (T,) and its gradients w.r.t. value (T, U, K) and importance (T, U).
 
     With α the attention weights of a sample, dF_k/dv_uk = Σ_slots(u) α and
@@ -209,7 +229,9 @@ def _mse_and_grads(batch: _Batch, value: torch.Tensor, importance: torch.Tensor)
     g = 2.0 * resid_w / denom  # dMSE/dF, (T, B, K)
     flat = batch.idx.flatten(1)  # (T, B·L)
     flat_k = flat.unsqueeze(-1).expand(-1, -1, n_out)
-    grad_v = torch.zeros_like(value).scatter_add_(1, flat_k, (alpha.unsqueeze(-1) * g.unsqueeze(2)).reshape(n_t, -1, n_out))
+    grad_v = torch.zeros_like(value).scatter_add_(
+        1, flat_k, (alpha.unsqueeze(-1) * g.unsqueeze(2)).reshape(n_t, -1, n_out)
+    )
     v_slot = torch.gather(value, 1, flat_k).view(*batch.idx.shape, n_out)
     # Σ_k g_bk (v_uk − F_bk) for every slot
     slot = (v_slot * g.unsqueeze(2)).sum(dim=-1) - (g * pred).sum(dim=-1, keepdim=True)
@@ -229,7 +251,9 @@ def _initial_values(batch: _Batch) -> torch.Tensor:
     m = batch.mult.flatten(1)
     hits = torch.zeros(n_t, n_units, dtype=m.dtype, device=m.device).scatter_add_(1, flat, m)
     per_slot = (batch.mult.unsqueeze(-1) * batch.y.unsqueeze(2)).reshape(n_t, -1, n_out)
-    sums = torch.zeros(n_t, n_units, n_out, dtype=m.dtype, device=m.device).scatter_add_(1, flat.unsqueeze(-1).expand(-1, -1, n_out), per_slot)
+    sums = torch.zeros(n_t, n_units, n_out, dtype=m.dtype, device=m.device).scatter_add_(
+        1, flat.unsqueeze(-1).expand(-1, -1, n_out), per_slot
+    )
     mean_y = batch.y.sum(dim=1) / batch.n_rows[:, None]  # (T, K)
     init = torch.where(hits[..., None] > 0, sums / hits.clamp_min(1.0)[..., None], mean_y[:, None, :])
     if n_out > 1:
@@ -288,7 +312,7 @@ class _Objective:
             # A ridge on s: with few samples a unit seen only beside one partner can trade
             # an ever larger importance against its value without changing the fit; the
             # ridge picks the smallest such s instead of letting it run off.
-            n_v = (self.batch.n_units * value.shape[-1])
+            n_v = self.batch.n_units * value.shape[-1]
             obj = rel + self.l2_value * sc * vv / n_v + self.l2_importance * ss / self.batch.n_units
             gv = gv * sc[:, None, None] + (2.0 * self.l2_value * sc / n_v)[:, None, None] * value
             gs = gs * sc[:, None] + (2.0 * self.l2_importance / self.batch.n_units)[:, None] * imp
@@ -304,7 +328,9 @@ class _Objective:
         return obj, torch.cat([gv.flatten(1), gs], dim=1), rel
 
 
-def _lbfgs_direction(grad: torch.Tensor, s_mem: torch.Tensor, y_mem: torch.Tensor, valid: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+def _lbfgs_direction(
+    grad: torch.Tensor, s_mem: torch.Tensor, y_mem: torch.Tensor, valid: torch.Tensor, gamma: torch.Tensor
+) -> torch.Tensor:
     """H·grad for the L-BFGS inverse Hessian H of every row, in compact form.
 
     The compact representation (Byrd, Nocedal & Schnabel, 1994) gives the same vector as
@@ -327,15 +353,26 @@ def _lbfgs_direction(grad: torch.Tensor, s_mem: torch.Tensor, y_mem: torch.Tenso
     r = torch.triu(sy) + torch.diag_embed((~valid).to(sy.dtype))
     diag = torch.diagonal(sy, dim1=1, dim2=2)
     yy = y_mem @ y_mem.transpose(1, 2)
-    sg = (s_mem @ grad.unsqueeze(2))  # (T, k, 1)
-    yg = (y_mem @ grad.unsqueeze(2))
+    sg = s_mem @ grad.unsqueeze(2)  # (T, k, 1)
+    yg = y_mem @ grad.unsqueeze(2)
     gam = gamma[:, None, None]
     u = torch.linalg.solve_triangular(r, sg, upper=True)
-    top = torch.linalg.solve_triangular(r.transpose(1, 2), diag.unsqueeze(2) * u + gam * (yy @ u) - gam * yg, upper=False)
+    top = torch.linalg.solve_triangular(
+        r.transpose(1, 2), diag.unsqueeze(2) * u + gam * (yy @ u) - gam * yg, upper=False
+    )
     return out + (s_mem.transpose(1, 2) @ top - gam * (y_mem.transpose(1, 2) @ u)).squeeze(2)
 
 
-def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, max_iter: int, ftol: float, exact_stop: bool) -> dict:
+def _lbfgs(
+    fun: Callable,
+    x: torch.Tensor,
+    lower: torch.Tensor,
+    upper: torch.Tensor,
+    *,
+    max_iter: int,
+    ftol: float,
+    exact_stop: bool,
+) -> dict:
     """Batched, bounded L-BFGS: one quasi-Newton minimisation per row of ``x`` (T, P).
 
     Every row has its own curvature pairs, its own projected backtracking line search and
@@ -429,7 +466,9 @@ def _lbfgs(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Ten
     return {"x": x, "f": f, "g": g, "rel": rel, "iterations": iterations, "success": success}
 
 
-def _adam(fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, lr: float, max_iter: int, tol: float) -> dict:
+def _adam(
+    fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, lr: float, max_iter: int, tol: float
+) -> dict:
     """Full-batch Adam for every row of ``x``; bounded entries are clipped after each step.
 
     Adam's loss is noisy step to step: a row stops when its loss improved by less than
@@ -504,8 +543,20 @@ def fit_gradient_batch(
     if not problems:
         return []
     dev = torch.device(device) if device is not None else torch.device("cpu")
-    batch = _pack([(np.asarray(i), np.asarray(m, dtype=np.float64), np.asarray(y, dtype=np.float64), int(u), None if weights is None else weights[k])
-                   for k, (i, m, y, u) in enumerate(problems)], dev, FIT_DTYPE)
+    batch = _pack(
+        [
+            (
+                np.asarray(i),
+                np.asarray(m, dtype=np.float64),
+                np.asarray(y, dtype=np.float64),
+                int(u),
+                None if weights is None else weights[k],
+            )
+            for k, (i, m, y, u) in enumerate(problems)
+        ],
+        dev,
+        FIT_DTYPE,
+    )
     n_t, n_units, n_out = batch.shape
     objective = _Objective(batch, l2_importance=l2_importance, l2_value=l2_value, prior_sd=prior_sd)
     value0 = _initial_values(batch)
@@ -545,7 +596,12 @@ def fit_gradient_batch(
     its, conv, gn, loss = (a.cpu().numpy() for a in (out["iterations"], converged, grad_norm, mse))
     results = []
     for t, u in enumerate(batch.sizes):
-        info = {"iterations": int(its[t]), "converged": bool(conv[t]), "loss": float(loss[t]), "grad_norm": float(gn[t])}
+        info = {
+            "iterations": int(its[t]),
+            "converged": bool(conv[t]),
+            "loss": float(loss[t]),
+            "grad_norm": float(gn[t]),
+        }
         results.append((value[t, :u].copy(), imp[t, :u].copy(), info))
     return results
 
@@ -602,8 +658,19 @@ def fit_gradient(
         >>> np.round(v[:, 0], 2).tolist(), info["converged"]
         ([1.0, -1.0], True)
     """
-    return fit_gradient_batch([(idx, mask, y, n_units)], inits=[init], weights=[weights], solver=solver, max_iter=max_iter, tol=tol,
-                              learning_rate=learning_rate, l2_importance=l2_importance, l2_value=l2_value, prior_sd=prior_sd, device=device)[0]
+    return fit_gradient_batch(
+        [(idx, mask, y, n_units)],
+        inits=[init],
+        weights=[weights],
+        solver=solver,
+        max_iter=max_iter,
+        tol=tol,
+        learning_rate=learning_rate,
+        l2_importance=l2_importance,
+        l2_value=l2_value,
+        prior_sd=prior_sd,
+        device=device,
+    )[0]
 
 
 def fit_als(
@@ -649,7 +716,11 @@ def fit_als(
     n_out = yt.shape[1]
     slots = dense_slots(c)
     eye = torch.eye(n_units, dtype=FIT_DTYPE, device=dev)
-    imp = torch.zeros(n_units, dtype=FIT_DTYPE, device=dev) if init_importance is None else torch.as_tensor(np.asarray(init_importance, dtype=np.float64), device=dev).clone()
+    imp = (
+        torch.zeros(n_units, dtype=FIT_DTYPE, device=dev)
+        if init_importance is None
+        else torch.as_tensor(np.asarray(init_importance, dtype=np.float64), device=dev).clone()
+    )
 
     def attention(s: torch.Tensor) -> torch.Tensor:
         return surrogate_forward(None, s, *slots)[1]
@@ -684,7 +755,7 @@ def fit_als(
     value, loss = solve_values(imp)
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007  (the count is reported after the loop)
         # s-step: residual r_bk = Σ_u M_(bk),u w_u with M = c_bu (v_uk − y_bk) / D_b. The
         # denominators D_b depend on w themselves, so the linear solve is repeated a few
         # times with D_b from the latest w (IRLS); one pass alone stalls short of the optimum.
@@ -709,7 +780,9 @@ def fit_als(
         if not improved:
             # The IRLS step is not guaranteed to descend; steepest descent on s is.
             grad = grad_s(value, imp)
-            improved, step, cand, cand_value, cand_loss = backtrack(imp, -grad / max(float(grad.abs().max()), 1e-300), loss)
+            improved, step, cand, cand_value, cand_loss = backtrack(
+                imp, -grad / max(float(grad.abs().max()), 1e-300), loss
+            )
             direction = cand - imp if improved else direction
             step = 1.0
         if not improved:
@@ -811,7 +884,11 @@ def laplace_standard_errors(
     n_samples, n_units = c.shape
     n_out = v.shape[1]
     f, a = surrogate_forward(v, s, *dense_slots(c))  # (B, K), (B, U)
-    wts = torch.ones(n_samples, dtype=FIT_DTYPE, device=dev) if weights is None else tens(weights) / float(np.mean(weights))
+    wts = (
+        torch.ones(n_samples, dtype=FIT_DTYPE, device=dev)
+        if weights is None
+        else tens(weights) / float(np.mean(weights))
+    )
     sigma2 = float((wts[:, None] * (f - yt) ** 2).sum()) / yt.numel()
     if sigma2 <= 1e-300:
         # Exact data: the likelihood is a spike; report zeros rather than 0/0.
@@ -828,9 +905,15 @@ def laplace_standard_errors(
     if prior_sd is not None:
         prec[n_val:, n_val:] += torch.eye(n_units, dtype=FIT_DTYPE, device=dev) / prior_sd**2
     # Orthonormal basis of the constrained subspace (mean-zero s; class-centred v).
-    cons = [torch.cat([torch.zeros(n_val, dtype=FIT_DTYPE, device=dev), torch.ones(n_units, dtype=FIT_DTYPE, device=dev)])[:, None]]
+    cons = [
+        torch.cat([torch.zeros(n_val, dtype=FIT_DTYPE, device=dev), torch.ones(n_units, dtype=FIT_DTYPE, device=dev)])[
+            :, None
+        ]
+    ]
     if n_out > 1:
-        per_unit = torch.kron(torch.eye(n_units, dtype=FIT_DTYPE, device=dev), torch.ones(n_out, 1, dtype=FIT_DTYPE, device=dev))
+        per_unit = torch.kron(
+            torch.eye(n_units, dtype=FIT_DTYPE, device=dev), torch.ones(n_out, 1, dtype=FIT_DTYPE, device=dev)
+        )
         cons.append(torch.cat([per_unit, torch.zeros(n_units, n_units, dtype=FIT_DTYPE, device=dev)]))
     cons_m = torch.cat(cons, dim=1)
     q, _ = torch.linalg.qr(cons_m, mode="complete")
@@ -872,14 +955,30 @@ class Fitter(ABC):
     name: str = ""
 
     @abstractmethod
-    def run(self, rng: np.random.Generator, position_units: np.ndarray, n_units: int, n_samples: int, full_target: np.ndarray | None = None) -> FitGenerator:
+    def run(
+        self,
+        rng: np.random.Generator,
+        position_units: np.ndarray,
+        n_units: int,
+        n_samples: int,
+        full_target: np.ndarray | None = None,
+    ) -> FitGenerator:
         """Generator: yields sample lists, receives (B, K) targets, returns a FitResult."""
 
-    def steps(self, rng: np.random.Generator, position_units: np.ndarray, n_units: int, n_samples: int, full_target: np.ndarray | None = None) -> Generator:
+    def steps(
+        self,
+        rng: np.random.Generator,
+        position_units: np.ndarray,
+        n_units: int,
+        n_samples: int,
+        full_target: np.ndarray | None = None,
+    ) -> Generator:
         """Like :meth:`run`, but fits may be yielded as :class:`FitRequest` (default: none are)."""
         return self.run(rng, position_units, n_units, n_samples, full_target)
 
-    def solve_batch(self, requests: list[FitRequest], device: torch.device | str | None = None) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+    def solve_batch(
+        self, requests: list[FitRequest], device: torch.device | str | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, dict]]:
         """Solve the fit requests of several texts at once; ``(value, importance, info)`` each."""
         raise NotImplementedError(f"{type(self).__name__} yields no fit requests")
 
@@ -903,7 +1002,15 @@ class _SampledFitter(Fitter):
             neighbourhood (each one is a near-full-length forward pass).
     """
 
-    def __init__(self, holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-9, prior_sd: float | None = 0.25, anchor_weight: float = 0.0, check_samples: int = 0) -> None:
+    def __init__(
+        self,
+        holdout_fraction: float = 0.1,
+        max_iter: int = 500,
+        tol: float = 1e-9,
+        prior_sd: float | None = 0.25,
+        anchor_weight: float = 0.0,
+        check_samples: int = 0,
+    ) -> None:
         if not 0 <= holdout_fraction < 0.5:
             raise ValueError(f"holdout_fraction must be in [0, 0.5), got {holdout_fraction}")
         if prior_sd is not None and not prior_sd > 0:
@@ -924,15 +1031,21 @@ class _SampledFitter(Fitter):
         return n_units + 1
 
     @abstractmethod
-    def design(self, rng: np.random.Generator, position_units: np.ndarray, n_units: int, n_samples: int) -> list[np.ndarray]:
+    def design(
+        self, rng: np.random.Generator, position_units: np.ndarray, n_units: int, n_samples: int
+    ) -> list[np.ndarray]:
         """The samples (unit-index sequences) to score."""
 
-    def solve(self, samples: list[np.ndarray], y: np.ndarray, n_units: int, init: tuple | None, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, dict]:
+    def solve(
+        self, samples: list[np.ndarray], y: np.ndarray, n_units: int, init: tuple | None, weights: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, dict]:
         """Fit (value, importance, info) on these samples (one text, on the CPU)."""
         return self.solve_batch([FitRequest(samples, y, n_units, init, weights)])[0]
 
     @abstractmethod
-    def solve_batch(self, requests: list[FitRequest], device: torch.device | str | None = None) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+    def solve_batch(
+        self, requests: list[FitRequest], device: torch.device | str | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, dict]]:
         """Fit every request, together where the solver allows."""
 
     def run(self, rng, position_units, n_units, n_samples, full_target=None):
@@ -976,7 +1089,9 @@ class _SampledFitter(Fitter):
         diag: dict = {}
         init = None
         if len(hold_idx):
-            train, y_train, w_train = self._with_anchor([samples[i] for i in fit_idx], y[fit_idx], position_units, full_target)
+            train, y_train, w_train = self._with_anchor(
+                [samples[i] for i in fit_idx], y[fit_idx], position_units, full_target
+            )
             value, imp, info = yield FitRequest(train, y_train, n_units, None, w_train)
             hold = [samples[i] for i in hold_idx]
             pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
@@ -993,7 +1108,9 @@ class _SampledFitter(Fitter):
         diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred)
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)
-        se_v, se_s = laplace_standard_errors(count_matrix(all_samples, n_units), y_all, value, imp, prior_sd=self.prior_sd, weights=weights)
+        se_v, se_s = laplace_standard_errors(
+            count_matrix(all_samples, n_units), y_all, value, imp, prior_sd=self.prior_sd, weights=weights
+        )
         return FitResult(value, imp, diag, value_se=se_v, importance_se=se_s)
 
 
@@ -1036,14 +1153,32 @@ class EffFitter(_SampledFitter):
 
     name = "eff"
 
-    def __init__(self, sample_length: int | tuple[int, int] = 2, design: str = "random", singletons: bool = False, deletion_share: float = 0.0, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-7, learning_rate: float = 0.05, l2_importance: float | str = "auto", prior_sd: float = 0.25, l2_value: float = 1e-3, anchor_weight: float = 0.0, check_samples: int = 0) -> None:
+    def __init__(
+        self,
+        sample_length: int | tuple[int, int] = 2,
+        design: str = "random",
+        singletons: bool = False,
+        deletion_share: float = 0.0,
+        solver: str = "lbfgs",
+        holdout_fraction: float = 0.1,
+        max_iter: int = 500,
+        tol: float = 1e-7,
+        learning_rate: float = 0.05,
+        l2_importance: float | str = "auto",
+        prior_sd: float = 0.25,
+        l2_value: float = 1e-3,
+        anchor_weight: float = 0.0,
+        check_samples: int = 0,
+    ) -> None:
         if not prior_sd > 0:
             raise ValueError(f"prior_sd must be > 0, got {prior_sd!r}")
         if isinstance(l2_importance, str) and l2_importance != "auto":
             raise ValueError(f"l2_importance must be a number or 'auto', got {l2_importance!r}")
         if not isinstance(l2_importance, str) and not l2_importance >= 0:
             raise ValueError(f"l2_importance must be >= 0, got {l2_importance!r}")
-        super().__init__(holdout_fraction, max_iter, tol, prior_sd if l2_importance == "auto" else None, anchor_weight, check_samples)
+        super().__init__(
+            holdout_fraction, max_iter, tol, prior_sd if l2_importance == "auto" else None, anchor_weight, check_samples
+        )
         if solver not in ("lbfgs", "adam"):
             raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
         if design not in _EFF_DESIGNS:
@@ -1068,9 +1203,18 @@ class EffFitter(_SampledFitter):
 
     def solve_batch(self, requests, device=None):
         return fit_gradient_batch(
-            [(*pad_sequences(r.samples), r.y, r.n_units) for r in requests], inits=[r.init for r in requests], weights=[r.weights for r in requests],
-            solver=self.solver, max_iter=self.max_iter, tol=self.tol, learning_rate=self.learning_rate,
-            l2_importance=0.0 if self.prior_sd is not None else float(self.l2_importance), prior_sd=self.prior_sd, l2_value=self.l2_value, device=device)
+            [(*pad_sequences(r.samples), r.y, r.n_units) for r in requests],
+            inits=[r.init for r in requests],
+            weights=[r.weights for r in requests],
+            solver=self.solver,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            learning_rate=self.learning_rate,
+            l2_importance=0.0 if self.prior_sd is not None else float(self.l2_importance),
+            prior_sd=self.prior_sd,
+            l2_value=self.l2_value,
+            device=device,
+        )
 
 
 class FidelFitter(_SampledFitter):
@@ -1102,10 +1246,22 @@ class FidelFitter(_SampledFitter):
 
     name = "fidel"
 
-    def __init__(self, max_delete_fraction: float = 0.5, solver: str = "lbfgs", holdout_fraction: float = 0.1, max_iter: int = 500, tol: float = 1e-6, prior_sd: float = 0.25, anchor_weight: float = 0.0, check_samples: int = 0) -> None:
+    def __init__(
+        self,
+        max_delete_fraction: float = 0.5,
+        solver: str = "lbfgs",
+        holdout_fraction: float = 0.1,
+        max_iter: int = 500,
+        tol: float = 1e-6,
+        prior_sd: float = 0.25,
+        anchor_weight: float = 0.0,
+        check_samples: int = 0,
+    ) -> None:
         if solver not in ("lbfgs", "als"):
             raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'als'")
-        super().__init__(holdout_fraction, max_iter, tol, prior_sd if solver == "lbfgs" else None, anchor_weight, check_samples)
+        super().__init__(
+            holdout_fraction, max_iter, tol, prior_sd if solver == "lbfgs" else None, anchor_weight, check_samples
+        )
         self.max_delete_fraction = max_delete_fraction
         self.solver = solver
 
@@ -1116,8 +1272,16 @@ class FidelFitter(_SampledFitter):
         if self.solver == "lbfgs":
             # ftol ~ 0: in the flat valley the loss barely changes while the parameters
             # still move, so only the gradient (GRAD_TOL) may say when the optimum is reached.
-            return fit_gradient_batch([(*pad_sequences(r.samples), r.y, r.n_units) for r in requests], inits=[r.init for r in requests],
-                                      weights=[r.weights for r in requests], max_iter=self.max_iter, tol=1e-15, l2_importance=0.0, prior_sd=self.prior_sd, device=device)
+            return fit_gradient_batch(
+                [(*pad_sequences(r.samples), r.y, r.n_units) for r in requests],
+                inits=[r.init for r in requests],
+                weights=[r.weights for r in requests],
+                max_iter=self.max_iter,
+                tol=1e-15,
+                l2_importance=0.0,
+                prior_sd=self.prior_sd,
+                device=device,
+            )
         # ALS solves one text at a time (its line searches re-solve whole linear systems).
         return [self._solve_als(r, device) for r in requests]
 
@@ -1127,7 +1291,14 @@ class FidelFitter(_SampledFitter):
             # ALS takes no weights: the anchor row is repeated instead (its share rounded).
             reps = np.maximum(np.round(r.weights / r.weights.min()).astype(int), 1)
             counts, y = np.repeat(counts, reps, axis=0), np.repeat(y, reps, axis=0)
-        return fit_als(counts, y, init_importance=None if r.init is None else r.init[1], max_iter=self.max_iter, tol=self.tol, device=device)
+        return fit_als(
+            counts,
+            y,
+            init_importance=None if r.init is None else r.init[1],
+            max_iter=self.max_iter,
+            tol=self.tol,
+            device=device,
+        )
 
 
 class AnaFitter(Fitter):
@@ -1186,7 +1357,12 @@ class AnaFitter(Fitter):
                 imp[u] = np.log(ratio)
             else:
                 invalid += 1
-        diag = {"ana_invalid_pairs": invalid, "ana_undetermined_pairs": undetermined, "ana_reference_unit": ref, **empty}
+        diag = {
+            "ana_invalid_pairs": invalid,
+            "ana_undetermined_pairs": undetermined,
+            "ana_reference_unit": ref,
+            **empty,
+        }
         return FitResult(v, normalise_importance(imp), diag)
 
 

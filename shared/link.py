@@ -56,7 +56,7 @@ class SlalomOutputWarning(UserWarning):
 
 
 def config_output_kind(model: object) -> str | None:
-    """"multilabel_logits" if a Hugging Face model (or an adapter holding one as ``.model``)
+    """ "multilabel_logits" if a Hugging Face model (or an adapter holding one as ``.model``)
     declares ``problem_type="multi_label_classification"``, else None.
 
     Such a model returns one independent logit per label (transformers' pipeline applies a
@@ -107,10 +107,14 @@ def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) 
     n, k = raw.shape
     in_unit = bool(((raw >= 0) & (raw <= 1)).all())
     if k >= 2 and in_unit and bool(((raw.sum(dim=1) - 1).abs() <= PROB_SUM_TOL).all()):
-        return "probs", "probs (detected)", (
-            f"the model's outputs look like probabilities (all {n} rows seen first are non-negative "
-            f"and sum to 1), so SLALOM explains their log-odds; pass output='logits' if they are "
-            "logits, or output='probs' to silence this warning"
+        return (
+            "probs",
+            "probs (detected)",
+            (
+                f"the model's outputs look like probabilities (all {n} rows seen first are non-negative "
+                f"and sum to 1), so SLALOM explains their log-odds; pass output='logits' if they are "
+                "logits, or output='probs' to silence this warning"
+            ),
         )
     if in_unit and bool((raw > 0).all()):
         # Logits that all happen to lie in [0, 1] are possible, probabilities read as logits
@@ -119,9 +123,13 @@ def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) 
         # models written as logits [0, F] are not flagged.
         maybe = "the probability of the positive class" if k == 1 else "one probability per label (multi-label)"
         fix = "output='probs'" if k == 1 else "output='multilabel_probs'"
-        return "logits", "logits (detected)", (
-            f"every output seen lies in (0, 1]: they are read as logits; if they are {maybe}, "
-            f"pass {fix}, or output='logits' to silence this warning"
+        return (
+            "logits",
+            "logits (detected)",
+            (
+                f"every output seen lies in (0, 1]: they are read as logits; if they are {maybe}, "
+                f"pass {fix}, or output='logits' to silence this warning"
+            ),
         )
     return "logits", "logits (detected)", None
 
@@ -161,7 +169,9 @@ class OutputLink:
 
     def __post_init__(self) -> None:
         if self.output == "auto":
-            raise ValueError("OutputLink needs to know what the outputs are: resolve output='auto' with resolve_output()")
+            raise ValueError(
+                "OutputLink needs to know what the outputs are: resolve output='auto' with resolve_output()"
+            )
         if self.output not in OUTPUT_KINDS:
             raise ValueError(f"unknown output kind {self.output!r}; choose one of {OUTPUT_KINDS}")
         if self.multiclass not in MULTICLASS_MODES:

@@ -154,7 +154,11 @@ def _as_id_list(ids: object) -> list[int]:
         raise TypeError("token ids must be integers, got bytes: decode the text and pass a str")
     if isinstance(ids, (torch.Tensor, np.ndarray)):
         dtype = ids.dtype
-        is_int = (not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool) if isinstance(ids, torch.Tensor) else np.issubdtype(dtype, np.integer)
+        is_int = (
+            (not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool)
+            if isinstance(ids, torch.Tensor)
+            else np.issubdtype(dtype, np.integer)
+        )
         if not is_int:
             raise TypeError(f"token ids must be integers, got dtype {dtype}")
         if ids.ndim != 1:
@@ -297,7 +301,9 @@ def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> t
         t = t.to(torch.float64)
     if index:
         if t.ndim < len(index) + 2:
-            raise ValueError(f"index {tuple(index)} needs an output with {len(index) + 2} or more dimensions, got shape {tuple(t.shape)}")
+            raise ValueError(
+                f"index {tuple(index)} needs an output with {len(index) + 2} or more dimensions, got shape {tuple(t.shape)}"
+            )
         t = t[(slice(None), *(int(i) for i in index))]
     if t.ndim == 0 and n_rows == 1:
         t = t.reshape(1, 1)
@@ -309,7 +315,9 @@ def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> t
             "one row per input (select extra output dimensions with index=)"
         )
     if t.shape[0] != n_rows:
-        raise ValueError(f"the model returned {t.shape[0]} rows of scores for {n_rows} inputs; expected one row per input")
+        raise ValueError(
+            f"the model returned {t.shape[0]} rows of scores for {n_rows} inputs; expected one row per input"
+        )
     finite = torch.isfinite(t).all(dim=1)
     if not bool(finite.all()):
         bad = (~finite).nonzero().flatten().tolist()
@@ -494,7 +502,11 @@ class _TorchModelMixin:
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                out = score_matrix(self.forward(ids.to(device), mask.to(device)), len(rows)).detach().to("cpu", torch.float64)
+                out = (
+                    score_matrix(self.forward(ids.to(device), mask.to(device)), len(rows))
+                    .detach()
+                    .to("cpu", torch.float64)
+                )
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
@@ -580,7 +592,11 @@ def _model_max_length(model: torch.nn.Module, tokenizer: object) -> int | None:
         val = getattr(cfg, attr, None)
         if isinstance(val, int) and val > 0:
             # RoBERTa reserves padding_idx + 1 positions at the start of its table.
-            offset = (getattr(cfg, "pad_token_id", 0) or 0) + 1 if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert") else 0
+            offset = (
+                (getattr(cfg, "pad_token_id", 0) or 0) + 1
+                if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert")
+                else 0
+            )
             limits.append(val - offset)
             break
     return min(limits) if limits else None
@@ -745,7 +761,12 @@ def as_adapter(
     if isinstance(model, ModelAdapter):
         # A shallow copy: overriding batch_size/device must not change the caller's object.
         adapter = copy.copy(model)
-    elif hasattr(model, "model") and hasattr(model, "tokenizer") and callable(model) and not isinstance(model, torch.nn.Module):
+    elif (
+        hasattr(model, "model")
+        and hasattr(model, "tokenizer")
+        and callable(model)
+        and not isinstance(model, torch.nn.Module)
+    ):
         adapter = HFClassifier(model.model, tokenizer or model.tokenizer)
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config") and hasattr(model, "can_generate"):
         adapter = HFClassifier(model, tokenizer)

@@ -165,11 +165,19 @@ def plot_scatter(
     ax.axhline(float(np.mean(y)) if y.size else 0.0, color="0.8", lw=0.8, zorder=0)
     ax.axvline(0.0, color="0.8", lw=0.8, zorder=0)
     points = ax.scatter(
-        x, y, c=c, cmap=cmap, norm=norm, s=36.0 * np.sqrt(np.maximum(counts, 1.0)),
-        edgecolors="0.25", linewidths=0.5, zorder=2,
+        x,
+        y,
+        c=c,
+        cmap=cmap,
+        norm=norm,
+        s=36.0 * np.sqrt(np.maximum(counts, 1.0)),
+        edgecolors="0.25",
+        linewidths=0.5,
+        zorder=2,
     )
 
     if annotate and n_units:
+
         def spread(a: np.ndarray) -> float:
             r = float(np.max(np.abs(a))) if a.size else 0.0
             return r if r > 0 else 1.0
@@ -183,8 +191,14 @@ def plot_scatter(
             # Alternate the label side so that neighbouring labels overlap less.
             dx_pt = 4 if rank % 2 == 0 else -4
             ax.annotate(
-                labels[u], (x[u], y[u]), xytext=(dx_pt, 3), textcoords="offset points",
-                fontsize=8, ha="left" if dx_pt > 0 else "right", va="bottom", zorder=3,
+                labels[u],
+                (x[u], y[u]),
+                xytext=(dx_pt, 3),
+                textcoords="offset points",
+                fontsize=8,
+                ha="left" if dx_pt > 0 else "right",
+                va="bottom",
+                zorder=3,
             )
 
     cls = _class_label(explanation, col)

@@ -12,7 +12,9 @@ import numpy as np
 __all__ = ["short_sequences", "balanced_sequences", "deletion_neighbourhood", "split_holdout"]
 
 
-def short_sequences(rng: np.random.Generator, n_units: int, n_samples: int, length: int | tuple[int, int] = 2) -> list[np.ndarray]:
+def short_sequences(
+    rng: np.random.Generator, n_units: int, n_samples: int, length: int | tuple[int, int] = 2
+) -> list[np.ndarray]:
     """SLALOM-eff's design (App. D): random sequences of ``length`` units drawn uniformly
     with replacement from the text's unique units.
 

@@ -75,7 +75,11 @@ def removal(v: np.ndarray, s: np.ndarray, empty_value: float = 0.0) -> np.ndarra
 def _game_values(masks: np.ndarray, v: np.ndarray, s: np.ndarray, empty_value: float) -> np.ndarray:
     """Surrogate output for each coalition (rows of a 0/1 mask over positions)."""
     vt = torch.as_tensor(np.asarray(v, dtype=np.float64))
-    pred, _ = surrogate_forward(vt if vt.ndim == 2 else vt[:, None], torch.as_tensor(s, dtype=torch.float64), *dense_slots(torch.as_tensor(masks, dtype=torch.float64)))
+    pred, _ = surrogate_forward(
+        vt if vt.ndim == 2 else vt[:, None],
+        torch.as_tensor(s, dtype=torch.float64),
+        *dense_slots(torch.as_tensor(masks, dtype=torch.float64)),
+    )
     out = pred.numpy() if vt.ndim == 2 else pred[:, 0].numpy()
     # The empty coalition is the reference point, not the all-zero weights' output 0.
     out[masks.sum(axis=1) == 0] = float(empty_value)

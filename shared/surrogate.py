@@ -121,8 +121,7 @@ class SlalomSurrogate:
         self.importance = np.asarray(self.importance, dtype=np.float64)
         if self.importance.ndim != 1 or self.value.shape[0] != self.importance.shape[0]:
             raise ValueError(
-                f"value {self.value.shape} and importance {self.importance.shape} must "
-                "describe the same units"
+                f"value {self.value.shape} and importance {self.importance.shape} must describe the same units"
             )
         self.importance = normalise_importance(self.importance, self.gamma)
 
@@ -141,7 +140,9 @@ class SlalomSurrogate:
         if c.ndim == 1:
             c = c[None]
         value = torch.from_numpy(self.value)
-        pred, _ = surrogate_forward(value if self.multiclass else value[:, None], torch.from_numpy(self.importance), *dense_slots(c))
+        pred, _ = surrogate_forward(
+            value if self.multiclass else value[:, None], torch.from_numpy(self.importance), *dense_slots(c)
+        )
         return (pred if self.multiclass else pred[:, 0]).numpy()
 
     def predict_sequences(self, sequences: list[list[int]]) -> np.ndarray:
@@ -166,7 +167,13 @@ def normalise_importance(importance: np.ndarray, gamma: float = 0.0) -> np.ndarr
 def counts_from_sequences(sequences: list[list[int]], n_units: int) -> np.ndarray:
     """(B, U) count matrix of sequences of unit indices."""
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
-    flat = np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]) if len(sequences) else np.zeros(0, np.int64)
+    flat = (
+        np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]) if len(sequences) else np.zeros(0, np.int64)
+    )
     rows = np.repeat(np.arange(len(sequences)), lengths)
     # One bincount over (row, unit) pairs: a unit repeated in a row counts as often.
-    return np.bincount(rows * n_units + flat, minlength=len(sequences) * n_units).reshape(len(sequences), n_units).astype(np.float64)
+    return (
+        np.bincount(rows * n_units + flat, minlength=len(sequences) * n_units)
+        .reshape(len(sequences), n_units)
+        .astype(np.float64)
+    )

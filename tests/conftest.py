@@ -11,7 +11,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-
 @pytest.fixture(scope="session")
 def tok_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("tokenizers")

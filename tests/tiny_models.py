@@ -6,7 +6,6 @@ models from configs with random (seeded) weights.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +42,9 @@ def bpe_files(tmp: Path) -> tuple[str, str]:
     corpus = [" ".join(WORDS)] * 3 + ["the movie was great", "i hated the boring plot", "a very good film"]
     Path(tmp).mkdir(parents=True, exist_ok=True)
     tok = ByteLevelBPETokenizer()
-    tok.train_from_iterator(corpus, vocab_size=300, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<|endoftext|>"])
+    tok.train_from_iterator(
+        corpus, vocab_size=300, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<|endoftext|>"]
+    )
     tok.save_model(str(tmp))
     return str(Path(tmp) / "vocab.json"), str(Path(tmp) / "merges.txt")
 
@@ -52,14 +53,24 @@ def gpt2_tokenizer(tmp: Path):
     from transformers import GPT2TokenizerFast
 
     vocab, merges = bpe_files(tmp)
-    return _make(GPT2TokenizerFast, 100, dict(vocab=vocab, merges=merges), dict(vocab_file=vocab, merges_file=merges), unk_token="<|endoftext|>", bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    return _make(
+        GPT2TokenizerFast,
+        100,
+        dict(vocab=vocab, merges=merges),
+        dict(vocab_file=vocab, merges_file=merges),
+        unk_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+    )
 
 
 def roberta_tokenizer(tmp: Path):
     from transformers import RobertaTokenizerFast
 
     vocab, merges = bpe_files(tmp)
-    return _make(RobertaTokenizerFast, 100, dict(vocab=vocab, merges=merges), dict(vocab_file=vocab, merges_file=merges))
+    return _make(
+        RobertaTokenizerFast, 100, dict(vocab=vocab, merges=merges), dict(vocab_file=vocab, merges_file=merges)
+    )
 
 
 def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0, initializer_range: float = 0.02):
@@ -83,16 +94,57 @@ def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0, in
     torch.manual_seed(seed)
     vocab_size = len(tokenizer)
     if kind == "bert":
-        cfg = BertConfig(initializer_range=initializer_range, vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=64)
+        cfg = BertConfig(
+            initializer_range=initializer_range,
+            vocab_size=vocab_size,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=37,
+            num_labels=num_labels,
+            max_position_embeddings=64,
+        )
         model = BertForSequenceClassification(cfg)
     elif kind == "distilbert":
-        cfg = DistilBertConfig(initializer_range=initializer_range, vocab_size=vocab_size, dim=32, n_layers=1, n_heads=2, hidden_dim=37, num_labels=num_labels, max_position_embeddings=64)
+        cfg = DistilBertConfig(
+            initializer_range=initializer_range,
+            vocab_size=vocab_size,
+            dim=32,
+            n_layers=1,
+            n_heads=2,
+            hidden_dim=37,
+            num_labels=num_labels,
+            max_position_embeddings=64,
+        )
         model = DistilBertForSequenceClassification(cfg)
     elif kind == "roberta":
-        cfg = RobertaConfig(initializer_range=initializer_range, vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=num_labels, max_position_embeddings=66, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        cfg = RobertaConfig(
+            initializer_range=initializer_range,
+            vocab_size=vocab_size,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=37,
+            num_labels=num_labels,
+            max_position_embeddings=66,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
         model = RobertaForSequenceClassification(cfg)
     elif kind == "gpt2":
-        cfg = GPT2Config(initializer_range=initializer_range, vocab_size=vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64, num_labels=num_labels, pad_token_id=None, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+        cfg = GPT2Config(
+            initializer_range=initializer_range,
+            vocab_size=vocab_size,
+            n_embd=32,
+            n_layer=1,
+            n_head=2,
+            n_positions=64,
+            num_labels=num_labels,
+            pad_token_id=None,
+            bos_token_id=tokenizer.eos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
         model = GPT2ForSequenceClassification(cfg)
     else:
         raise ValueError(kind)

@@ -82,11 +82,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import evaluation as ev
-from .data import read_jsonl
 from ..api import explain_batch
 from ..link import OutputLink
 from ..models import HFClassifier, score_matrix
+from . import evaluation as ev
+from .data import read_jsonl
 
 __all__ = [
     "METHODS",
@@ -138,26 +138,76 @@ _SLALOM_SCORES = ("value", "importance", "lin", "removal")
 METHODS: dict[str, MethodInfo] = {
     m.key: m
     for m in (
-        MethodInfo("slalom-eff", "slalom-eff", "slalom", _SLALOM_SCORES, frozenset({"importance"}), "n_samples short random sequences"),
-        MethodInfo("slalom-fidel", "slalom-fidel", "slalom", _SLALOM_SCORES, frozenset({"importance"}), "n_samples deletions from the full text"),
-        MethodInfo("slalom-ana", "slalom-ana", "slalom", _SLALOM_SCORES, frozenset({"importance"}), "2U-1 evaluations, whatever n_samples says"),
-        MethodInfo("reference", "reference-eff", "reference", _SLALOM_SCORES, frozenset({"importance"}), "n_samples (slalom-explanations 0.1.2 defaults otherwise)"),
+        MethodInfo(
+            "slalom-eff",
+            "slalom-eff",
+            "slalom",
+            _SLALOM_SCORES,
+            frozenset({"importance"}),
+            "n_samples short random sequences",
+        ),
+        MethodInfo(
+            "slalom-fidel",
+            "slalom-fidel",
+            "slalom",
+            _SLALOM_SCORES,
+            frozenset({"importance"}),
+            "n_samples deletions from the full text",
+        ),
+        MethodInfo(
+            "slalom-ana",
+            "slalom-ana",
+            "slalom",
+            _SLALOM_SCORES,
+            frozenset({"importance"}),
+            "2U-1 evaluations, whatever n_samples says",
+        ),
+        MethodInfo(
+            "reference",
+            "reference-eff",
+            "reference",
+            _SLALOM_SCORES,
+            frozenset({"importance"}),
+            "n_samples (slalom-explanations 0.1.2 defaults otherwise)",
+        ),
         MethodInfo("lime", "captum-lime", "captum", ("attribution",), frozenset(), "n_samples perturbations"),
-        MethodInfo("kernelshap", "captum-kernelshap", "captum", ("attribution",), frozenset(), "n_samples perturbations"),
+        MethodInfo(
+            "kernelshap", "captum-kernelshap", "captum", ("attribution",), frozenset(), "n_samples perturbations"
+        ),
         MethodInfo("partition", "shap-partition", "shap", ("attribution",), frozenset(), "max_evals = n_samples"),
         MethodInfo("lig", "captum-lig", "captum", ("attribution",), frozenset(), "lig_steps interpolation steps"),
         MethodInfo("ixg", "captum-ixg", "captum", ("attribution",), frozenset(), "1 forward + backward"),
-        MethodInfo("saliency", "captum-saliency", "captum", ("attribution",), frozenset({"attribution"}), "1 forward + backward"),
+        MethodInfo(
+            "saliency",
+            "captum-saliency",
+            "captum",
+            ("attribution",),
+            frozenset({"attribution"}),
+            "1 forward + backward",
+        ),
         MethodInfo("random", "random", "baseline", ("attribution",), frozenset(), "no model calls"),
     )
 }
 DEFAULT_METHODS: tuple[str, ...] = (
-    "slalom-eff", "slalom-fidel", "reference", "lime", "kernelshap", "partition", "lig", "saliency", "random",
+    "slalom-eff",
+    "slalom-fidel",
+    "reference",
+    "lime",
+    "kernelshap",
+    "partition",
+    "lig",
+    "saliency",
+    "random",
 )
 #: Metrics reported per row, in table order.
 METRICS: tuple[str, ...] = (
-    "comprehensiveness", "sufficiency", "deletion_curve_aopc", "insertion_curve_aopc",
-    "hat_auc", "hat_auprc", "nb_spearman",
+    "comprehensiveness",
+    "sufficiency",
+    "deletion_curve_aopc",
+    "insertion_curve_aopc",
+    "hat_auc",
+    "hat_auprc",
+    "nb_spearman",
 )
 _METRIC_HEADERS = {
     "comprehensiveness": "deletion AOPC ↑",
@@ -525,8 +575,12 @@ def _run_slalom(ctx: _Context, insts: Sequence[Instance], method: str) -> list[t
     # eff and ana send short sequences: they get the short-sample batch size.
     adapter = ctx.slalom_adapter if method in ("eff", "ana") else ctx.adapter
     exps = explain_batch(
-        adapter, [i.token_ids for i in insts], method=method,
-        n_samples=ctx.config.n_samples, target=target, seed=ctx.config.seed,
+        adapter,
+        [i.token_ids for i in insts],
+        method=method,
+        n_samples=ctx.config.n_samples,
+        target=target,
+        seed=ctx.config.seed,
         **_fitter_options(method, ctx.config.slalom_options),
     )
     out = []
@@ -534,12 +588,17 @@ def _run_slalom(ctx: _Context, insts: Sequence[Instance], method: str) -> list[t
         scores = {name: np.asarray(e.scores(name), dtype=float) for name in _SLALOM_SCORES}
         d = e.diagnostics
         # Where the time went (model passes vs the engine's own work), for the tables' notes.
-        out.append((scores, {
-            "model_evaluations": int(d["model_evaluations"]),
-            "heldout_r2": float(d.get("heldout_r2", float("nan"))),
-            "model_seconds": float(d.get("model_seconds", float("nan"))),
-            "fit_seconds": float(d.get("fit_seconds", float("nan"))),
-        }))
+        out.append(
+            (
+                scores,
+                {
+                    "model_evaluations": int(d["model_evaluations"]),
+                    "heldout_r2": float(d.get("heldout_r2", float("nan"))),
+                    "model_seconds": float(d.get("model_seconds", float("nan"))),
+                    "fit_seconds": float(d.get("fit_seconds", float("nan"))),
+                },
+            )
+        )
     return out
 
 
@@ -606,7 +665,10 @@ def _run_reference(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
 
     dev = str(ctx.device)
     explainer = SLALOMLocalExplanantions(
-        _CountingModel(ctx), ctx.tokenizer, n_samples=ctx.config.n_samples, device=dev,
+        _CountingModel(ctx),
+        ctx.tokenizer,
+        n_samples=ctx.config.n_samples,
+        device=dev,
         modes=["value", "imp", "lin", "removal"],
         pad_token_id=int(ctx.adapter.pad_id),
         target_class=None if ctx.binary else inst.target,
@@ -646,7 +708,8 @@ def _captum_attribution(ctx: _Context, inst: Instance, explainer) -> tuple[Score
     attr = explainer.attribute(
         torch.tensor([inst.token_ids], dtype=torch.long),
         baselines=_DELETED if ctx.strategy == "delete" else ctx.replacement_id,
-        n_samples=ctx.config.n_samples, perturbations_per_eval=ctx.config.batch_size,
+        n_samples=ctx.config.n_samples,
+        perturbations_per_eval=ctx.config.batch_size,
     )
     return {"attribution": attr.detach().double().numpy().reshape(-1)}, {}
 
@@ -655,7 +718,9 @@ def _run_lime(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     from captum._utils.models.linear_model import SkLearnRidge
     from captum.attr import Lime
 
-    lime = Lime(_perturbation_forward(ctx, inst), interpretable_model=SkLearnRidge(alpha=1.0), similarity_func=_lime_similarity)
+    lime = Lime(
+        _perturbation_forward(ctx, inst), interpretable_model=SkLearnRidge(alpha=1.0), similarity_func=_lime_similarity
+    )
     return _captum_attribution(ctx, inst, lime)
 
 
@@ -669,7 +734,9 @@ def _run_partition(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     import shap
 
     tok = ctx.tokenizer
-    mask_token = {"delete": "", "mask": getattr(tok, "mask_token", None), "pad": getattr(tok, "pad_token", None)}[ctx.config.removal]
+    mask_token = {"delete": "", "mask": getattr(tok, "mask_token", None), "pad": getattr(tok, "pad_token", None)}[
+        ctx.config.removal
+    ]
     # collapse_mask_token=False: one removed token = one removed (or replaced) token.
     masker = shap.maskers.Text(tok, mask_token=mask_token, collapse_mask_token=False)
 
@@ -683,7 +750,9 @@ def _run_partition(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     values = np.asarray(exp.values[0], dtype=float).reshape(-1)
     pre, suf = len(ctx.adapter.prefix_ids), len(ctx.adapter.suffix_ids)
     if values.shape[0] != pre + inst.n_tokens + suf:
-        raise RuntimeError(f"shap's masker split the text into {values.shape[0]} tokens, expected {pre + inst.n_tokens + suf}")
+        raise RuntimeError(
+            f"shap's masker split the text into {values.shape[0]} tokens, expected {pre + inst.n_tokens + suf}"
+        )
     return {"attribution": values[pre : pre + inst.n_tokens]}, {}
 
 
@@ -705,7 +774,13 @@ def _run_lig(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     ref = ids.clone()
     ref[:, start : start + inst.n_tokens] = ctx.adapter.pad_id
     lig = LayerIntegratedGradients(_gradient_forward(ctx, inst), _embedding_layer(ctx.model))
-    attr = lig.attribute(ids, baselines=ref, additional_forward_args=(mask,), n_steps=ctx.config.lig_steps, internal_batch_size=ctx.config.batch_size)
+    attr = lig.attribute(
+        ids,
+        baselines=ref,
+        additional_forward_args=(mask,),
+        n_steps=ctx.config.lig_steps,
+        internal_batch_size=ctx.config.batch_size,
+    )
     a = attr.sum(-1)[0, start : start + inst.n_tokens]
     return {"attribution": a.detach().double().cpu().numpy()}, {}
 
@@ -717,7 +792,9 @@ def _run_layer_gradient(ctx: _Context, inst: Instance, *, times_input: bool) -> 
     mask = torch.ones_like(ids)
     # On the embedding layer's output: gradient × embedding (input × gradient on the
     # embeddings), or the plain gradient whose L2 norm per token is the saliency.
-    method = LayerGradientXActivation(_gradient_forward(ctx, inst), _embedding_layer(ctx.model), multiply_by_inputs=times_input)
+    method = LayerGradientXActivation(
+        _gradient_forward(ctx, inst), _embedding_layer(ctx.model), multiply_by_inputs=times_input
+    )
     attr = method.attribute(ids, additional_forward_args=(mask,))[0, start : start + inst.n_tokens]
     a = attr.sum(-1) if times_input else attr.norm(dim=-1)
     return {"attribution": a.detach().double().cpu().numpy()}, {}
@@ -810,8 +887,12 @@ def _evaluate(
         # A degenerate explanation (e.g. a failed fit) cannot be ranked: record nan.
         return {m: float("nan") for m in METRICS}, {"error": "non-finite scores"}
     rep = ev.faithfulness_metrics(
-        _predict_target(predict, inst.target), inst.token_ids, oriented, bins=ctx.config.bins,
-        curve_fractions=ctx.config.curve_fractions, strategy=ctx.strategy,
+        _predict_target(predict, inst.target),
+        inst.token_ids,
+        oriented,
+        bins=ctx.config.bins,
+        curve_fractions=ctx.config.curve_fractions,
+        strategy=ctx.strategy,
         replacement_id=ctx.replacement_id,
     )
     metrics = rep.as_metrics()
@@ -922,11 +1003,18 @@ def run_benchmark(
     limit = None
     if ctx.adapter.max_length is not None:
         limit = ctx.adapter.max_length - len(ctx.adapter.prefix_ids) - len(ctx.adapter.suffix_ids)
-    max_tokens = limit if config.max_tokens is None else (config.max_tokens if limit is None else min(config.max_tokens, limit))
+    max_tokens = (
+        limit if config.max_tokens is None else (config.max_tokens if limit is None else min(config.max_tokens, limit))
+    )
     rows = read_jsonl(config.data)
     instances = select_instances(
-        rows, tokenizer, n=config.n, min_tokens=config.min_tokens, max_tokens=max_tokens,
-        seed=config.seed, attention_field=config.attention_field,
+        rows,
+        tokenizer,
+        n=config.n,
+        min_tokens=config.min_tokens,
+        max_tokens=max_tokens,
+        seed=config.seed,
+        attention_field=config.attention_field,
     )
     if not instances:
         raise ValueError(f"no text in {config.data} has between {config.min_tokens} and {max_tokens} tokens")
@@ -984,7 +1072,16 @@ def run_benchmark(
             for mode, c in cur.items():
                 if c is not None:
                     curves.setdefault(row, {}).setdefault(mode, []).append(c)
-            results.append(ev.InstanceResult(row, metrics, seconds=seconds, model_evaluations=n_eval, instance_id=inst.id, extra={"n_tokens": inst.n_tokens, "target": inst.target, **extra}))
+            results.append(
+                ev.InstanceResult(
+                    row,
+                    metrics,
+                    seconds=seconds,
+                    model_evaluations=n_eval,
+                    instance_id=inst.id,
+                    extra={"n_tokens": inst.n_tokens, "target": inst.target, **extra},
+                )
+            )
 
     for key in runnable:
         if METHODS[key].family != "slalom":
@@ -1033,7 +1130,9 @@ def run_benchmark(
     info = {
         "model_name": name,
         "n_classes": ctx.n_classes,
-        "explained_output": "log-odds of class 1, flipped towards the predicted class" if ctx.binary else "one-vs-rest log-odds of the predicted class",
+        "explained_output": "log-odds of class 1, flipped towards the predicted class"
+        if ctx.binary
+        else "one-vs-rest log-odds of the predicted class",
         "removal": {"strategy": ctx.strategy, "replacement_id": ctx.replacement_id, "name": config.removal},
         "n_instances": len(instances),
         "mean_tokens": float(np.mean([i.n_tokens for i in instances])),
@@ -1202,14 +1301,38 @@ def _write_outputs(config, summary, results, curves, markdown, info, skipped, er
     for row, modes in curves.items():
         for mode, cs in modes.items():
             mc = ev.mean_curve(cs)
-            mean_curves.setdefault(row, {})[mode] = {"fractions": mc["fractions"].tolist(), "mean": mc["mean"].tolist(), "se": mc["se"].tolist(), "n": mc["n"]}
+            mean_curves.setdefault(row, {})[mode] = {
+                "fractions": mc["fractions"].tolist(),
+                "mean": mc["mean"].tolist(),
+                "se": mc["se"].tolist(),
+                "n": mc["n"],
+            }
     cfg = asdict(config)
     path = out / "results.json"
-    path.write_text(json.dumps({
-        "config": cfg, "info": info, "summary": summary, "skipped": skipped,
-        "errors": [list(e) for e in errors], "curves": mean_curves,
-        "instances": [{"id": i.id, "n_tokens": i.n_tokens, "label": i.label, "target": i.target, "full_probability": i.full_probability} for i in instances],
-    }, indent=1, default=str))
+    path.write_text(
+        json.dumps(
+            {
+                "config": cfg,
+                "info": info,
+                "summary": summary,
+                "skipped": skipped,
+                "errors": [list(e) for e in errors],
+                "curves": mean_curves,
+                "instances": [
+                    {
+                        "id": i.id,
+                        "n_tokens": i.n_tokens,
+                        "label": i.label,
+                        "target": i.target,
+                        "full_probability": i.full_probability,
+                    }
+                    for i in instances
+                ],
+            },
+            indent=1,
+            default=str,
+        )
+    )
     files["results_json"] = str(path)
 
     rows_to_plot = _plot_rows(list(mean_curves))
@@ -1246,7 +1369,9 @@ def _write_outputs(config, summary, results, curves, markdown, info, skipped, er
         se = r.get("comprehensiveness_se", float("nan"))
         ax.errorbar([max(sec, 1e-4)], [aopc], yerr=None if math.isnan(se) else [se], fmt="o", capsize=3)
         # Alternate label offsets: methods of similar cost would print on top of each other.
-        ax.annotate(row, (max(sec, 1e-4), aopc), textcoords="offset points", xytext=(4, 4 if k % 2 == 0 else -11), fontsize=7)
+        ax.annotate(
+            row, (max(sec, 1e-4), aopc), textcoords="offset points", xytext=(4, 4 if k % 2 == 0 else -11), fontsize=7
+        )
         k += 1
     ax.set_xscale("log")
     ax.set_xlabel("median seconds per explanation (log scale)")

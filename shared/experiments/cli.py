@@ -55,14 +55,24 @@ def run_demo(args: argparse.Namespace) -> int:
     texts = args.text or list(DEMO_SENTENCES)
     print(f"Model: {name}")
     print(f"Method: SLALOM-{args.method}, {args.n_samples} samples, seed {args.seed}\n")
-    exps = explain_batch(model, texts, tokenizer=tok, method=args.method, n_samples=args.n_samples, seed=args.seed, granularity=args.granularity)
+    exps = explain_batch(
+        model,
+        texts,
+        tokenizer=tok,
+        method=args.method,
+        n_samples=args.n_samples,
+        seed=args.seed,
+        granularity=args.granularity,
+    )
     for i, (text, exp) in enumerate(zip(texts, exps)):
         d = exp.diagnostics
         first = (lambda x: x) if exp.class_names is None else (lambda x: x[0])
         print(f"[{i}] {text}")
-        print(f"    model log-odds {float(first(exp.model_output)):+.3f} · surrogate {float(first(exp.surrogate_output)):+.3f} · "
-              f"scores measured from the empty input's {float(first(exp.base_value)):+.3f} · held-out R² {d['heldout_r2']:.3f} · "
-              f"{d['model_evaluations']} model evaluations in {d['model_seconds']:.2f} s, fit {d['fit_seconds']:.2f} s")
+        print(
+            f"    model log-odds {float(first(exp.model_output)):+.3f} · surrogate {float(first(exp.surrogate_output)):+.3f} · "
+            f"scores measured from the empty input's {float(first(exp.base_value)):+.3f} · held-out R² {d['heldout_r2']:.3f} · "
+            f"{d['model_evaluations']} model evaluations in {d['model_seconds']:.2f} s, fit {d['fit_seconds']:.2f} s"
+        )
         print(format_table(exp))
         fig, ax = plt.subplots(figsize=(6, 4.5))
         plots.plot_scatter(exp, ax=ax)
@@ -81,8 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slalom-xai", description="SLALOM explanations for text classifiers")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="explain example sentences with the embedded default model")
-    demo.add_argument("--model", default=None, help="a Hugging Face sequence classifier (name or local path), or a packaged model by name "
-                      "(minilm-imdb, the default, or zeroshot)")
+    demo.add_argument(
+        "--model",
+        default=None,
+        help="a Hugging Face sequence classifier (name or local path), or a packaged model by name "
+        "(minilm-imdb, the default, or zeroshot)",
+    )
     demo.add_argument("--text", action="append", help="a text to explain (repeatable); default: built-in examples")
     demo.add_argument("--method", default="eff", choices=["eff", "fidel", "ana"])
     demo.add_argument("--n-samples", type=int, default=1000)

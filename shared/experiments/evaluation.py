@@ -362,8 +362,7 @@ def _run_predict(predict: Predictor, sequences: list[list[int]]) -> np.ndarray:
         arr = arr[:, 0]
     if arr.shape != (len(sequences),):
         raise ValueError(
-            f"predict must return shape ({len(sequences)},) for {len(sequences)} sequences, "
-            f"got {arr.shape}"
+            f"predict must return shape ({len(sequences)},) for {len(sequences)} sequences, got {arr.shape}"
         )
     return arr
 
@@ -494,8 +493,7 @@ def comprehensiveness(
         >>> comprehensiveness(predict, [1, 2, 3], [2.0, -1.0, 0.5], bins=(0.3,)).value
         2.0
     """
-    return _single("deletion", predict, token_ids, attributions, bins, strategy,
-                   replacement_id, absolute, full_score)
+    return _single("deletion", predict, token_ids, attributions, bins, strategy, replacement_id, absolute, full_score)
 
 
 def sufficiency(
@@ -521,8 +519,7 @@ def sufficiency(
         >>> sufficiency(predict, [1, 2, 3], [2.0, -1.0, 0.5], bins=(0.3,)).value
         -0.5
     """
-    return _single("insertion", predict, token_ids, attributions, bins, strategy,
-                   replacement_id, absolute, full_score)
+    return _single("insertion", predict, token_ids, attributions, bins, strategy, replacement_id, absolute, full_score)
 
 
 def deletion_aopc(
@@ -546,8 +543,9 @@ def deletion_aopc(
         >>> deletion_aopc(predict, [5, 6, 7, 8], [1, 2, 3, 4], fractions=(0.25, 0.5))
         0.375
     """
-    return _single("deletion", predict, token_ids, attributions, fractions, strategy,
-                   replacement_id, absolute, full_score).aopc
+    return _single(
+        "deletion", predict, token_ids, attributions, fractions, strategy, replacement_id, absolute, full_score
+    ).aopc
 
 
 def insertion_aopc(
@@ -570,8 +568,9 @@ def insertion_aopc(
         >>> insertion_aopc(predict, [5, 6, 7, 8], [1, 2, 3, 4], fractions=(0.25, 0.5))
         0.625
     """
-    return _single("insertion", predict, token_ids, attributions, fractions, strategy,
-                   replacement_id, absolute, full_score).aopc
+    return _single(
+        "insertion", predict, token_ids, attributions, fractions, strategy, replacement_id, absolute, full_score
+    ).aopc
 
 
 def deletion_curve(
@@ -595,8 +594,9 @@ def deletion_curve(
         >>> deletion_curve(predict, [7, 8], [0.1, 0.9], fractions=(0, 0.5, 1)).scores.tolist()
         [1.0, 0.5, 0.0]
     """
-    return _single("deletion", predict, token_ids, attributions, fractions, strategy,
-                   replacement_id, absolute, full_score)
+    return _single(
+        "deletion", predict, token_ids, attributions, fractions, strategy, replacement_id, absolute, full_score
+    )
 
 
 def insertion_curve(
@@ -619,8 +619,9 @@ def insertion_curve(
         >>> insertion_curve(predict, [7, 8], [0.1, 0.9], fractions=(0, 0.5, 1)).scores.tolist()
         [0.0, 0.5, 1.0]
     """
-    return _single("insertion", predict, token_ids, attributions, fractions, strategy,
-                   replacement_id, absolute, full_score)
+    return _single(
+        "insertion", predict, token_ids, attributions, fractions, strategy, replacement_id, absolute, full_score
+    )
 
 
 def faithfulness_metrics(
@@ -660,8 +661,14 @@ def faithfulness_metrics(
         c = _normalise_fractions(curve_fractions)
         requests += [("deletion", c), ("insertion", c)]
     results, n_evals = _evaluate_requests(
-        predict, ids, attributions, requests, strategy=strategy,
-        replacement_id=replacement_id, absolute=absolute, full_score=full_score,
+        predict,
+        ids,
+        attributions,
+        requests,
+        strategy=strategy,
+        replacement_id=replacement_id,
+        absolute=absolute,
+        full_score=full_score,
     )
     return FaithfulnessReport(
         comprehensiveness=results[0],
@@ -707,8 +714,7 @@ def mean_curve(curves: Sequence[PerturbationResult], *, relative: bool = False) 
         raise ValueError("no curve with a non-zero full score")
     m = np.vstack(rows)
     se = np.array([standard_error(col) for col in m.T])
-    return {"mode": mode, "fractions": np.array(fractions), "mean": m.mean(axis=0), "se": se,
-            "n": m.shape[0]}
+    return {"mode": mode, "fractions": np.array(fractions), "mean": m.mean(axis=0), "se": se, "n": m.shape[0]}
 
 
 # --------------------------------------------------------------------------------------
@@ -1183,9 +1189,7 @@ class InstanceResult:
         """All numbers to aggregate: the metrics plus ``seconds`` and ``model_evaluations``."""
         out = {k: float(v) for k, v in self.metrics.items()}
         out["seconds"] = float(self.seconds)
-        out["model_evaluations"] = (
-            float("nan") if self.model_evaluations is None else float(self.model_evaluations)
-        )
+        out["model_evaluations"] = float("nan") if self.model_evaluations is None else float(self.model_evaluations)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -1289,13 +1293,15 @@ def aggregate_results(
         for name in names:
             v = np.array([it.get(name, np.nan) for it in items], dtype=float)
             ok = v[~np.isnan(v)]
-            rows.append({
-                "method": method,
-                "metric": name,
-                "n": int(ok.size),
-                "n_missing": int(v.size - ok.size),
-                "mean": float(ok.mean()) if ok.size else float("nan"),
-                "se": standard_error(ok),
-                "median": float(np.median(ok)) if ok.size else float("nan"),
-            })
+            rows.append(
+                {
+                    "method": method,
+                    "metric": name,
+                    "n": int(ok.size),
+                    "n_missing": int(v.size - ok.size),
+                    "mean": float(ok.mean()) if ok.size else float("nan"),
+                    "se": standard_error(ok),
+                    "median": float(np.median(ok)) if ok.size else float("nan"),
+                }
+            )
     return rows

@@ -37,10 +37,10 @@ from __future__ import annotations
 import csv
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -191,24 +191,43 @@ def small_classifier(
 
     if arch == "bert":
         cfg = BertConfig(
-            vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=n_layers,
-            num_attention_heads=n_heads, intermediate_size=intermediate_size,
-            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-            max_position_embeddings=max_positions, **config_kwargs,
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            num_hidden_layers=n_layers,
+            num_attention_heads=n_heads,
+            intermediate_size=intermediate_size,
+            hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout,
+            max_position_embeddings=max_positions,
+            **config_kwargs,
         )
         return BertForSequenceClassification(cfg)
     if arch == "distilbert":
         cfg = DistilBertConfig(
-            vocab_size=vocab_size, dim=hidden_size, n_layers=n_layers, n_heads=n_heads,
-            hidden_dim=intermediate_size, dropout=dropout, attention_dropout=dropout,
-            seq_classif_dropout=dropout, max_position_embeddings=max_positions, **config_kwargs,
+            vocab_size=vocab_size,
+            dim=hidden_size,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            hidden_dim=intermediate_size,
+            dropout=dropout,
+            attention_dropout=dropout,
+            seq_classif_dropout=dropout,
+            max_position_embeddings=max_positions,
+            **config_kwargs,
         )
         return DistilBertForSequenceClassification(cfg)
     if arch == "gpt2":
         cfg = GPT2Config(
-            vocab_size=vocab_size, n_embd=hidden_size, n_layer=n_layers, n_head=n_heads,
-            n_inner=intermediate_size, n_positions=max_positions, resid_pdrop=dropout,
-            embd_pdrop=dropout, attn_pdrop=dropout, **config_kwargs,
+            vocab_size=vocab_size,
+            n_embd=hidden_size,
+            n_layer=n_layers,
+            n_head=n_heads,
+            n_inner=intermediate_size,
+            n_positions=max_positions,
+            resid_pdrop=dropout,
+            embd_pdrop=dropout,
+            attn_pdrop=dropout,
+            **config_kwargs,
         )
         return GPT2ForSequenceClassification(cfg)
     raise ValueError(f"unknown architecture {arch!r}; use one of {ARCHITECTURES + ('mlp',)}")
@@ -508,7 +527,9 @@ def _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads) -> 
     )
 
 
-def _trained_runs(spec: ModelSpec, sampler: Sampler, *, n_runs: int, seed: int, train: dict, **options) -> Iterator[tuple[int, int, SyntheticClassifier]]:
+def _trained_runs(
+    spec: ModelSpec, sampler: Sampler, *, n_runs: int, seed: int, train: dict, **options
+) -> Iterator[tuple[int, int, SyntheticClassifier]]:
     """(run, run seed, trained model) for each of ``n_runs`` independent trainings of ``spec``.
 
     Every experiment repeats a model with seeds ``seed + 1000 · run``, so that adding runs
@@ -523,7 +544,9 @@ def _runs_phrase(n_runs: int) -> str:
     return f"{n_runs} run(s){', mean ± s.e.' if n_runs > 1 else ''}"
 
 
-def _identity_scatter(ax, x: np.ndarray, y: np.ndarray, *, size: float, lims: tuple[float, float] | None = None, **scatter) -> None:
+def _identity_scatter(
+    ax, x: np.ndarray, y: np.ndarray, *, size: float, lims: tuple[float, float] | None = None, **scatter
+) -> None:
     """Scatter y against x over the dashed identity line (limits: both arrays, or ``lims``)."""
     lo, hi = lims if lims is not None else (float(min(x.min(), y.min())), float(max(x.max(), y.max())))
     ax.plot([lo, hi], [lo, hi], "--k", linewidth=1)
@@ -604,7 +627,7 @@ def run_fig3(
         }
         md_rows.append([lab, float(c[0]), float(c[-1]), slope, _mse(c, truth)])
     md = (
-        f"Log-odds for k copies of \"{word}\" (k = 1…{k_max}); the linear ground truth is "
+        f'Log-odds for k copies of "{word}" (k = 1…{k_max}); the linear ground truth is '
         f"{LINEAR_WEIGHTS[widx]}·k (slope {LINEAR_WEIGHTS[widx]}).\n\n"
         + _markdown(["model", "F(k=1)", f"F(k={k_max})", "slope", "MSE vs linear"], md_rows)
     )
@@ -695,7 +718,9 @@ def run_fig4ab(
             per_run = {s: [] for s in SURROGATES}
             label = None
             train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
-            for run, run_seed, clf in _trained_runs(spec, _linear_sampler(), n_runs=n_runs, seed=seed, train=train, cache_key=("linear",)):
+            for run, run_seed, clf in _trained_runs(
+                spec, _linear_sampler(), n_runs=n_runs, seed=seed, train=train, cache_key=("linear",)
+            ):
                 label = clf.label
                 rng = np.random.default_rng([run_seed, 4])
                 fit = sample_linear_dataset(n_fit, rng)
@@ -707,7 +732,9 @@ def run_fig4ab(
                         per_run[s].append(mses[s])
                     rows.append([arch, n_layers, run] + [mses[s] for s in SURROGATES] + [_mse(y_test, test.log_odds)])
                     if arch not in first_of_arch:
-                        onehot_perfect = SyntheticDataset(LINEAR_WORDS, perfect, np.zeros(k_max), np.zeros(k_max)).position_onehot(max_len)
+                        onehot_perfect = SyntheticDataset(
+                            LINEAR_WORDS, perfect, np.zeros(k_max), np.zeros(k_max)
+                        ).position_onehot(max_len)
                         cnt_perfect = counts_matrix(perfect, len(LINEAR_WORDS))
                         first_of_arch[arch] = {
                             "label": label,
@@ -728,8 +755,7 @@ def run_fig4ab(
     md = (
         f"Held-out MSE (×100) of surrogates fitted to the transformers' log-odds on {n_fit} "
         f"fresh samples of the linear data set, evaluated on {n_test} new samples "
-        f"({_runs_phrase(n_runs)}).\n\n"
-        + _markdown(["model", "linear", "GAM", "SLALOM"], md_rows)
+        f"({_runs_phrase(n_runs)}).\n\n" + _markdown(["model", "linear", "GAM", "SLALOM"], md_rows)
     )
     (out / "table6.md").write_text(md)
 
@@ -741,8 +767,10 @@ def run_fig4ab(
         for r, arch in enumerate(arch_list):
             d = first_of_arch[arch]
             # one range per row, so the three surrogates of a model share their axes
-            lims = (float(min(d["y_test"].min(), *(p.min() for p in d["preds"].values()))),
-                    float(max(d["y_test"].max(), *(p.max() for p in d["preds"].values()))))
+            lims = (
+                float(min(d["y_test"].min(), *(p.min() for p in d["preds"].values()))),
+                float(max(d["y_test"].max(), *(p.max() for p in d["preds"].values()))),
+            )
             for c, s in enumerate(SURROGATES):
                 ax = axes[r, c]
                 _identity_scatter(ax, d["y_test"], d["preds"][s], size=3, lims=lims, alpha=0.5)
@@ -820,8 +848,15 @@ def run_fig4cd(
             per_run = {k: [] for k in keys}
             label = None
             train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
-            for run, run_seed, clf in _trained_runs(spec, _slalom_sampler(vocab, max_len), n_runs=n_runs, seed=seed, train=train,
-                                                    cache_key=("slalom", n_words, max_len, vocab_seed), soft_labels=soft_labels):
+            for run, run_seed, clf in _trained_runs(
+                spec,
+                _slalom_sampler(vocab, max_len),
+                n_runs=n_runs,
+                seed=seed,
+                train=train,
+                cache_key=("slalom", n_words, max_len, vocab_seed),
+                soft_labels=soft_labels,
+            ):
                 label = clf.label
                 rng = np.random.default_rng([run_seed, 7])
                 fit = sample_slalom_dataset(n_fit, rng, vocab=vocab, max_len=max_len)
@@ -859,7 +894,16 @@ def run_fig4cd(
         f"on {n_test} held-out samples {note}.\n\n"
         + _markdown(
             ["model", "SLALOM vs model", "SLALOM vs ground truth", "model vs ground truth"],
-            [[lab, *(_pm(*results[lab][k], n_runs, scale=100, digits=3) for k in ("logit_mse", "logit_mse_truth", "model_vs_truth"))] for lab in results],
+            [
+                [
+                    lab,
+                    *(
+                        _pm(*results[lab][k], n_runs, scale=100, digits=3)
+                        for k in ("logit_mse", "logit_mse_truth", "model_vs_truth")
+                    ),
+                ]
+                for lab in results
+            ],
         )
     )
     md8 = (
@@ -867,8 +911,14 @@ def run_fig4cd(
         + _markdown(
             ["model", "values and importances", "values", "importances", "Spearman(s, s_true)"],
             [
-                [lab, *(_pm(*results[lab][k], n_runs, scale=100, digits=3) for k in ("param_mse", "value_mse", "importance_mse")),
-                 _pm(*results[lab]["importance_spearman"], n_runs, digits=3)]
+                [
+                    lab,
+                    *(
+                        _pm(*results[lab][k], n_runs, scale=100, digits=3)
+                        for k in ("param_mse", "value_mse", "importance_mse")
+                    ),
+                    _pm(*results[lab]["importance_spearman"], n_runs, digits=3),
+                ]
                 for lab in results
             ],
         )
@@ -954,10 +1004,19 @@ def run_fig9(
     agg: dict[tuple, dict[str, list[float]]] = {}
     for sweep, n_words, max_len in settings:
         vocab = full.first(n_words)
-        spec = ModelSpec(arch=arch, n_layers=n_layers, hidden_size=hidden_size, n_heads=n_heads, max_len=max(max_len, 2))
+        spec = ModelSpec(
+            arch=arch, n_layers=n_layers, hidden_size=hidden_size, n_heads=n_heads, max_len=max(max_len, 2)
+        )
         train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
-        for run, run_seed, clf in _trained_runs(spec, _slalom_sampler(vocab, max_len), n_runs=n_runs, seed=seed, train=train,
-                                                cache_key=("slalom", n_words, max_len, vocab_seed), soft_labels=soft_labels):
+        for run, run_seed, clf in _trained_runs(
+            spec,
+            _slalom_sampler(vocab, max_len),
+            n_runs=n_runs,
+            seed=seed,
+            train=train,
+            cache_key=("slalom", n_words, max_len, vocab_seed),
+            soft_labels=soft_labels,
+        ):
             rng = np.random.default_rng([run_seed, 9, n_words, max_len])
             test = sample_slalom_dataset(n_test, rng, vocab=vocab, max_len=max_len)
             fitted: dict[str, SlalomSurrogate] = {}
@@ -984,7 +1043,9 @@ def run_fig9(
                 d["logit"].append(logit)
                 d["param"].append(param)
 
-    csv_path = _write_csv(out / "fig9.csv", ["sweep", "n_words", "max_len", "run", "method", "logit_mse", "param_mse"], rows)
+    csv_path = _write_csv(
+        out / "fig9.csv", ["sweep", "n_words", "max_len", "run", "method", "logit_mse", "param_mse"], rows
+    )
     md_rows = []
     for (sweep, n_words, max_len, method), d in agg.items():
         md_rows.append([sweep, n_words, max_len, method, float(np.mean(d["logit"])), float(np.mean(d["param"]))])
@@ -997,11 +1058,15 @@ def run_fig9(
     (out / "fig9.md").write_text(md)
 
     fig, axes = _figure(2, 2, (8.0, 6.0))
-    for col, (sweep, xkey, xlabel) in enumerate((("vocab", 1, "vocabulary size |V|"), ("length", 2, "context length C"))):
+    for col, (sweep, xkey, xlabel) in enumerate(
+        (("vocab", 1, "vocabulary size |V|"), ("length", 2, "context length C"))
+    ):
         for row, (metric, mlabel) in enumerate((("logit", "logit MSE"), ("param", "parameter MSE"))):
             ax = axes[row, col]
             for method in methods:
-                pts = sorted((k[xkey], float(np.mean(d[metric]))) for k, d in agg.items() if k[0] == sweep and k[3] == method)
+                pts = sorted(
+                    (k[xkey], float(np.mean(d[metric]))) for k, d in agg.items() if k[0] == sweep and k[3] == method
+                )
                 if pts:
                     xs, ys = zip(*pts)
                     ax.plot(xs, ys, "-o", label=f"SLALOM-{method}")
@@ -1013,7 +1078,10 @@ def run_fig9(
     png = out / "fig9.png"
     fig.savefig(png, dpi=120)
     summary = {
-        f"{sweep}:{n_words}:{max_len}:{method}": {"logit_mse": float(np.mean(d["logit"])), "param_mse": float(np.mean(d["param"]))}
+        f"{sweep}:{n_words}:{max_len}:{method}": {
+            "logit_mse": float(np.mean(d["logit"])),
+            "param_mse": float(np.mean(d["param"])),
+        }
         for (sweep, n_words, max_len, method), d in agg.items()
     }
     return {"results": summary, "files": [str(png), str(csv_path), str(out / "fig9.md")]}
@@ -1083,17 +1151,20 @@ def run_table12(
     default model's package is not installed) nothing is written and the result is
     ``{"skipped": reason, "files": []}``.
     """
-    from . import evaluation as ev
     from ..api import explain
-    from .bench import read_jsonl, select_instances
     from ..models import HFClassifier
+    from . import evaluation as ev
+    from .bench import read_jsonl, select_instances
 
     if data is None:
         folder = data_dir()
         data = Path(DEFAULT_IMDB_TEST) if folder is None else folder / DEFAULT_IMDB_TEST
     data = Path(data)
     if not data.exists():
-        return {"skipped": f"data file {data} not found: Table 12 needs the IMDB test reviews (JSON lines)", "files": []}
+        return {
+            "skipped": f"data file {data} not found: Table 12 needs the IMDB test reviews (JSON lines)",
+            "files": [],
+        }
     try:
         clf, tok, model_name = _load_table12_model(model)
     except (ImportError, FileNotFoundError) as err:
@@ -1120,7 +1191,7 @@ def run_table12(
         for inst in insts:
             cache: dict[tuple[int, ...], np.ndarray] = {}
 
-            def probs(seqs: list[list[int]]) -> np.ndarray:
+            def probs(seqs: list[list[int]], cache: dict = cache) -> np.ndarray:
                 missing = [s for s in dict.fromkeys(tuple(s) for s in seqs) if s not in cache]
                 if missing:
                     for s, row in zip(missing, _class_probabilities(adapter.score([list(m) for m in missing]))):
@@ -1138,7 +1209,9 @@ def run_table12(
                 return probs(seqs)[:, _t]
 
             common = dict(bins=bins, strategy="delete", full_score=float(p_full[target]))
-            rnd = ev.comprehensiveness(predict, inst.token_ids, ev.random_attributions(inst.n_tokens, seed), **common).value
+            rnd = ev.comprehensiveness(
+                predict, inst.token_ids, ev.random_attributions(inst.n_tokens, seed), **common
+            ).value
             random_aopc.append(rnd)
             rows.append([inst.index, inst.id, inst.n_tokens, target, "random", 0, rnd, 0.0, float("nan")])
             for n in grid:
@@ -1162,8 +1235,12 @@ def run_table12(
     summary = {n: {k: _mean_se(v) for k, v in d.items()} for n, d in per_budget.items()}
     rand = _mean_se(random_aopc)
     md_rows = [
-        [f"SLALOM-{method} lin, {n} samples", _pm(*summary[n]["aopc"], n_done, digits=4),
-         f"{summary[n]['seconds'][0]:.2f}", f"{summary[n]['r2'][0]:.3f}"]
+        [
+            f"SLALOM-{method} lin, {n} samples",
+            _pm(*summary[n]["aopc"], n_done, digits=4),
+            f"{summary[n]['seconds'][0]:.2f}",
+            f"{summary[n]['r2'][0]:.3f}",
+        ]
         for n in grid
     ]
     md_rows.append(["random ranking", _pm(*rand, n_done, digits=4), "–", "–"])
@@ -1194,8 +1271,12 @@ def run_table12(
     fig.savefig(png, dpi=120)
     return {
         "results": {
-            str(n): {"deletion_aopc": summary[n]["aopc"][0], "se": summary[n]["aopc"][1],
-                     "seconds": summary[n]["seconds"][0], "heldout_r2": summary[n]["r2"][0]}
+            str(n): {
+                "deletion_aopc": summary[n]["aopc"][0],
+                "se": summary[n]["aopc"][1],
+                "seconds": summary[n]["seconds"][0],
+                "heldout_r2": summary[n]["r2"][0],
+            }
             for n in grid
         },
         "random": {"deletion_aopc": rand[0], "se": rand[1]},

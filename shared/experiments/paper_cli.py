@@ -41,8 +41,15 @@ SMALL_SIZES: dict[str, dict] = {
     "fig4ab": dict(archs=("bert",), layers=(1,), n_fit=400, n_test=100, k_max=10, **_TOY_TRAIN),
     "fig4cd": dict(archs=("distilbert",), layers=(1,), n_words=8, max_len=10, n_fit=400, n_test=50, **_TOY_TRAIN),
     "fig9": dict(
-        arch="distilbert", n_layers=1, vocab_sizes=(4, 8), lengths=(2, 6), base_vocab=4, base_length=4,
-        n_samples=200, n_test=50, **_TOY_TRAIN,
+        arch="distilbert",
+        n_layers=1,
+        vocab_sizes=(4, 8),
+        lengths=(2, 6),
+        base_vocab=4,
+        base_length=4,
+        n_samples=200,
+        n_test=50,
+        **_TOY_TRAIN,
     ),
     "table12": dict(n_texts=2, n_samples_grid=(150, 300), min_tokens=20, max_tokens=40),
 }
@@ -64,12 +71,24 @@ def _experiments() -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the sub-command's options to ``parser`` (returned for chaining)."""
-    parser.add_argument("experiment", choices=[*NAMES, "all"], help="which experiment to run ('all': every one, each in DIR/<name>)")
+    parser.add_argument(
+        "experiment", choices=[*NAMES, "all"], help="which experiment to run ('all': every one, each in DIR/<name>)"
+    )
     parser.add_argument("--out", required=True, help="output folder for the PNG, CSV and markdown files")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--small", action="store_true", help="toy sizes for a quick check (seconds; the numbers mean nothing)")
-    parser.add_argument("--model", default="default", help="table12 only: 'default' (packaged MiniLM) or a local Hugging Face classifier folder")
-    parser.add_argument("--data", default=None, help="table12 only: JSON-lines reviews (default: imdb_test.jsonl in $SLALOM_DATA or ../shared/data)")
+    parser.add_argument(
+        "--small", action="store_true", help="toy sizes for a quick check (seconds; the numbers mean nothing)"
+    )
+    parser.add_argument(
+        "--model",
+        default="default",
+        help="table12 only: 'default' (packaged MiniLM) or a local Hugging Face classifier folder",
+    )
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="table12 only: JSON-lines reviews (default: imdb_test.jsonl in $SLALOM_DATA or ../shared/data)",
+    )
     return parser
 
 

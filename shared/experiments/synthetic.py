@@ -19,8 +19,8 @@ This module imports neither captum nor shap (nor torch).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -43,11 +43,29 @@ __all__ = [
 
 # --- App. E.1, Table 3 -------------------------------------------------------------------
 LINEAR_WORDS: tuple[str, ...] = (
-    "the", "we", "movie", "watch", "good", "best", "perfect", "ok", "bad", "worst",
+    "the",
+    "we",
+    "movie",
+    "watch",
+    "good",
+    "best",
+    "perfect",
+    "ok",
+    "bad",
+    "worst",
 )
 LINEAR_WEIGHTS: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.6, 1.0, 1.5, -0.6, -1.0, -1.5)
 LINEAR_PROBS: tuple[float, ...] = (
-    1 / 6, 1 / 6, 1 / 6, 1 / 6, 1 / 15, 1 / 20, 1 / 20, 1 / 15, 1 / 20, 1 / 20,
+    1 / 6,
+    1 / 6,
+    1 / 6,
+    1 / 6,
+    1 / 15,
+    1 / 20,
+    1 / 20,
+    1 / 15,
+    1 / 20,
+    1 / 20,
 )
 
 SPECIAL_TOKENS: tuple[str, ...] = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -125,7 +143,7 @@ class SyntheticDataset:
         ids = np.asarray(tokenizer.convert_tokens_to_ids(list(self.words)), dtype=np.int64)
         return [ids[np.asarray(seq, dtype=np.int64)] for seq in self.sequences]
 
-    def subset(self, index: Sequence[int] | np.ndarray | slice) -> "SyntheticDataset":
+    def subset(self, index: Sequence[int] | np.ndarray | slice) -> SyntheticDataset:
         """A new data set with the selected samples."""
         idx = np.arange(len(self))[index]
         return SyntheticDataset(
@@ -152,9 +170,7 @@ def _split(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
 
 
 # --- ground-truth log-odds ---------------------------------------------------------------
-def linear_log_odds(
-    sequences: Sequence[Sequence[int]], weights: Sequence[float] = LINEAR_WEIGHTS
-) -> np.ndarray:
+def linear_log_odds(sequences: Sequence[Sequence[int]], weights: Sequence[float] = LINEAR_WEIGHTS) -> np.ndarray:
     """Eq. 74: ``F(t) = Σ_i w(t_i)`` for each sequence of word indices."""
     w = np.asarray(weights, dtype=np.float64)
     return np.array([float(w[np.asarray(s, dtype=np.int64)].sum()) for s in sequences])
@@ -250,7 +266,7 @@ class SlalomVocabulary:
     def __len__(self) -> int:
         return len(self.words)
 
-    def first(self, n_words: int) -> "SlalomVocabulary":
+    def first(self, n_words: int) -> SlalomVocabulary:
         """The first ``n_words`` words (App. E.2: smaller vocabularies use the first |V|).
 
         Importances are re-centred so that they sum to zero again; softmax is

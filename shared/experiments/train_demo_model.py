@@ -146,8 +146,10 @@ def _train(n_train, head, tail, epochs, batch_size, rank, alpha, lr, warmup, see
             step += 1
             running.append(loss.item())
             if step % log_every == 0 or step == steps:
-                print(f"step {step}/{steps}  loss {sum(running) / len(running):.4f}  "
-                      f"{time.perf_counter() - t0:.0f} s", flush=True)
+                print(
+                    f"step {step}/{steps}  loss {sum(running) / len(running):.4f}  {time.perf_counter() - t0:.0f} s",
+                    flush=True,
+                )
                 running = []
     model.eval()
     return model, lora, tokenizer, time.perf_counter() - t0
@@ -182,8 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--val", type=int, default=0,
-                        help="also score the last N training reviews (disjoint from the training slice)")
+    parser.add_argument(
+        "--val", type=int, default=0, help="also score the last N training reviews (disjoint from the training slice)"
+    )
     parser.add_argument("--n-test", type=int, default=200, help="first N reviews of imdb_test.jsonl")
     parser.add_argument("--out", default=str(WEIGHTS_FILE), help="where to write the adapter")
     args = parser.parse_args(argv)
@@ -192,24 +195,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
 
     model, lora, tokenizer, seconds = train(
-        n_train=args.n_train, head=args.head, tail=args.tail, epochs=args.epochs,
-        batch_size=args.batch_size, rank=args.rank, alpha=args.alpha, lr=args.lr, seed=args.seed,
+        n_train=args.n_train,
+        head=args.head,
+        tail=args.tail,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        rank=args.rank,
+        alpha=args.alpha,
+        lr=args.lr,
+        seed=args.seed,
     )
     info = {
-        "command": " ".join(["python -m slalom_core.experiments.train_demo_model", *(sys.argv[1:] if argv is None else argv)]),
-        "n_train": args.n_train, "head": args.head, "tail": args.tail, "epochs": args.epochs,
-        "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed, "train_seconds": round(seconds, 1),
+        "command": " ".join(
+            ["python -m slalom_core.experiments.train_demo_model", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "n_train": args.n_train,
+        "head": args.head,
+        "tail": args.tail,
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "seed": args.seed,
+        "train_seconds": round(seconds, 1),
         "torch": torch.__version__,
     }
     # Save first, then measure the saved (float16) file as a user will load it.
-    out = save_adapter(args.out, adapter_state(model, lora), rank=args.rank, alpha=args.alpha,
-                       targets=LORA_TARGETS, info=info)
+    out = save_adapter(
+        args.out, adapter_state(model, lora), rank=args.rank, alpha=args.alpha, targets=LORA_TARGETS, info=info
+    )
     del model, lora
     model, tokenizer = load_adapter_model(out)
     if args.val:
         texts, labels = read_reviews("imdb_train.jsonl.gz", args.val, start=10_000 - args.val)
         info[f"val_last{args.val}_train_acc_256"] = evaluate(model, tokenizer, texts, labels, max_length=256)
-        print(f"validation (last {args.val} training reviews, 256 tokens): {info[f'val_last{args.val}_train_acc_256']:.4f}", flush=True)
+        print(
+            f"validation (last {args.val} training reviews, 256 tokens): {info[f'val_last{args.val}_train_acc_256']:.4f}",
+            flush=True,
+        )
     if args.n_test:
         texts, labels = read_reviews("imdb_test.jsonl", args.n_test)
         for length in (256, 512):

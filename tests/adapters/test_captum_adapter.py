@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-
-
-from captum.attr import FeatureAblation, KernelShap, LLMAttribution, Lime, TextTemplateInput, TextTokenInput  # noqa: E402
-from captum.attr import visualization as viz  # noqa: E402
-
 import slalom_core  # noqa: E402
+import torch
+from captum.attr import FeatureAblation, KernelShap, Lime, LLMAttribution, TextTemplateInput, TextTokenInput  # noqa: E402
+from captum.attr import visualization as viz  # noqa: E402
+from slalom_core import scores as sc_scores  # noqa: E402
+from slalom_core.experiments.synthetic import make_word_tokenizer  # noqa: E402
+
 from captum_slalom import (  # noqa: E402
     SCORE_NAMES,
     SlalomAttribution,
@@ -29,8 +29,6 @@ from captum_slalom import (  # noqa: E402
     normalise_scores,
     visualization_record,
 )
-from slalom_core import scores as sc_scores  # noqa: E402
-from slalom_core.experiments.synthetic import make_word_tokenizer  # noqa: E402
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 SPECIALS = (PAD, CLS, SEP)
@@ -134,7 +132,9 @@ def test_ana_recovers_value_importance_lin_per_position():
         np.testing.assert_allclose(res.lin[i].numpy(), _spread(len(row), width, v * np.exp(s)), rtol=1e-5, atol=1e-5)
         # Text-dependent scores: the engine's closed forms on the true parameters.
         np.testing.assert_allclose(res.removal[i].numpy(), _spread(len(row), width, sc_scores.removal(v, s)), atol=1e-5)
-        np.testing.assert_allclose(res.contribution[i].numpy(), _spread(len(row), width, sc_scores.contribution(v, s)), atol=1e-5)
+        np.testing.assert_allclose(
+            res.contribution[i].numpy(), _spread(len(row), width, sc_scores.contribution(v, s)), atol=1e-5
+        )
         # Contributions add up to the model's own log-odds on the full text.
         full = model(ids[i : i + 1], mask[i : i + 1])
         assert res.contribution[i].sum().item() == pytest.approx((full[0, 1] - full[0, 0]).item(), abs=1e-5)
@@ -208,7 +208,9 @@ def test_samples_keep_special_tokens_in_place_and_masks_rebuilt():
     # A single input tensor has no mask: the model never sees padding it cannot tell apart.
     model.calls.clear()
     ids1 = torch.tensor([_rows()[0]])
-    SlalomAttribution(model, special_token_ids=[CLS, SEP]).attribute(ids1, target=1, method="fidel", n_samples=60, seed=0)
+    SlalomAttribution(model, special_token_ids=[CLS, SEP]).attribute(
+        ids1, target=1, method="fidel", n_samples=60, seed=0
+    )
     for batch, m in model.calls:
         assert m is None and not (batch == PAD).any()
 
@@ -306,7 +308,7 @@ def test_perturbation_replace_uses_baselines_like_lime():
     res = slalom.attribute((ids, mask), baselines=MASK, perturbation="replace", target=1, method="ana", return_all=True)
     for batch, m in model.calls[1:]:
         assert batch.shape[1] == ids.shape[1]  # fixed length: nothing deleted
-        assert torch.equal(m, mask[: 1].expand_as(m)) or torch.equal(m, mask[1:].expand_as(m))
+        assert torch.equal(m, mask[:1].expand_as(m)) or torch.equal(m, mask[1:].expand_as(m))
     # The model ignores only PAD/CLS/SEP: [MASK] is an ordinary token, so replacement is
     # not deletion here, and the values differ from the exact deletion ones.
     exact = slalom.attribute((ids, mask), target=1, method="ana", return_all=True)
@@ -316,7 +318,9 @@ def test_perturbation_replace_uses_baselines_like_lime():
     pad = slalom.attribute((ids, mask), baselines=PAD, perturbation="replace", target=1, method="ana", return_all=True)
     torch.testing.assert_close(pad.value, exact.value)
     # (ids unchanged, mask 0 on absent tokens) masks tokens out: deletion by attention mask.
-    masked = slalom.attribute((ids, mask), baselines=(None, 0), perturbation="replace", target=1, method="ana", return_all=True)
+    masked = slalom.attribute(
+        (ids, mask), baselines=(None, 0), perturbation="replace", target=1, method="ana", return_all=True
+    )
     torch.testing.assert_close(masked.value, exact.value)
     with pytest.raises(ValueError, match="sample_length"):
         slalom.attribute((ids, mask), baselines=PAD, perturbation="replace", target=1, sample_length=3)
@@ -354,7 +358,11 @@ def test_additional_forward_args_follow_captum_conventions():
 
     shift = torch.tensor([0.5, -2.0], dtype=torch.float64)
     res = SlalomAttribution(forward, special_token_ids=SPECIALS).attribute(
-        ids, target=1, additional_forward_args=(shift, torch.tensor(2.0, dtype=torch.float64), "note"), method="ana", return_all=True
+        ids,
+        target=1,
+        additional_forward_args=(shift, torch.tensor(2.0, dtype=torch.float64), "note"),
+        method="ana",
+        return_all=True,
     )
     plain = SlalomAttribution(model, special_token_ids=SPECIALS).attribute(ids, target=1, method="ana", return_all=True)
     # F' = 2 F + shift: values scale, importances are unchanged, and the shift moves only
@@ -463,8 +471,15 @@ def tiny_bert():
     words = "the movie was great bad fun dull a plot acting film not very".split()
     tok = make_word_tokenizer(words, add_cls_sep=True)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=37, max_position_embeddings=64, num_labels=2)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        num_labels=2,
+    )
     return BertForSequenceClassification(cfg).eval(), tok
 
 
@@ -484,7 +499,9 @@ def test_side_by_side_with_lime_and_kernelshap(tiny_bert):
     fmask = torch.where(special, 0, torch.arange(ids.shape[1]).expand_as(ids))
     results = {}
     for cls in (Lime, KernelShap, SlalomAttribution):
-        explainer = cls(forward_func, special_token_ids=tok.all_special_ids) if cls is SlalomAttribution else cls(forward_func)
+        explainer = (
+            cls(forward_func, special_token_ids=tok.all_special_ids) if cls is SlalomAttribution else cls(forward_func)
+        )
         # Identical call for all three methods.
         attr = explainer.attribute(ids, target=1, feature_mask=fmask, n_samples=40, perturbations_per_eval=8)
         assert isinstance(attr, torch.Tensor) and attr.shape == ids.shape
@@ -507,8 +524,16 @@ def tiny_lm():
     words = "the movie was great bad fun dull a plot acting film".split()
     tok = make_word_tokenizer(words, add_cls_sep=False)
     torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=32, n_embd=32, n_layer=1, n_head=2,
-                     bos_token_id=PAD, eos_token_id=PAD, pad_token_id=PAD)
+    cfg = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=32,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=PAD,
+        eos_token_id=PAD,
+        pad_token_id=PAD,
+    )
     return GPT2LMHeadModel(cfg).eval(), tok
 
 
@@ -526,7 +551,9 @@ def test_llm_attribution_with_text_token_input(tiny_lm):
     inp = TextTokenInput("the movie was great fun", tok)
     lengths = []
     # LLMAttribution calls model.forward() directly (no hooks): watch the inner GPT2Model.
-    handle = model.transformer.register_forward_pre_hook(lambda m, a, kw: lengths.append(kw["attention_mask"].shape[1]), with_kwargs=True)
+    handle = model.transformer.register_forward_pre_hook(
+        lambda m, a, kw: lengths.append(kw["attention_mask"].shape[1]), with_kwargs=True
+    )
     try:
         res = llm_attr.attribute(inp, target="bad plot", method="ana", score="value", forward_in_tokens=False)
     finally:
@@ -578,13 +605,16 @@ def test_llm_attribution_with_text_template_input(tiny_lm):
 def test_visualize_text_renders_a_slalom_record(tiny_bert):
     model, tok = tiny_bert
     enc = tok(["the movie was great fun"], return_tensors="pt")
-    slalom = SlalomAttribution(lambda i, m: model(input_ids=i, attention_mask=m).logits, special_token_ids=tok.all_special_ids)
+    slalom = SlalomAttribution(
+        lambda i, m: model(input_ids=i, attention_mask=m).logits, special_token_ids=tok.all_special_ids
+    )
     attr = slalom.attribute((enc["input_ids"], enc["attention_mask"]), target=1, n_samples=60, seed=0)[0][0]
     tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
     with torch.no_grad():
         prob = torch.softmax(model(**enc).logits, -1)[0]
-    rec = visualization_record(attr, tokens, pred_prob=prob.max().item(), pred_class=int(prob.argmax()),
-                               true_class=1, attr_class=1)
+    rec = visualization_record(
+        attr, tokens, pred_prob=prob.max().item(), pred_class=int(prob.argmax()), true_class=1, attr_class=1
+    )
     assert rec.word_attributions.abs().max().item() == pytest.approx(1.0)
     assert rec.attr_score == pytest.approx(attr.sum().item(), rel=1e-5)
     html = viz.visualize_text([rec])
@@ -642,7 +672,9 @@ def test_notebook_runs_with_small_settings():
     env_before = os.environ.get("SLALOM_NOTEBOOK_SMALL")
     os.environ["SLALOM_NOTEBOOK_SMALL"] = "1"
     try:
-        client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+        client = nbclient.NotebookClient(
+            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        )
         client.execute()
     finally:
         if env_before is None:

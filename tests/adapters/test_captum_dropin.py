@@ -10,14 +10,12 @@ from __future__ import annotations
 import warnings
 
 import pytest
-import torch
-
-
-from captum.attr import Lime  # noqa: E402
-
 import slalom_core  # noqa: E402
-from captum_slalom import SlalomAttribution  # noqa: E402
+import torch
+from captum.attr import Lime  # noqa: E402
 from tiny_models import bert_tokenizer, gpt2_tokenizer, tiny_classifier  # noqa: E402
+
+from captum_slalom import SlalomAttribution  # noqa: E402
 
 TEXT = "the movie was not very good but the actor was great"
 
@@ -53,9 +51,13 @@ def test_tutorial_call_deletes_tokens_and_matches_the_engine(bert):
 
     def predict(inputs, token_type_ids=None, position_ids=None, attention_mask=None):
         seen.append((inputs, token_type_ids, position_ids, attention_mask))
-        return model(inputs, token_type_ids=token_type_ids, position_ids=position_ids, attention_mask=attention_mask).logits
+        return model(
+            inputs, token_type_ids=token_type_ids, position_ids=position_ids, attention_mask=attention_mask
+        ).logits
 
-    attr = SlalomAttribution(predict).attribute(ids, baselines=ref, target=1, additional_forward_args=extra, n_samples=300, seed=0)
+    attr = SlalomAttribution(predict).attribute(
+        ids, baselines=ref, target=1, additional_forward_args=extra, n_samples=300, seed=0
+    )
     expected, exp = _engine_contribution(model, tok, ids, seed=0)
     assert attr.shape == ids.shape
     assert attr[0, 0] == 0 and attr[0, -1] == 0  # [CLS]/[SEP] found from the baseline
@@ -220,7 +222,9 @@ def test_replacement_is_explicit_and_keeps_the_length(bert):
 
     def predict(inputs, token_type_ids, position_ids, attention_mask):
         widths.add(inputs.shape[1])
-        return model(inputs, token_type_ids=token_type_ids, position_ids=position_ids, attention_mask=attention_mask).logits
+        return model(
+            inputs, token_type_ids=token_type_ids, position_ids=position_ids, attention_mask=attention_mask
+        ).logits
 
     attr = SlalomAttribution(predict).attribute(
         ids, baselines=ref, target=1, additional_forward_args=extra, perturbation="replace", n_samples=200, seed=0

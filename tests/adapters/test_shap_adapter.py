@@ -17,12 +17,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import shap  # noqa: E402
+import slalom_core as sc  # noqa: E402
 import torch  # noqa: E402
+from slalom_core.experiments.shap_benchmark import sequential  # noqa: E402
+from slalom_core.plots import plot_scatter  # noqa: E402
 
 import shap_slalom  # noqa: E402
-import slalom_core as sc  # noqa: E402
 from shap_slalom import SCORES, LogOddsModel, SlalomExplainer, plots  # noqa: E402
-from slalom_core.experiments.shap_benchmark import sequential  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,9 +116,15 @@ def tiny_bert(tok, labels=("NEGATIVE", "POSITIVE"), seed=0):
 
     torch.manual_seed(seed)
     cfg = BertConfig(
-        vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
-        max_position_embeddings=64, num_labels=len(labels),
-        id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)},
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={n: i for i, n in enumerate(labels)},
     )
     model = BertForSequenceClassification(cfg).eval()
     with torch.no_grad():
@@ -234,7 +241,9 @@ def test_fit_summary_exposes_residual(gt_explainer):
     np.testing.assert_allclose(raw.residual_values, sv.residual_values)
     for i in range(len(TEXTS)):
         assert raw[i, :, "POS"].base_values == pytest.approx(fits[i].base_value)
-        assert raw[i, :, "POS"].base_values + raw[i, :, "POS"].values.sum() == pytest.approx(fits[i].surrogate_output, abs=1e-12)
+        assert raw[i, :, "POS"].base_values + raw[i, :, "POS"].values.sum() == pytest.approx(
+            fits[i].surrogate_output, abs=1e-12
+        )
 
 
 def test_all_scores_and_shapley_efficiency(gt_explainer):
@@ -252,8 +261,9 @@ def test_all_scores_and_shapley_efficiency(gt_explainer):
 
 
 def test_explain_row_protocol(gt_explainer, tok):
-    row = gt_explainer.explain_row(TEXT, max_evals=400, main_effects=False, error_bounds=False,
-                                   batch_size=10, outputs=None, silent=True)
+    row = gt_explainer.explain_row(
+        TEXT, max_evals=400, main_effects=False, error_bounds=False, batch_size=10, outputs=None, silent=True
+    )
     n = len(masker_tokens(tok, TEXT))
     assert row["mask_shapes"] == [(n,)]
     assert row["values"].shape == (n, 2)
@@ -274,7 +284,9 @@ def test_regex_masker_and_single_output(tok):
     ex = SlalomExplainer(f, shap.maskers.Text(), n_samples=300)
     sv = ex(["great fun, but boring"], silent=True)
     assert sv.shape == (1, 4) and sv.output_names is None
-    vals = dict(zip([d.strip(" ,") for d in sv.data[0]], ex(["great fun, but boring"], score="value", silent=True)[0].values))
+    vals = dict(
+        zip([d.strip(" ,") for d in sv.data[0]], ex(["great fun, but boring"], score="value", silent=True)[0].values)
+    )
     assert vals["great"] == pytest.approx(2.0, abs=0.05) and vals["boring"] == pytest.approx(-3.0, abs=0.05)
 
 
@@ -304,8 +316,17 @@ def test_pipeline_reentry_is_idempotent(pipe, tok):
     """shap's base __init__ re-enters __init__ with its pipeline wrapper and the tokenizer."""
     ex = SlalomExplainer(pipe, n_samples=200, seed=0)
     first = ex(TEXT, silent=True).values
-    ex.__init__(shap.models.TransformersPipeline(pipe), pipe.tokenizer, link=shap.links.identity,
-                algorithm="auto", output_names=None, feature_names=None, linearize_link=True, n_samples=200, seed=0)
+    ex.__init__(
+        shap.models.TransformersPipeline(pipe),
+        pipe.tokenizer,
+        link=shap.links.identity,
+        algorithm="auto",
+        output_names=None,
+        feature_names=None,
+        linearize_link=True,
+        n_samples=200,
+        seed=0,
+    )
     again = ex(TEXT, silent=True)
     np.testing.assert_allclose(again.values, first)
     assert list(again.output_names) == ["NEGATIVE", "POSITIVE"]
@@ -384,7 +405,7 @@ def test_value_importance_scatter_is_the_engines_on_the_explainers_fit(gt, tok):
     # One scatter in the library: the engine's, drawn on the fit SlalomExplainer.fit returns.
     exact = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["NEG", "POS"], method="ana")
     fit = exact.fit(TEXT)[0]
-    ax = sc.plots.plot_scatter(fit, max_labels=None)
+    ax = plot_scatter(fit, max_labels=None)
     labels = [t.get_text().strip() for t in ax.texts]
     assert sorted(labels) == sorted(set(TEXT.split()))  # one point per unique token
     # Each labelled point sits at the true value and importance of its word.
@@ -410,8 +431,14 @@ def test_benchmark_slalom_vs_partition(gt_explainer):
     assert list(ps.output_names) == ["NEG", "POS"]  # same outputs as SLALOM's
     rnd = shap.Explanation(np.array([-v for v in sv.values], dtype=object), output_names=sv.output_names)
     for mask_type in ("keep", "remove"):
-        res = sequential({"SLALOM": sv, "Partition": ps, "reversed": rnd}, texts, gt_explainer.model,
-                         gt_explainer.masker, output="POS", mask_type=mask_type)
+        res = sequential(
+            {"SLALOM": sv, "Partition": ps, "reversed": rnd},
+            texts,
+            gt_explainer.model,
+            gt_explainer.masker,
+            output="POS",
+            mask_type=mask_type,
+        )
         assert set(res) == {"SLALOM", "Partition", "reversed"}
         for r in res.values():
             assert r.metric == f"{mask_type} positive" and np.isfinite(r.value)
@@ -520,7 +547,9 @@ def test_multilabel_pipeline_explained_per_label(tok):
     assert not np.allclose(imp[:, 0], imp[:, 1])  # each label has its own importances
     # A pipeline told to apply a sigmoid is multi-label too, whatever its config says.
     plain = tiny_bert(tok, labels=labels, seed=3)
-    sig = transformers.pipeline("text-classification", model=plain, tokenizer=tok, top_k=None, function_to_apply="sigmoid")
+    sig = transformers.pipeline(
+        "text-classification", model=plain, tokenizer=tok, top_k=None, function_to_apply="sigmoid"
+    )
     sv2 = SlalomExplainer(sig, n_samples=120)([TEXT], silent=True)
     np.testing.assert_allclose(sv2.model_outputs[0], want, atol=1e-4)
 
@@ -613,12 +642,18 @@ def test_notebook_runs(tmp_path):
     nb = nbformat.read(path, as_version=4)
     # The kernel inherits os.environ: small settings, offline, and the inline backend (the
     # test run may have set MPLBACKEND=Agg, under which plt.show() draws nothing).
-    env = {"SLALOM_NOTEBOOK_SMALL": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        "SLALOM_NOTEBOOK_SMALL": "1",
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+        nbclient.NotebookClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        ).execute()
     finally:
         for k, v in old.items():
             if v is None:

@@ -4,9 +4,8 @@ import json
 
 import numpy as np
 import pytest
-import torch
-
 import slalom_core as sc
+import torch
 from tiny_models import SlalomModel, bert_tokenizer, random_slalom, tiny_classifier
 
 

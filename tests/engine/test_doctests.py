@@ -7,14 +7,17 @@ import inspect
 import pkgutil
 
 import pytest
+import slalom_core
 
 import captum_slalom
 import shap_slalom
-import slalom_core
 
 PACKAGES = (slalom_core, captum_slalom, shap_slalom)
 MODULES = sorted(
-    f"{pkg.__name__}.{m.name}" for pkg in PACKAGES for m in pkgutil.iter_modules(pkg.__path__) if m.name != "experiments"
+    f"{pkg.__name__}.{m.name}"
+    for pkg in PACKAGES
+    for m in pkgutil.iter_modules(pkg.__path__)
+    if m.name != "experiments"
 )
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

@@ -1,10 +1,9 @@
 """Ground-truth recovery: a model that *is* a SLALOM over token ids."""
 
 import numpy as np
-import torch
 import pytest
-
 import slalom_core as sc
+import torch
 from tiny_models import SlalomModel, random_slalom
 
 
@@ -66,7 +65,9 @@ def test_eff_designs_fit_a_true_slalom(design, singletons):
     v, s = random_slalom(40, seed=11)
     model = sc.TorchClassifier(SlalomModel(v, s))
     ids = text_over(40, 60, seed=3)
-    exp = sc.explain(model, ids, method="eff", n_samples=400, seed=0, design=design, singletons=singletons, prior_sd=1.0)
+    exp = sc.explain(
+        model, ids, method="eff", n_samples=400, seed=0, design=design, singletons=singletons, prior_sd=1.0
+    )
     assert exp.diagnostics["heldout_r2"] >= 0.99, exp.diagnostics
     assert exp.diagnostics["model_evaluations"] == 402  # + the full text and the empty input
     pos_ids = np.array([t[0] for t in exp.token_ids])
@@ -119,7 +120,15 @@ def test_eff_prior_shrinks_noisy_importances_but_not_exact_ones():
 
 def test_adam_solver_also_fits():
     v, s = random_slalom(15, seed=3)
-    exp = sc.explain(sc.TorchClassifier(SlalomModel(v, s)), text_over(15, 30, 0), method="eff", solver="adam", max_iter=3000, n_samples=600, seed=0)
+    exp = sc.explain(
+        sc.TorchClassifier(SlalomModel(v, s)),
+        text_over(15, 30, 0),
+        method="eff",
+        solver="adam",
+        max_iter=3000,
+        n_samples=600,
+        seed=0,
+    )
     assert exp.diagnostics["heldout_r2"] > 0.99
 
 

@@ -6,9 +6,8 @@ import re
 
 import numpy as np
 import pytest
-import torch
-
 import slalom_core
+import torch
 from slalom_core import StringClassifier, TorchClassifier
 from tiny_models import SlalomModel, bert_tokenizer, random_slalom, tiny_classifier
 
@@ -23,7 +22,14 @@ def slalom_model():
 
 @pytest.mark.parametrize(
     "bad",
-    [b"\x05\x06\x07", [True, False, True], [5.0, 6.0], torch.tensor([5.0, 6.0]), np.array([True, False]), torch.tensor([5, 6]) > 5],
+    [
+        b"\x05\x06\x07",
+        [True, False, True],
+        [5.0, 6.0],
+        torch.tensor([5.0, 6.0]),
+        np.array([True, False]),
+        torch.tensor([5, 6]) > 5,
+    ],
     ids=["bytes", "bools", "floats", "float-tensor", "bool-array", "bool-tensor"],
 )
 def test_non_integer_ids_are_rejected(slalom_model, bad):

@@ -44,7 +44,12 @@ def test_core_files_found():
 
 
 def test_core_imports_no_harness_captum_or_shap():
-    bad = [f"{p.name}:{line} imports {mod}" for p in _core_files() for line, mod in _imported_modules(p) if _is_forbidden(mod)]
+    bad = [
+        f"{p.name}:{line} imports {mod}"
+        for p in _core_files()
+        for line, mod in _imported_modules(p)
+        if _is_forbidden(mod)
+    ]
     assert bad == []
 
 

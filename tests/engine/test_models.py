@@ -2,12 +2,16 @@
 
 import numpy as np
 import pytest
-import torch
-
 import slalom_core as sc
+import torch
 from tiny_models import bert_tokenizer, gpt2_tokenizer, roberta_tokenizer, tiny_classifier
 
-TOKENIZERS = {"bert": bert_tokenizer, "distilbert": bert_tokenizer, "roberta": roberta_tokenizer, "gpt2": gpt2_tokenizer}
+TOKENIZERS = {
+    "bert": bert_tokenizer,
+    "distilbert": bert_tokenizer,
+    "roberta": roberta_tokenizer,
+    "gpt2": gpt2_tokenizer,
+}
 TEXTS = ["the movie was great", "i hated the boring plot and the actor", "a very good film"]
 
 
@@ -127,7 +131,14 @@ def test_score_matrix_reads_every_output_form():
     from types import SimpleNamespace
 
     logits = torch.tensor([[1.0, -2.0], [0.5, 3.0]])
-    for out in (logits, SimpleNamespace(logits=logits), {"logits": logits}, (logits, "hidden"), [logits], logits.numpy()):
+    for out in (
+        logits,
+        SimpleNamespace(logits=logits),
+        {"logits": logits},
+        (logits, "hidden"),
+        [logits],
+        logits.numpy(),
+    ):
         torch.testing.assert_close(sc.score_matrix(out, 2), logits)
     # One score per input is a column; a plain list of numbers is that too, not "element 0".
     assert sc.score_matrix(torch.tensor([1.0, 2.0]), 2).tolist() == [[1.0], [2.0]]

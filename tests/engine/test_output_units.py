@@ -10,9 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
-
 import slalom_core as sc
+import torch
 from tiny_models import SlalomModel, bert_tokenizer, random_slalom, tiny_classifier
 
 IDS = [3, 7, 11, 7, 19, 4]

@@ -12,16 +12,15 @@ matplotlib.use("Agg")  # headless: nothing may try to open a window
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-import torch
-
 import slalom_core as sc
+import torch
 from slalom_core import plots
 from slalom_core.experiments.synthetic import make_word_tokenizer
 from tiny_models import SlalomModel
 
 # Words with characters HTML must escape, and WordPiece-style continuations.
 WORDS = ["the", "film", "was", "great", "awful", "<b>", "&", "play", "##ing", "dull", '"quoted"']
-TEXT = "the film was great & <b> the play ##ing was dull \"quoted\" the"
+TEXT = 'the film was great & <b> the play ##ing was dull "quoted" the'
 N_SPECIAL = 5  # make_word_tokenizer puts [PAD] [UNK] [CLS] [SEP] [MASK] first
 
 
@@ -113,7 +112,9 @@ def test_scatter_rejects_bad_arguments(binary_exp):
 
 # --- HTML highlight --------------------------------------------------------------------------
 
-SPAN = re.compile(r'<span class="slalom-token" style="background-color: rgba\((\d+), (\d+), (\d+), ([\d.]+)\);[^"]*" title="([^"]*)">([^<]*)</span>')
+SPAN = re.compile(
+    r'<span class="slalom-token" style="background-color: rgba\((\d+), (\d+), (\d+), ([\d.]+)\);[^"]*" title="([^"]*)">([^<]*)</span>'
+)
 
 
 def _spans(snippet: str) -> list[tuple]:

@@ -12,11 +12,10 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
-from transformers.modeling_outputs import SequenceClassifierOutput
-
 import slalom_core as sc
+import torch
 from tiny_models import SlalomModel, bert_tokenizer, gpt2_tokenizer, random_slalom, tiny_classifier
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 ADDITIVE = ("value", "lin", "removal", "contribution", "shapley")
 TEXT = "the movie was great but the plot was boring"
@@ -266,7 +265,9 @@ def test_no_warning_on_a_true_slalom():
     with warnings.catch_warnings():
         warnings.simplefilter("error", sc.SlalomFitWarning)
         for method in ("eff", "fidel", "ana"):
-            sc.explain(clf, list(range(15)), method=method, n_samples=400, seed=0, reference=0.0, prior_sd=1.0) if method != "ana" else sc.explain(clf, list(range(15)), method="ana", reference=0.0)
+            sc.explain(
+                clf, list(range(15)), method=method, n_samples=400, seed=0, reference=0.0, prior_sd=1.0
+            ) if method != "ana" else sc.explain(clf, list(range(15)), method="ana", reference=0.0)
 
 
 # ----------------------------------------------------------------------------------------

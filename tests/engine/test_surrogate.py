@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-
 from slalom_core import SlalomSurrogate
 from slalom_core import scores as sc_scores
 from slalom_core.surrogate import counts_from_sequences

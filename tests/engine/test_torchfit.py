@@ -5,9 +5,8 @@ import sys
 
 import numpy as np
 import pytest
-import torch
-
 import slalom_core as sc
+import torch
 from slalom_core import fitting
 from slalom_core.surrogate import dense_slots, surrogate_forward
 from tiny_models import SlalomModel, random_slalom
@@ -49,7 +48,7 @@ def test_surrogate_forward_batched_equals_per_text_and_definition():
 @pytest.mark.parametrize("n_out", [1, 3])
 def test_hand_written_gradients_match_autograd(n_out):
     rng = np.random.default_rng(n_out)
-    problems, weights = [], []
+    problems = []
     for n_units, n_samples in [(5, 40), (9, 60)]:  # different sizes: padding in the batch
         _, idx, mask, y = random_problem(rng, n_units, n_samples, n_out)
         problems.append((idx, mask, y, n_units, rng.random(n_samples) + 0.5))
@@ -70,7 +69,9 @@ def test_hand_written_gradients_match_autograd(n_out):
         for u in (0, 3):
             e = torch.zeros_like(imp)
             e[:, u] = eps
-            fd = (fitting._mse_and_grads(batch, value, imp + e)[0] - fitting._mse_and_grads(batch, value, imp - e)[0]) / (2 * eps)
+            fd = (
+                fitting._mse_and_grads(batch, value, imp + e)[0] - fitting._mse_and_grads(batch, value, imp - e)[0]
+            ) / (2 * eps)
             torch.testing.assert_close(gs[:, u], fd, rtol=1e-5, atol=1e-9)
 
 
@@ -123,13 +124,18 @@ def test_explain_batch_fits_in_one_batched_optimisation(monkeypatch):
         assert a.diagnostics["heldout_r2"] > 0.99
 
 
-@pytest.mark.parametrize("method,opts", [("fidel", {}), ("fidel", {"solver": "als"}), ("eff", {"solver": "adam", "max_iter": 2000})])
+@pytest.mark.parametrize(
+    "method,opts", [("fidel", {}), ("fidel", {"solver": "als"}), ("eff", {"solver": "adam", "max_iter": 2000})]
+)
 def test_other_solvers_batched_match_loop(method, opts):
     v, s = random_slalom(10, seed=5)
     model = sc.TorchClassifier(SlalomModel(v, s))
     texts = [list(range(10)), [1, 2, 3, 3, 4], [0, 9, 8, 7, 6, 5, 5]]
-    batch = sc.explain_batch(model, texts, method=method, n_samples=300, seed=1, prior_sd=1.0, **opts) if "solver" not in opts or opts["solver"] != "als" else \
-        sc.explain_batch(model, texts, method=method, n_samples=300, seed=1, **opts)
+    batch = (
+        sc.explain_batch(model, texts, method=method, n_samples=300, seed=1, prior_sd=1.0, **opts)
+        if "solver" not in opts or opts["solver"] != "als"
+        else sc.explain_batch(model, texts, method=method, n_samples=300, seed=1, **opts)
+    )
     kw = {} if opts.get("solver") == "als" else {"prior_sd": 1.0}
     loop = [sc.explain(model, t, method=method, n_samples=300, seed=1, **kw, **opts) for t in texts]
     for a, b in zip(batch, loop):

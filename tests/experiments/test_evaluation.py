@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from slalom_core.experiments import evaluation as ev
 
 # ----------------------------------------------------------------------------------------
@@ -14,8 +13,7 @@ from slalom_core.experiments import evaluation as ev
 # positive weight lowers the score most, so ranking by w is the perfect explanation.
 # ----------------------------------------------------------------------------------------
 
-WEIGHTS = {10: 3.0, 11: -2.0, 12: 1.5, 13: 0.5, 14: -0.5, 15: 2.2, 16: 0.1, 17: -1.0,
-           18: 0.8, 19: 1.1}
+WEIGHTS = {10: 3.0, 11: -2.0, 12: 1.5, 13: 0.5, 14: -0.5, 15: 2.2, 16: 0.1, 17: -1.0, 18: 0.8, 19: 1.1}
 MASK_ID = 0  # weight 0: replacing a token by the mask removes its evidence
 BIAS = -0.3
 
@@ -47,6 +45,7 @@ PERFECT = np.array([WEIGHTS[t] for t in IDS])
 # Ranking and bins
 # ----------------------------------------------------------------------------------------
 
+
 def test_rank_tokens_descending_signed_and_absolute_with_ties():
     a = [0.5, 2.0, -3.0, 2.0, 0.0, 0.5]
     # Signed: 2.0 (pos 1), 2.0 (pos 3), 0.5 (pos 0), 0.5 (pos 5), 0.0, -3.0; ties by position.
@@ -63,11 +62,24 @@ def test_rank_tokens_rejects_nan():
 
 @pytest.mark.parametrize(
     "fraction,n,k",
-    [(0.0, 10, 0), (0.01, 10, 1), (0.05, 10, 1), (0.2, 10, 2), (0.5, 10, 5),
-     (0.1, 30, 3),  # 0.1 * 30 = 3.0000000000000004 in floats: must not round up to 4
-     (0.05, 200, 10), (0.01, 150, 2), (0.5, 7, 4), (1.0, 7, 7), (0.01, 1, 1), (0.5, 1, 1),
-     # rounding up, not to nearest: 2.4 -> 3, 1.25 -> 2, 2.5 -> 3
-     (0.2, 12, 3), (0.05, 25, 2), (0.5, 5, 3)],
+    [
+        (0.0, 10, 0),
+        (0.01, 10, 1),
+        (0.05, 10, 1),
+        (0.2, 10, 2),
+        (0.5, 10, 5),
+        (0.1, 30, 3),  # 0.1 * 30 = 3.0000000000000004 in floats: must not round up to 4
+        (0.05, 200, 10),
+        (0.01, 150, 2),
+        (0.5, 7, 4),
+        (1.0, 7, 7),
+        (0.01, 1, 1),
+        (0.5, 1, 1),
+        # rounding up, not to nearest: 2.4 -> 3, 1.25 -> 2, 2.5 -> 3
+        (0.2, 12, 3),
+        (0.05, 25, 2),
+        (0.5, 5, 3),
+    ],
 )
 def test_tokens_for_fraction(fraction, n, k):
     assert ev.tokens_for_fraction(fraction, n) == k
@@ -84,8 +96,7 @@ def test_perturb_sequence_modes_and_strategies():
     assert ev.perturb_sequence(ids, order, 2) == [11, 13]
     assert ev.perturb_sequence(ids, order, 2, mode="insertion") == [10, 12]  # original order
     assert ev.perturb_sequence(ids, order, 2, strategy="replace", replacement_id=0) == [0, 11, 0, 13]
-    assert ev.perturb_sequence(ids, order, 2, mode="insertion", strategy="replace",
-                               replacement_id=0) == [10, 0, 12, 0]
+    assert ev.perturb_sequence(ids, order, 2, mode="insertion", strategy="replace", replacement_id=0) == [10, 0, 12, 0]
     assert ev.perturb_sequence(ids, order, 0) == ids
     assert ev.perturb_sequence(ids, order, 4) == []
 
@@ -93,6 +104,7 @@ def test_perturb_sequence_modes_and_strategies():
 # ----------------------------------------------------------------------------------------
 # Comprehensiveness / sufficiency / AOPC
 # ----------------------------------------------------------------------------------------
+
 
 def test_comprehensiveness_known_value_by_hand():
     pred = Recorder()
@@ -127,18 +139,21 @@ def test_sufficiency_known_value_by_hand():
 def test_perfect_beats_random_beats_reversed():
     rand = ev.random_attributions(len(IDS), seed=3)
     # Guard: the random ranking is neither the perfect nor the reversed one.
-    assert ev.rank_tokens(rand).tolist() not in (ev.rank_tokens(PERFECT).tolist(),
-                                                   ev.rank_tokens(-PERFECT).tolist())
+    assert ev.rank_tokens(rand).tolist() not in (ev.rank_tokens(PERFECT).tolist(), ev.rank_tokens(-PERFECT).tolist())
     bins = ev.CURVE_FRACTIONS[1:]
-    comp = {name: ev.comprehensiveness(Recorder(), IDS, a, bins=bins).value
-            for name, a in [("perfect", PERFECT), ("random", rand), ("reversed", -PERFECT)]}
+    comp = {
+        name: ev.comprehensiveness(Recorder(), IDS, a, bins=bins).value
+        for name, a in [("perfect", PERFECT), ("random", rand), ("reversed", -PERFECT)]
+    }
     assert comp["perfect"] > comp["random"] > comp["reversed"]
     # On ERASER's bins (at most half the text removed) the reversed ranking removes only
     # negative evidence, so the score rises: negative comprehensiveness.
     assert ev.comprehensiveness(Recorder(), IDS, PERFECT).value > 0
     assert ev.comprehensiveness(Recorder(), IDS, -PERFECT).value < 0
-    suff = {name: ev.sufficiency(Recorder(), IDS, a, bins=bins).value
-            for name, a in [("perfect", PERFECT), ("random", rand), ("reversed", -PERFECT)]}
+    suff = {
+        name: ev.sufficiency(Recorder(), IDS, a, bins=bins).value
+        for name, a in [("perfect", PERFECT), ("random", rand), ("reversed", -PERFECT)]
+    }
     # Sufficiency: lower is better.
     assert suff["perfect"] < suff["random"] < suff["reversed"]
     # The AOPC helpers agree with the result objects.
@@ -148,9 +163,9 @@ def test_perfect_beats_random_beats_reversed():
 
 def test_default_aopc_equals_eraser_metrics():
     assert ev.deletion_aopc(Recorder(), IDS, PERFECT) == pytest.approx(
-        ev.comprehensiveness(Recorder(), IDS, PERFECT).value)
-    assert ev.insertion_aopc(Recorder(), IDS, PERFECT) == pytest.approx(
-        ev.sufficiency(Recorder(), IDS, PERFECT).value)
+        ev.comprehensiveness(Recorder(), IDS, PERFECT).value
+    )
+    assert ev.insertion_aopc(Recorder(), IDS, PERFECT) == pytest.approx(ev.sufficiency(Recorder(), IDS, PERFECT).value)
 
 
 def test_absolute_ranking_changes_result():
@@ -177,8 +192,7 @@ def test_ties_are_broken_by_position():
     r2 = ev.comprehensiveness(Recorder(), ids, [0.0, 2.0, 2.0], bins=(0.3,))
     assert r2.value == pytest.approx(_score(ids) - _score([10, 11]))
     # Deterministic across calls.
-    assert ev.comprehensiveness(Recorder(), ids, tied).value == \
-        ev.comprehensiveness(Recorder(), ids, tied).value
+    assert ev.comprehensiveness(Recorder(), ids, tied).value == ev.comprehensiveness(Recorder(), ids, tied).value
 
 
 def test_one_token_text():
@@ -206,8 +220,7 @@ def test_replace_strategy_keeps_length_and_is_recorded():
     ids = [10, 11, 15, 13]
     a = [WEIGHTS[t] for t in ids]
     pred = Recorder()
-    res = ev.comprehensiveness(pred, ids, a, bins=(0.25, 0.5), strategy="replace",
-                               replacement_id=MASK_ID)
+    res = ev.comprehensiveness(pred, ids, a, bins=(0.25, 0.5), strategy="replace", replacement_id=MASK_ID)
     assert res.strategy == "replace" and res.replacement_id == MASK_ID
     batch = pred.batches[0]
     assert all(len(s) == 4 for s in batch)
@@ -217,8 +230,9 @@ def test_replace_strategy_keeps_length_and_is_recorded():
     assert res.value == pytest.approx(deleted.value)
     # ... but not for a length-sensitive model: the mask still counts as a token.
     by_len = lambda seqs: np.array([1.0 / (1 + len(s)) for s in seqs])  # noqa: E731
-    assert ev.comprehensiveness(by_len, ids, a, bins=(0.5,), strategy="replace",
-                                replacement_id=MASK_ID).value == pytest.approx(0.0)
+    assert ev.comprehensiveness(
+        by_len, ids, a, bins=(0.5,), strategy="replace", replacement_id=MASK_ID
+    ).value == pytest.approx(0.0)
     assert ev.comprehensiveness(by_len, ids, a, bins=(0.5,)).value == pytest.approx(0.2 - 1 / 3)
     # Insertion with replace starts from the all-mask sequence.
     pred = Recorder()
@@ -257,8 +271,7 @@ def test_faithfulness_metrics_one_call_matches_single_metrics():
     assert len({tuple(s) for s in batch}) == len(batch) == rep.model_evaluations
     assert rep.comprehensiveness.value == pytest.approx(ev.comprehensiveness(Recorder(), IDS, PERFECT).value)
     assert rep.sufficiency.value == pytest.approx(ev.sufficiency(Recorder(), IDS, PERFECT).value)
-    np.testing.assert_allclose(rep.deletion_curve.scores,
-                               ev.deletion_curve(Recorder(), IDS, PERFECT).scores)
+    np.testing.assert_allclose(rep.deletion_curve.scores, ev.deletion_curve(Recorder(), IDS, PERFECT).scores)
     m = rep.as_metrics()
     assert set(m) == {"comprehensiveness", "sufficiency", "deletion_curve_aopc", "insertion_curve_aopc"}
 
@@ -295,6 +308,7 @@ def test_mean_curve():
 # Human attention: AUC, AUPRC, word <-> token mapping
 # ----------------------------------------------------------------------------------------
 
+
 def test_auc_and_ap_known_tiny_case():
     y, s = [0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]
     assert ev.roc_auc(y, s) == pytest.approx(0.75)
@@ -328,8 +342,11 @@ def test_human_attention_agreement_uses_unsigned_scores_and_skips_unmapped():
 
 @pytest.mark.parametrize(
     "labels,reason",
-    [([0, 0, 0], "no positive labels"), ([1, 1, 1], "no negative labels"),
-     ([np.nan, np.nan, np.nan], "no labelled tokens")],
+    [
+        ([0, 0, 0], "no positive labels"),
+        ([1, 1, 1], "no negative labels"),
+        ([np.nan, np.nan, np.nan], "no labelled tokens"),
+    ],
 )
 def test_human_attention_degenerate_labels(labels, reason):
     r = ev.human_attention_agreement([0.1, 0.2, 0.3], labels)
@@ -352,12 +369,9 @@ def test_token_scores_to_words_max_sum_mean():
     word_ids = [None, 0, 1, 1, 2, 3, 3, 3, 3, None]
     s = [9.0, 0.1, 0.2, -0.7, 0.3, 0.4, -0.5, 0.05, 0.0, -9.0]
     np.testing.assert_allclose(ev.token_scores_to_words(s, word_ids), [0.1, 0.2, 0.3, 0.4])
-    np.testing.assert_allclose(ev.token_scores_to_words(s, word_ids, absolute=True),
-                               [0.1, 0.7, 0.3, 0.5])
-    np.testing.assert_allclose(ev.token_scores_to_words(s, word_ids, reduce="sum"),
-                               [0.1, -0.5, 0.3, -0.05])
-    np.testing.assert_allclose(ev.token_scores_to_words(s, word_ids, reduce="mean"),
-                               [0.1, -0.25, 0.3, -0.0125])
+    np.testing.assert_allclose(ev.token_scores_to_words(s, word_ids, absolute=True), [0.1, 0.7, 0.3, 0.5])
+    np.testing.assert_allclose(ev.token_scores_to_words(s, word_ids, reduce="sum"), [0.1, -0.5, 0.3, -0.05])
+    np.testing.assert_allclose(ev.token_scores_to_words(s, word_ids, reduce="mean"), [0.1, -0.25, 0.3, -0.0125])
     # A word with no token left (truncation) is NaN.
     out = ev.token_scores_to_words([1.0, 2.0], [0, 0], n_words=2)
     assert out[0] == 2.0 and math.isnan(out[1])
@@ -366,15 +380,46 @@ def test_token_scores_to_words_max_sum_mean():
 def test_word_ids_from_offsets_by_hand():
     text = 'The "food," was unbelievable!'
     #        0123456789012345678901234567 8
-    offsets = [(0, 0), (0, 3), (4, 5), (5, 9), (9, 10), (10, 11), (12, 15), (16, 18),
-               (18, 24), (24, 28), (28, 29), (0, 0)]
+    offsets = [
+        (0, 0),
+        (0, 3),
+        (4, 5),
+        (5, 9),
+        (9, 10),
+        (10, 11),
+        (12, 15),
+        (16, 18),
+        (18, 24),
+        (24, 28),
+        (28, 29),
+        (0, 0),
+    ]
     assert ev.word_ids_from_offsets(offsets, text) == [None, 0, 1, 1, 1, 1, 2, 3, 3, 3, 3, None]
 
 
 def _tiny_bert_tokenizer(tmp_path):
     transformers = pytest.importorskip("transformers")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "food", "was", "un",
-             "##believ", "##able", "!", ",", '"', ".", "good", "service", "slow", "##ly"]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "the",
+        "food",
+        "was",
+        "un",
+        "##believ",
+        "##able",
+        "!",
+        ",",
+        '"',
+        ".",
+        "good",
+        "service",
+        "slow",
+        "##ly",
+    ]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     tok = transformers.BertTokenizerFast.from_pretrained(str(tmp_path))
     assert tok.is_fast
@@ -390,8 +435,24 @@ def test_word_mapping_with_a_real_fast_tokenizer(tmp_path):
     enc_words = tok(words, is_split_into_words=True)
     enc_text = tok(text, return_offsets_mapping=True)
     tokens = enc_text.tokens()
-    assert tokens == ["[CLS]", "the", '"', "food", ",", '"', "was", "un", "##believ", "##able",
-                      "!", "service", "slow", "##ly", ".", "[SEP]"]
+    assert tokens == [
+        "[CLS]",
+        "the",
+        '"',
+        "food",
+        ",",
+        '"',
+        "was",
+        "un",
+        "##believ",
+        "##able",
+        "!",
+        "service",
+        "slow",
+        "##ly",
+        ".",
+        "[SEP]",
+    ]
     # The tokenizer's own word_ids on the raw text split punctuation into extra words ...
     assert max(w for w in enc_text.word_ids() if w is not None) > len(words) - 1
     # ... the offset mapping recovers the whitespace words, as is_split_into_words does.
@@ -401,8 +462,7 @@ def test_word_mapping_with_a_real_fast_tokenizer(tmp_path):
     assert from_offsets == expected
 
     token_labels = ev.word_labels_to_tokens(labels, from_offsets)
-    np.testing.assert_array_equal(
-        token_labels, [np.nan, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, np.nan])
+    np.testing.assert_array_equal(token_labels, [np.nan, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, np.nan])
 
     # Scores that put the labelled words' sub-tokens first give AUC 1 after the mapping,
     # and words recovered by max aggregation are perfectly separated too.
@@ -472,8 +532,7 @@ def test_nb_spearman_unique_tokens_and_missing_ones():
     r3 = ev.nb_spearman(["good", "film", "good"], [-5.0, 0.0, 1.0], nb, reduce="max")
     assert r3.rho == pytest.approx(1.0)
     # |NB| for unsigned scores: |log 4| > |log 0.5| > |log 2/3| > 0.
-    r4 = ev.nb_spearman(["good", "boring", "bad", "film"], [0.9, 0.5, 0.3, 0.0], nb,
-                        absolute_nb=True)
+    r4 = ev.nb_spearman(["good", "boring", "bad", "film"], [0.9, 0.5, 0.3, 0.0], nb, absolute_nb=True)
     assert r4.rho == pytest.approx(1.0)
     assert ev.nb_spearman(["good", "boring", "bad", "film"], [0.9, 0.5, 0.3, 0.0], nb).rho < 1.0
 
@@ -489,6 +548,7 @@ def test_nb_spearman_degenerate():
 # ----------------------------------------------------------------------------------------
 # Bookkeeping
 # ----------------------------------------------------------------------------------------
+
 
 def test_counting_predictor(monkeypatch):
     # A clock that advances 0.25 s per reading: each call is timed as exactly one tick.
@@ -513,8 +573,7 @@ def test_aggregate_mean_and_standard_error():
     rows = ev.aggregate_results(results)
     table = {(r["method"], r["metric"]): r for r in rows}
     assert [r["method"] for r in rows][:1] == ["slalom"]
-    assert [r["metric"] for r in rows if r["method"] == "slalom"] == \
-        ["comp", "auc", "seconds", "model_evaluations"]
+    assert [r["metric"] for r in rows if r["method"] == "slalom"] == ["comp", "auc", "seconds", "model_evaluations"]
     c = table[("slalom", "comp")]
     assert c["n"] == 3 and c["mean"] == pytest.approx(2.0)
     assert c["se"] == pytest.approx(1.0 / math.sqrt(3))  # std(ddof=1) = 1
@@ -544,8 +603,10 @@ def test_module_does_not_import_captum_or_shap():
     import subprocess
     import sys
 
-    code = ("import sys, slalom_core.experiments.evaluation; "
-            "print(any(m.split('.')[0] in ('captum', 'shap') for m in sys.modules))")
+    code = (
+        "import sys, slalom_core.experiments.evaluation; "
+        "print(any(m.split('.')[0] in ('captum', 'shap') for m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

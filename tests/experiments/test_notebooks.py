@@ -1,6 +1,5 @@
 """Executes the engine's notebooks top to bottom with small settings (offline)."""
 
-import os
 from pathlib import Path
 
 import nbformat
@@ -23,9 +22,15 @@ def test_notebook_executes(name, monkeypatch):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     outputs = "".join(
-        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "stream"
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
     )
     for expected in EXPECTED_OUTPUT[name]:
         assert expected in outputs
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors

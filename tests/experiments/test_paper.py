@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from slalom_core.experiments import paper as P
 from slalom_core.experiments import synthetic as syn
 
@@ -112,7 +111,9 @@ def test_linear_and_gam_surrogates_on_linear_truth():
     r2 = 1 - np.mean((gam.predict(onehot) - data.log_odds) ** 2) / np.var(data.log_odds)
     assert 0.7 < r2 < 1.0
     coef = gam.coef_.reshape(30, 10)[:15]  # positions that almost every sample reaches
-    assert np.all(coef[:, syn.LINEAR_WORDS.index("perfect")] > 0) and np.all(coef[:, syn.LINEAR_WORDS.index("worst")] < 0)
+    assert np.all(coef[:, syn.LINEAR_WORDS.index("perfect")] > 0) and np.all(
+        coef[:, syn.LINEAR_WORDS.index("worst")] < 0
+    )
 
 
 # --- each experiment end to end at toy size -------------------------------------------------
@@ -153,13 +154,23 @@ def test_run_fig4cd_toy(tmp_path):
     assert set(rows[0]) == {"arch", "layers", "run", "param_mse", "value_mse", "importance_mse", "importance_spearman"}
     # the table holds the runs the summary averages
     for key in ("value_mse", "importance_mse", "importance_spearman"):
-        assert np.mean([float(row[key]) for row in rows]) == pytest.approx(r[key], rel=1e-5, abs=1e-6)  # the CSV keeps 6 digits
+        assert np.mean([float(row[key]) for row in rows]) == pytest.approx(
+            r[key], rel=1e-5, abs=1e-6
+        )  # the CSV keeps 6 digits
 
 
 def test_run_fig9_toy(tmp_path):
     res = P.run_fig9(
-        tmp_path, arch="bert", n_layers=1, vocab_sizes=(3, 5), lengths=(2, 4), base_vocab=3, base_length=3,
-        n_samples=100, n_test=30, **TOY_MODEL,
+        tmp_path,
+        arch="bert",
+        n_layers=1,
+        vocab_sizes=(3, 5),
+        lengths=(2, 4),
+        base_vocab=3,
+        base_length=3,
+        n_samples=100,
+        n_test=30,
+        **TOY_MODEL,
     )
     for name in ("fig9.csv", "fig9.md", "fig9.png"):
         assert (tmp_path / name).stat().st_size > 0
@@ -185,8 +196,15 @@ def test_slalom_fits_transformer_better_than_linear_and_gam(tmp_path):
     Measured at this size for seeds 0-3: SLALOM 0.13-0.22, linear 0.27-0.48, GAM 0.53-0.69.
     """
     res = P.run_fig4ab(
-        tmp_path, seed=0, archs=("bert",), layers=(1,), epochs=2, samples_per_epoch=2500,
-        n_fit=3000, n_test=1000, k_max=5,
+        tmp_path,
+        seed=0,
+        archs=("bert",),
+        layers=(1,),
+        epochs=2,
+        samples_per_epoch=2500,
+        n_fit=3000,
+        n_test=1000,
+        k_max=5,
     )
     mse = res["mse"]["BERT (L=1)"]
     assert mse["slalom"] < mse["linear"] < mse["gam"]
@@ -243,8 +261,13 @@ def test_run_table12_toy(tmp_path, tiny_bert, reviews_file):
     tiny_bert[0].save_pretrained(folder)
     tiny_bert[1].save_pretrained(folder)
     again = P.run_table12(
-        tmp_path / "t12b", model=str(folder), data=reviews_file, n_texts=3, n_samples_grid=(30, 60),
-        min_tokens=8, max_tokens=20,
+        tmp_path / "t12b",
+        model=str(folder),
+        data=reviews_file,
+        n_texts=3,
+        n_samples_grid=(30, 60),
+        min_tokens=8,
+        max_tokens=20,
     )
     for n in ("30", "60"):
         assert again["results"][n]["deletion_aopc"] == pytest.approx(res["results"][n]["deletion_aopc"], abs=1e-6)

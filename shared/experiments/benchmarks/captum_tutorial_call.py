@@ -17,11 +17,11 @@ import json
 import statistics
 import time
 
-import torch
-
 import slalom_core as sc
-from captum_slalom import SlalomAttribution
+import torch
 from slalom_core.experiments.demo_model import load_default_model
+
+from captum_slalom import SlalomAttribution
 
 
 def main() -> None:
@@ -64,11 +64,15 @@ def main() -> None:
         t_captum = time.perf_counter() - t0
         gap = float((attr[0, 1:-1] - torch.as_tensor(exp.contribution, dtype=attr.dtype)).abs().max())
         rows.append((ids.shape[1], t_engine, t_captum, gap))
-        print(f"text {i}: {ids.shape[1]} tokens, engine {t_engine:.2f} s, Captum tutorial call {t_captum:.2f} s "
-              f"(x{t_captum / t_engine:.2f}), max |difference| of contributions {gap:.1e}")
+        print(
+            f"text {i}: {ids.shape[1]} tokens, engine {t_engine:.2f} s, Captum tutorial call {t_captum:.2f} s "
+            f"(x{t_captum / t_engine:.2f}), max |difference| of contributions {gap:.1e}"
+        )
     ratios = [c / e for _, e, c, _ in rows]
-    print(f"median ratio Captum/engine {statistics.median(ratios):.2f} (max {max(ratios):.2f}) over {len(rows)} texts, "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"median ratio Captum/engine {statistics.median(ratios):.2f} (max {max(ratios):.2f}) over {len(rows)} texts, "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,9 +20,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
-
 import slalom_core as sc
+import torch
 from slalom_core.experiments import evaluation as ev
 
 #: name -> (method, options)
@@ -88,13 +87,21 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", sc.SlalomFitWarning)
-                exp = sc.explain(adapter, text, method=method, n_samples=args.n_samples, seed=0, check_samples=args.check_samples, **opts)
+                exp = sc.explain(
+                    adapter,
+                    text,
+                    method=method,
+                    n_samples=args.n_samples,
+                    seed=0,
+                    check_samples=args.check_samples,
+                    **opts,
+                )
             seconds = time.perf_counter() - t0
             d = exp.diagnostics
             ids = [t[0] for t in exp.token_ids]
             target = int(exp.model_output > 0)
             sign = 1.0 if target == 1 else -1.0
-            pred = lambda seqs: predict(seqs)[:, target]
+            pred = lambda seqs, target=target: predict(seqs)[:, target]
             per.append(
                 {
                     "gap": abs(exp.full_text_gap),
@@ -114,7 +121,19 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(rows[-1]), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cols = ["variant", "gap", "signal", "gap_ratio", "heldout_r2", "check_r2", "aopc_lin", "aopc_value", "determined", "tokens", "seconds"]
+    cols = [
+        "variant",
+        "gap",
+        "signal",
+        "gap_ratio",
+        "heldout_r2",
+        "check_r2",
+        "aopc_lin",
+        "aopc_value",
+        "determined",
+        "tokens",
+        "seconds",
+    ]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(r[c] if isinstance(r[c], str) else f"{r[c]:.3g}" for c in cols) + " |")

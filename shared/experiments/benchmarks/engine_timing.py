@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
-
 import slalom_core as sc
+import torch
 from slalom_core.experiments.data import data_dir
 from slalom_core.experiments.demo_model import load_default_model
 
@@ -63,10 +62,19 @@ def main() -> None:
             t0 = time.perf_counter()
             exp = sc.explain(adapter, text, method=method, n_samples=args.n_samples, seed=r)
             wall = time.perf_counter() - t0
-            rows.append((wall, exp.diagnostics["model_seconds"], exp.diagnostics["model_evaluations"], exp.diagnostics.get("heldout_r2", float("nan"))))
+            rows.append(
+                (
+                    wall,
+                    exp.diagnostics["model_seconds"],
+                    exp.diagnostics["model_evaluations"],
+                    exp.diagnostics.get("heldout_r2", float("nan")),
+                )
+            )
         wall, model_s = np.median([r[0] for r in rows]), np.median([r[1] for r in rows])
         eng = wall - model_s
-        print(f"{method:<7}{wall:>9.3f}{model_s:>9.3f}{eng:>10.3f}{100 * eng / wall:>9.1f}%{rows[0][2]:>7}{np.median([r[3] for r in rows]):>8.3f}")
+        print(
+            f"{method:<7}{wall:>9.3f}{model_s:>9.3f}{eng:>10.3f}{100 * eng / wall:>9.1f}%{rows[0][2]:>7}{np.median([r[3] for r in rows]):>8.3f}"
+        )
 
 
 if __name__ == "__main__":

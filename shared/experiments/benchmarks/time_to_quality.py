@@ -24,7 +24,6 @@ import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
 from slalom_core.experiments.bench import BenchConfig, run_benchmark  # noqa: E402
 
 #: Name -> (bench method key, fitter options). "default" is SLALOM-eff as shipped (the
@@ -77,7 +76,11 @@ def main() -> None:
     ap.add_argument("--min-tokens", type=int, default=120)
     ap.add_argument("--max-tokens", type=int, default=250)
     ap.add_argument("--budgets", default="150,250,500,1000", help="comma-separated n_samples")
-    ap.add_argument("--designs", default=",".join(DESIGNS), help=f"comma-separated presets {list(DESIGNS)} or NAME:key=value+key=value (eff options)")
+    ap.add_argument(
+        "--designs",
+        default=",".join(DESIGNS),
+        help=f"comma-separated presets {list(DESIGNS)} or NAME:key=value+key=value (eff options)",
+    )
     ap.add_argument("--reference-samples", default="1000", help="budgets for the reference ('' to skip)")
     ap.add_argument("--ana", action="store_true", help="add SLALOM-ana (2U-1 evaluations)")
     ap.add_argument("--score", default="lin")
@@ -86,23 +89,35 @@ def main() -> None:
     ap.add_argument("--out", default="bench_output/time_to_quality")
     args = ap.parse_args()
 
-    base = dict(model=args.model, data=args.data, n=args.n, min_tokens=args.min_tokens,
-                max_tokens=args.max_tokens, seed=args.seed, threads=args.threads, progress=False)
+    base = dict(
+        model=args.model,
+        data=args.data,
+        n=args.n,
+        min_tokens=args.min_tokens,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        threads=args.threads,
+        progress=False,
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
 
     def run(name: str, method: str, label: str, n_samples: int, options: dict) -> None:
-        cfg = BenchConfig(**base, out=str(out / f"{name}_{n_samples}"), methods=(method,),
-                          n_samples=n_samples, slalom_options=options)
+        cfg = BenchConfig(
+            **base, out=str(out / f"{name}_{n_samples}"), methods=(method,), n_samples=n_samples, slalom_options=options
+        )
         res = run_benchmark(cfg, write=False)
         if res.skipped:
             print(f"{name}: skipped ({res.skipped})")
             return
         row = {"design": name, "n_samples": n_samples, **_row(res, label, args.score)}
         rows.append(row)
-        print(f"{name:<22}{n_samples:>6}  AOPC {row['aopc']:.3f} ± {row['se']:.3f}  "
-              f"{row['seconds']:.3f} s  {row['evals']:.0f} evals  held-out R² {row['heldout_r2']:.3f}", flush=True)
+        print(
+            f"{name:<22}{n_samples:>6}  AOPC {row['aopc']:.3f} ± {row['se']:.3f}  "
+            f"{row['seconds']:.3f} s  {row['evals']:.0f} evals  held-out R² {row['heldout_r2']:.3f}",
+            flush=True,
+        )
 
     budgets = [int(b) for b in args.budgets.split(",") if b]
     for b in [int(x) for x in args.reference_samples.split(",") if x]:
@@ -118,9 +133,14 @@ def main() -> None:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    lines = [f"| design | samples | deletion AOPC ({args.score}) | s / explanation (median) | model evals | held-out R² (median) |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['design']} | {r['n_samples']} | {r['aopc']:.3f} ± {r['se']:.3f} | {r['seconds']:.3f} | {r['evals']:.0f} | {r['heldout_r2']:.3f} |" for r in rows]
+    lines = [
+        f"| design | samples | deletion AOPC ({args.score}) | s / explanation (median) | model evals | held-out R² (median) |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['design']} | {r['n_samples']} | {r['aopc']:.3f} ± {r['se']:.3f} | {r['seconds']:.3f} | {r['evals']:.0f} | {r['heldout_r2']:.3f} |"
+        for r in rows
+    ]
     (out / "time_to_quality.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
