@@ -4,7 +4,7 @@ SLALOM (Leemann, Fastowski, Pfeiffer, Kasneci, TMLR 2025) explains a text classi
 local surrogate that gives every token a value and an importance. This package is a thin
 adapter: the fitting, the log-odds link and the SLALOM plots are :mod:`slalom_core`'s; here
 is only what speaks shap (the explainer, its string model, the waterfall with the residual).
-A keep/remove benchmark of shap Explanations is in ``slalom_core.experiments.shap_benchmark``.
+A keep/remove benchmark of shap Explanations is in ``slalom_core.experiments.baselines``.
 
 Example:
     >>> import shap, shap_slalom

@@ -66,7 +66,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import math
@@ -74,7 +73,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +85,7 @@ from ..api import explain_batch
 from ..link import OutputLink
 from ..models import HFClassifier, score_matrix
 from . import evaluation as ev
+from .baselines import RUNNERS, SLALOM_SCORES, MethodSkipped, check_available
 from .data import read_jsonl
 
 __all__ = [
@@ -134,7 +134,6 @@ class MethodInfo:
         return self.label if len(self.scores) == 1 else f"{self.label}/{score}"
 
 
-_SLALOM_SCORES = ("value", "importance", "lin", "removal")
 METHODS: dict[str, MethodInfo] = {
     m.key: m
     for m in (
@@ -142,7 +141,7 @@ METHODS: dict[str, MethodInfo] = {
             "slalom-eff",
             "slalom-eff",
             "slalom",
-            _SLALOM_SCORES,
+            SLALOM_SCORES,
             frozenset({"importance"}),
             "n_samples short random sequences",
         ),
@@ -150,7 +149,7 @@ METHODS: dict[str, MethodInfo] = {
             "slalom-fidel",
             "slalom-fidel",
             "slalom",
-            _SLALOM_SCORES,
+            SLALOM_SCORES,
             frozenset({"importance"}),
             "n_samples deletions from the full text",
         ),
@@ -158,7 +157,7 @@ METHODS: dict[str, MethodInfo] = {
             "slalom-ana",
             "slalom-ana",
             "slalom",
-            _SLALOM_SCORES,
+            SLALOM_SCORES,
             frozenset({"importance"}),
             "2U-1 evaluations, whatever n_samples says",
         ),
@@ -166,7 +165,7 @@ METHODS: dict[str, MethodInfo] = {
             "reference",
             "reference-eff",
             "reference",
-            _SLALOM_SCORES,
+            SLALOM_SCORES,
             frozenset({"importance"}),
             "n_samples (slalom-explanations 0.1.2 defaults otherwise)",
         ),
@@ -220,11 +219,6 @@ _REMOVALS = ("delete", "mask", "pad")
 # Captum writes the baseline value into removed positions; the forward wrapper drops this
 # value again, which turns "replace by baseline" into real token deletion. -1 is never a
 # token id, so a real token cannot be mistaken for it.
-_DELETED = -1
-
-
-class MethodSkipped(RuntimeError):
-    """A method cannot run here (library missing, model not supported); the message says why."""
 
 
 # ----------------------------------------------------------------------------------------
@@ -544,21 +538,6 @@ class _Context:
         return torch.tensor([pre + list(ids) + suf], dtype=torch.long, device=self.device), len(pre)
 
 
-def _embedding_layer(model: torch.nn.Module) -> torch.nn.Module:
-    """The word-embedding module (HF ``get_input_embeddings``, also on a wrapped encoder)."""
-    for obj in (model, getattr(model, "encoder", None), getattr(model, "base_model", None)):
-        getter = getattr(obj, "get_input_embeddings", None)
-        if getter is not None:
-            with contextlib.suppress(NotImplementedError, AttributeError):
-                layer = getter()
-                if layer is not None:
-                    return layer
-    for name, mod in model.named_modules():
-        if isinstance(mod, torch.nn.Embedding) and name.endswith(("word_embeddings", "wte", "embed_tokens")):
-            return mod
-    raise MethodSkipped("cannot find the model's word-embedding layer for gradient methods")
-
-
 # ----------------------------------------------------------------------------------------
 # The explainers: each returns {score name: per-position array} for the explained output
 # ----------------------------------------------------------------------------------------
@@ -585,7 +564,7 @@ def _run_slalom(ctx: _Context, insts: Sequence[Instance], method: str) -> list[t
     )
     out = []
     for e in exps:
-        scores = {name: np.asarray(e.scores(name), dtype=float) for name in _SLALOM_SCORES}
+        scores = {name: np.asarray(e.scores(name), dtype=float) for name in SLALOM_SCORES}
         d = e.diagnostics
         # Where the time went (model passes vs the engine's own work), for the tables' notes.
         out.append(
@@ -612,210 +591,6 @@ def _fitter_options(method: str, options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in params}
 
 
-class _CountingModel(torch.nn.Module):
-    """The model as the reference implementation calls it: ``m(ids, attention_mask=)``
-    returning ``{"logits": ...}``; counts rows and adds token-type ids where needed."""
-
-    def __init__(self, ctx: _Context) -> None:
-        super().__init__()
-        self.inner = ctx.model
-        self._ctx = ctx
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> dict:
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        with torch.no_grad():
-            logits = self._ctx.forward_logits(input_ids, attention_mask)
-        return {"logits": logits.float()}
-
-
-@contextlib.contextmanager
-def _quiet_reference() -> Iterator[None]:
-    """The reference wraps its epochs in tqdm; silence that bar inside our own."""
-    import slalom_explanations.slalom_helpers as helpers
-
-    old = helpers.tqdm
-    helpers.tqdm = lambda it, *a, **k: it
-    try:
-        yield
-    finally:
-        helpers.tqdm = old
-
-
-def _reference_check(ctx: _Context) -> None:
-    try:
-        import slalom_explanations  # noqa: F401
-    except ImportError as err:
-        raise MethodSkipped(
-            "the reference implementation (PyPI slalom-explanations 0.1.2) is not installed: "
-            "pip install 'slalom-xai[benchmark]' to include it"
-        ) from err
-    # The reference hard-codes BERT's [CLS]=101 / [SEP]=102 around every sample.
-    if ctx.adapter.prefix_ids != (101,) or ctx.adapter.suffix_ids != (102,):
-        raise MethodSkipped(
-            "the reference implementation hard-codes [CLS]=101/[SEP]=102, but this tokenizer "
-            f"frames texts with {list(ctx.adapter.prefix_ids)} ... {list(ctx.adapter.suffix_ids)}"
-        )
-
-
-def _run_reference(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
-    # The reference package's only public explainer class (its spelling): benchmarking the
-    # authors' implementation means calling it, so its name appears here.
-    from slalom_explanations import SLALOMLocalExplanantions
-
-    dev = str(ctx.device)
-    explainer = SLALOMLocalExplanantions(
-        _CountingModel(ctx),
-        ctx.tokenizer,
-        n_samples=ctx.config.n_samples,
-        device=dev,
-        modes=["value", "imp", "lin", "removal"],
-        pad_token_id=int(ctx.adapter.pad_id),
-        target_class=None if ctx.binary else inst.target,
-    )
-    torch.manual_seed(ctx.config.seed)
-    with _quiet_reference():
-        out = explainer.get_signed_importance_for_tokens(list(inst.token_ids))
-    out = np.asarray(out, dtype=float)
-    return dict(zip(_SLALOM_SCORES, out)), {}
-
-
-def _perturbation_forward(ctx: _Context, inst: Instance) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Captum forward on the (B, n) perturbed id matrix: deleted positions are dropped."""
-
-    def forward(ids: torch.Tensor) -> torch.Tensor:
-        rows = ids.detach().round().long().cpu().tolist()
-        if ctx.strategy == "delete":
-            rows = [[t for t in r if t != _DELETED] for r in rows]
-        return torch.as_tensor(ctx.log_odds(rows, inst), dtype=torch.float32)
-
-    return forward
-
-
-def _lime_similarity(original_inp, perturbed_inp, perturbed_interpretable_inp, **kwargs):
-    """The LIME package's text kernel on the binary keep vector: cosine distance to the
-    all-kept vector (×100) in a kernel of width 25, ``sqrt(exp(-d² / 25²))``."""
-    z = perturbed_interpretable_inp.float().reshape(-1)
-    norm = z.norm()
-    cos = (z.sum() / (math.sqrt(z.numel()) * norm)) if norm > 0 else torch.tensor(0.0)
-    d = (1.0 - cos) * 100.0
-    return torch.sqrt(torch.exp(-(d**2) / 25.0**2))
-
-
-def _captum_attribution(ctx: _Context, inst: Instance, explainer) -> tuple[Scores, dict]:
-    """Run a Captum perturbation explainer (Lime, KernelShap) the same way for both."""
-    torch.manual_seed(ctx.config.seed)
-    attr = explainer.attribute(
-        torch.tensor([inst.token_ids], dtype=torch.long),
-        baselines=_DELETED if ctx.strategy == "delete" else ctx.replacement_id,
-        n_samples=ctx.config.n_samples,
-        perturbations_per_eval=ctx.config.batch_size,
-    )
-    return {"attribution": attr.detach().double().numpy().reshape(-1)}, {}
-
-
-def _run_lime(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
-    from captum._utils.models.linear_model import SkLearnRidge
-    from captum.attr import Lime
-
-    lime = Lime(
-        _perturbation_forward(ctx, inst), interpretable_model=SkLearnRidge(alpha=1.0), similarity_func=_lime_similarity
-    )
-    return _captum_attribution(ctx, inst, lime)
-
-
-def _run_kernelshap(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
-    from captum.attr import KernelShap
-
-    return _captum_attribution(ctx, inst, KernelShap(_perturbation_forward(ctx, inst)))
-
-
-def _run_partition(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
-    import shap
-
-    tok = ctx.tokenizer
-    mask_token = {"delete": "", "mask": getattr(tok, "mask_token", None), "pad": getattr(tok, "pad_token", None)}[
-        ctx.config.removal
-    ]
-    # collapse_mask_token=False: one removed token = one removed (or replaced) token.
-    masker = shap.maskers.Text(tok, mask_token=mask_token, collapse_mask_token=False)
-
-    def f(texts) -> np.ndarray:
-        ids = tok([str(t) for t in list(texts)], add_special_tokens=False)["input_ids"]
-        return ctx.log_odds(ids, inst)
-
-    explainer = shap.explainers.Partition(f, masker)
-    np.random.seed(ctx.config.seed)
-    exp = explainer([inst.text], max_evals=ctx.config.n_samples, batch_size=ctx.config.batch_size, silent=True)
-    values = np.asarray(exp.values[0], dtype=float).reshape(-1)
-    pre, suf = len(ctx.adapter.prefix_ids), len(ctx.adapter.suffix_ids)
-    if values.shape[0] != pre + inst.n_tokens + suf:
-        raise RuntimeError(
-            f"shap's masker split the text into {values.shape[0]} tokens, expected {pre + inst.n_tokens + suf}"
-        )
-    return {"attribution": values[pre : pre + inst.n_tokens]}, {}
-
-
-def _gradient_forward(ctx: _Context, inst: Instance):
-    target = ctx.explained_class(inst) or 0
-
-    def forward(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return ctx.explained_from_logits(ctx.forward_logits(input_ids, attention_mask), target)
-
-    return forward
-
-
-def _run_lig(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
-    from captum.attr import LayerIntegratedGradients
-
-    ids, start = ctx.framed(inst.token_ids)
-    mask = torch.ones_like(ids)
-    # Reference input: the same frame with every text token replaced by padding.
-    ref = ids.clone()
-    ref[:, start : start + inst.n_tokens] = ctx.adapter.pad_id
-    lig = LayerIntegratedGradients(_gradient_forward(ctx, inst), _embedding_layer(ctx.model))
-    attr = lig.attribute(
-        ids,
-        baselines=ref,
-        additional_forward_args=(mask,),
-        n_steps=ctx.config.lig_steps,
-        internal_batch_size=ctx.config.batch_size,
-    )
-    a = attr.sum(-1)[0, start : start + inst.n_tokens]
-    return {"attribution": a.detach().double().cpu().numpy()}, {}
-
-
-def _run_layer_gradient(ctx: _Context, inst: Instance, *, times_input: bool) -> tuple[Scores, dict]:
-    from captum.attr import LayerGradientXActivation
-
-    ids, start = ctx.framed(inst.token_ids)
-    mask = torch.ones_like(ids)
-    # On the embedding layer's output: gradient × embedding (input × gradient on the
-    # embeddings), or the plain gradient whose L2 norm per token is the saliency.
-    method = LayerGradientXActivation(
-        _gradient_forward(ctx, inst), _embedding_layer(ctx.model), multiply_by_inputs=times_input
-    )
-    attr = method.attribute(ids, additional_forward_args=(mask,))[0, start : start + inst.n_tokens]
-    a = attr.sum(-1) if times_input else attr.norm(dim=-1)
-    return {"attribution": a.detach().double().cpu().numpy()}, {}
-
-
-def _run_random(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
-    return {"attribution": ev.random_attributions(inst.n_tokens, seed=ctx.config.seed + inst.index)}, {}
-
-
-_RUNNERS: dict[str, Callable[[_Context, Instance], tuple[Scores, dict]]] = {
-    "reference": _run_reference,
-    "lime": _run_lime,
-    "kernelshap": _run_kernelshap,
-    "partition": _run_partition,
-    "lig": _run_lig,
-    "ixg": lambda ctx, inst: _run_layer_gradient(ctx, inst, times_input=True),
-    "saliency": lambda ctx, inst: _run_layer_gradient(ctx, inst, times_input=False),
-    "random": _run_random,
-}
-
-
 def _warm_up(ctx: _Context, key: str, inst: Instance) -> None:
     """Run ``key`` once, untimed, on the first few words of ``inst`` with a small budget."""
     import dataclasses
@@ -831,36 +606,12 @@ def _warm_up(ctx: _Context, key: str, inst: Instance) -> None:
         if METHODS[key].family == "slalom":
             _run_slalom(ctx, [dummy], key.split("-", 1)[1])
         else:
-            _RUNNERS[key](ctx, dummy)
+            RUNNERS[key](ctx, dummy)
     except Exception:
         pass  # a real failure shows up, with its message, in the timed run
     finally:
         ctx.config = config
         ctx.evaluations = 0
-
-
-def _check_available(key: str, ctx: _Context) -> None:
-    """Raise :class:`MethodSkipped` if ``key`` cannot run in this environment."""
-    fam = METHODS[key].family
-    if key == "reference":
-        _reference_check(ctx)
-    elif fam == "captum":
-        try:
-            import captum.attr  # noqa: F401
-        except ImportError as err:
-            raise MethodSkipped("captum is not installed: pip install 'slalom-xai[captum]'") from err
-        if key in ("lig", "ixg", "saliency"):
-            _embedding_layer(ctx.model)
-        if key == "lime":
-            # Captum imports scikit-learn on the first fit: import it now, outside the timing.
-            import sklearn.linear_model  # noqa: F401
-    elif fam == "shap":
-        try:
-            import shap  # noqa: F401
-        except ImportError as err:
-            raise MethodSkipped("shap is not installed: pip install 'slalom-xai[shap]'") from err
-        if not getattr(ctx.tokenizer, "is_fast", False):
-            raise MethodSkipped("shap's Text masker needs a fast tokenizer (offsets)")
 
 
 # ----------------------------------------------------------------------------------------
@@ -1042,7 +793,7 @@ def run_benchmark(
     runnable = []
     for key in config.methods:
         try:
-            _check_available(key, ctx)
+            check_available(key, METHODS[key].family, ctx)
             runnable.append(key)
         except MethodSkipped as err:
             skipped[key] = str(err)
@@ -1111,7 +862,7 @@ def run_benchmark(
             ctx.evaluations = 0
             t0 = time.perf_counter()
             try:
-                scores, extra = _RUNNERS[key](ctx, inst)
+                scores, extra = RUNNERS[key](ctx, inst)
             except MethodSkipped as err:
                 skipped.setdefault(key, str(err))
                 bar.update(1)

@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 import shap  # noqa: E402
 import slalom_core as sc  # noqa: E402
 import torch  # noqa: E402
-from slalom_core.experiments.shap_benchmark import sequential  # noqa: E402
+from slalom_core.experiments.baselines import sequential  # noqa: E402
 from slalom_core.plots import plot_scatter  # noqa: E402
 
 import shap_slalom  # noqa: E402

@@ -60,3 +60,15 @@ def test_boundary_check_sees_lazy_and_relative_imports(tmp_path):
     found = [m for _, m in _imported_modules(src)]
     assert "shap" in found and "slalom_core.experiments" in found
     assert sum(_is_forbidden(m) for m in found) >= 3
+
+
+def test_harness_calls_captum_and_shap_only_from_its_baselines():
+    harness = CORE / "experiments"
+    bad = []
+    for path in sorted(harness.rglob("*.py")):
+        if path.name == "baselines.py":
+            continue
+        for line, mod in _imported_modules(path):
+            if any(mod == f or mod.startswith(f + ".") for f in ("captum", "shap")):
+                bad.append(f"{path.relative_to(harness)}:{line} imports {mod}")
+    assert bad == []
