@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,11 +36,10 @@ from .training import (
     LABELS,
     TEST_FILE,
     TRAIN_FILE,
-    evaluate_accuracy,
     load_reviews,
     save,
     set_threads,
-    train_classifier,
+    train_and_evaluate,
 )
 
 ARCHS = ("bert", "distilbert", "gpt2")
@@ -165,20 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             n_params = sum(p.numel() for p in model.parameters())
             name = f"{arch}-{layers}l"
             print(f"\n{name}: {n_params / 1e6:.1f}M parameters")
-            t0 = time.perf_counter()
-            train_classifier(
-                model,
-                tok,
-                texts,
-                labels,
-                max_length=args.max_length,
-                epochs=args.epochs,
-                batch_size=args.batch_size,
-                lr=args.lr,
-                seed=args.seed,
-            )
-            train_s = time.perf_counter() - t0
-            acc = evaluate_accuracy(model, tok, test_texts, test_labels, max_length=args.max_length)
+            _, acc, train_s = train_and_evaluate(model, tok, (texts, labels), (test_texts, test_labels), args)
             print(f"{name}: trained in {train_s:.0f} s, test accuracy on {len(test_texts)} IMDB test reviews {acc:.3f}")
             out = Path(args.out) / name
             save(

@@ -167,6 +167,35 @@ def evaluate_accuracy(
     return correct / max(1, len(texts))
 
 
+def train_and_evaluate(
+    model: torch.nn.Module,
+    tokenizer: object,
+    train: tuple[Sequence[str], Sequence[int]],
+    test: tuple[Sequence[str], Sequence[int]],
+    args: argparse.Namespace,
+) -> tuple[list[float], float, float]:
+    """:func:`train_classifier` with the command line's settings, then the test accuracy.
+
+    Returns ``(losses, test_accuracy, train_seconds)``; shared by both training commands.
+
+    Example:
+        >>> losses, acc, seconds = train_and_evaluate(model, tok, (texts, labels), (tt, tl), args)  # doctest: +SKIP
+    """
+    t0 = time.perf_counter()
+    losses = train_classifier(
+        model,
+        tokenizer,
+        *train,
+        max_length=args.max_length,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+    )
+    seconds = time.perf_counter() - t0
+    return losses, evaluate_accuracy(model, tokenizer, *test, max_length=args.max_length), seconds
+
+
 def save(model: torch.nn.Module, tokenizer: object, out: Path, info: dict) -> None:
     """``save_pretrained`` model + tokenizer, plus ``training_info.json``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -231,20 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     texts, labels = load_reviews(args.train, args.n_train, seed=args.seed)
     test_texts, test_labels = load_reviews(args.test, args.n_test, seed=args.seed)
     print(f"MiniLM from {path}; {len(texts)} training reviews, max length {args.max_length}, {threads} threads")
-    t0 = time.perf_counter()
-    losses = train_classifier(
-        model,
-        tok,
-        texts,
-        labels,
-        max_length=args.max_length,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-    )
-    train_s = time.perf_counter() - t0
-    acc = evaluate_accuracy(model, tok, test_texts, test_labels, max_length=args.max_length)
+    losses, acc, train_s = train_and_evaluate(model, tok, (texts, labels), (test_texts, test_labels), args)
     print(f"trained in {train_s:.0f} s; final loss (mean of last 20 steps) {sum(losses[-20:]) / len(losses[-20:]):.3f}")
     print(f"test accuracy on {len(test_texts)} IMDB test reviews: {acc:.3f}")
     info = {
