@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .explanation import SlalomExplanation
-from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_blas
+from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
 from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_output
 from .models import ModelAdapter, Segmentation, as_adapter
 from .surrogate import SlalomSurrogate
@@ -197,7 +197,7 @@ def explain_batch(
             answers: dict[int, object] = {}
             if fits:
                 t0 = time.perf_counter()
-                with single_threaded_blas():
+                with single_threaded_fits():
                     solved = fitter.solve_batch([requests[i] for i in fits], device=fit_device)
                 share = (time.perf_counter() - t0) / len(fits)
                 for i, sol in zip(fits, solved):
@@ -227,7 +227,7 @@ def explain_batch(
                     p.model_seconds += elapsed * toks / total_tokens
                     answers[i] = y_all[start : start + n_req]
             new_requests = {}
-            with single_threaded_blas():  # the fitters' own steps: held-out checks, standard errors
+            with single_threaded_fits():  # the fitters' own steps: held-out checks, standard errors
                 for i in sorted(answers):
                     t1 = time.perf_counter()
                     try:

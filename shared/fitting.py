@@ -806,29 +806,28 @@ def fit_als(
 
 
 @contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """Run the fits on one CPU thread: BLAS (numpy's) and torch's intra-op pool alike.
+def single_threaded_fits() -> Iterator[None]:
+    """Run the fits on one CPU thread (torch's intra-op pool), without autograd bookkeeping.
 
-    The fits are small (U ≤ a few hundred): a multi-threaded BLAS or OpenMP pool spends more
-    time waking threads than computing — measured 30x slower for a 150x150 solve on 2 cores,
-    and 12x slower for the torch standard errors of a 110-unit text (0.22 s against 0.018 s),
-    far worse when another process keeps the cores busy. torch's thread count is global to
-    the process; it is restored on exit.
+    The fits are small (U ≤ a few hundred): a multi-threaded pool spends more time waking
+    threads than computing — measured 30x slower for a 150x150 solve on 2 cores, and 12x
+    slower for the standard errors of a 110-unit text (0.22 s against 0.018 s), far worse
+    when another process keeps the cores busy. Inference mode skips the version counters
+    and view tracking every torch operation otherwise pays for (a fifth of an L-BFGS step
+    on one text). torch's thread count is global to the process; it is restored on exit.
 
     Example:
-        >>> with single_threaded_blas():
+        >>> with single_threaded_fits():
         ...     torch.get_num_threads()
         1
     """
-    from threadpoolctl import threadpool_limits
-
     before = torch.get_num_threads()
-    with threadpool_limits(limits=1, user_api="blas"):
-        torch.set_num_threads(1)
-        try:
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
             yield
-        finally:
-            torch.set_num_threads(before)
+    finally:
+        torch.set_num_threads(before)
 
 
 def _fit_quality(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
@@ -1055,7 +1054,7 @@ class _SampledFitter(Fitter):
         try:
             while True:
                 if isinstance(out, FitRequest):
-                    with single_threaded_blas():
+                    with single_threaded_fits():
                         out = gen.send(self.solve_batch([out])[0])
                 else:
                     out = gen.send((yield out))

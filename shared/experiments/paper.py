@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..fitting import fit_gradient, get_fitter, pad_sequences, single_threaded_blas
+from ..fitting import fit_gradient, get_fitter, pad_sequences, single_threaded_fits
 from ..surrogate import SlalomSurrogate
 from .data import data_dir
 from .evaluation import spearman
@@ -415,7 +415,7 @@ def fit_global_slalom(
     idx, mask = pad_sequences([np.asarray(seq, dtype=np.int64) for seq in sequences])
     if idx.shape[0] != y.shape[0]:
         raise ValueError("need one target per sequence")
-    with single_threaded_blas():
+    with single_threaded_fits():
         value, importance, _ = fit_gradient(
             idx, mask, y, int(n_words), max_iter=max_iter, tol=tol, l2_importance=ridge, l2_value=ridge
         )
