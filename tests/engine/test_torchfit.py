@@ -75,6 +75,38 @@ def test_hand_written_gradients_match_autograd(n_out):
             torch.testing.assert_close(gs[:, u], fd, rtol=1e-5, atol=1e-9)
 
 
+def test_preconditioner_is_the_gauss_newton_diagonal():
+    """The L-BFGS variable scaling is diag(JᵀWJ) of the objective (plus the priors' curvature)."""
+    rng = np.random.default_rng(7)
+    problems = []
+    for n_units, n_samples in [(5, 30), (8, 50)]:
+        # distinct units per sample: there the slot-wise diagonal is exact
+        samples = [rng.choice(n_units, size=rng.integers(1, 4), replace=False) for _ in range(n_samples)]
+        problems.append((*fitting.pad_sequences(samples), rng.normal(size=(n_samples, 1)), n_units, None))
+    batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
+    for prior_sd in (None, 0.5):
+        obj = fitting._Objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1]))) * batch.unit_mask.repeat(1, 2)
+        got = obj.curvature(theta)
+        for t, (idx, mask, y, n_units, _) in enumerate(problems):
+
+            def pred(th, t=t):
+                value, imp = obj.unpack(th.unsqueeze(0).expand(2, -1))
+                return surrogate_forward(value[t], imp[t], batch.idx[t], batch.mult[t])[0][: len(y), 0]
+
+            jac = torch.autograd.functional.jacobian(pred, theta[t])  # (B, P)
+            gn = 2.0 * (jac**2).sum(0) / len(y) * obj.scale[t]
+            if prior_sd is None:
+                gn[: obj.n_val] += 2.0 * 1e-2 * obj.scale[t] / n_units
+                gn[obj.n_val :] += 2.0 * 1e-2 / n_units
+            else:
+                gn = gn / obj(theta)[2][t]
+                gn[: obj.n_val] += 2.0 * obj.prior_v[t]
+                gn[obj.n_val :] += 2.0 * obj.prior[t]
+            real = torch.cat([batch.unit_mask[t], batch.unit_mask[t]]) > 0
+            torch.testing.assert_close(got[t][real], gn[real], rtol=1e-8, atol=1e-12)
+
+
 def test_batched_fit_matches_separate_fits():
     """One optimisation over texts of different sizes gives each text its own answer."""
     rng = np.random.default_rng(1)
