@@ -196,8 +196,13 @@ def test_standard_errors_cover_the_truth(method):
         assert spearmanr(exp.importance, true_s)[0] >= 0.9
 
 
-def test_standard_errors_match_a_finite_difference_hessian():
-    """The Gauss-Newton curvature behind the SEs is that of the profiled objective at the fit."""
+@pytest.mark.parametrize("prior_sd", [None, 0.5])
+def test_standard_errors_match_a_finite_difference_hessian(prior_sd):
+    """The Gauss-Newton curvature behind the SEs is that of the profiled objective at the fit.
+
+    Without a prior the softmax's shift leaves a flat direction (the eigen-decomposition
+    path); with one the precision is positive definite (the Cholesky path).
+    """
     rng = np.random.default_rng(0)
     samples = [rng.integers(0, 5, size=2) for _ in range(300)]
     v, s = random_slalom(5, seed=4)
@@ -205,7 +210,7 @@ def test_standard_errors_match_a_finite_difference_hessian():
     y = sc.SlalomSurrogate(v, s).predict(counts)[:, None] + 0.1 * rng.normal(size=(300, 1))
     idx, mask = sc.fitting.pad_sequences(samples)
     fv, fs, _ = sc.fit_gradient(idx, mask, y, 5, prior_sd=None, l2_importance=0.0, l2_value=0.0, tol=1e-14)
-    se_v, se_s = sc.laplace_standard_errors(counts, y, fv, fs - fs.mean())
+    se_v, se_s = sc.laplace_standard_errors(counts, y, fv, fs - fs.mean(), prior_sd=prior_sd)
     # brute force: Hessian of SSE/(2σ²) by finite differences of the analytic gradient, in
     # the mean-zero-s subspace, then invert
     sigma2 = float(np.mean((sc.SlalomSurrogate(fv[:, 0], fs).predict(counts)[:, None] - y) ** 2))
@@ -224,6 +229,8 @@ def test_standard_errors_match_a_finite_difference_hessian():
         e = np.zeros(10)
         e[j] = 1e-5
         h[:, j] = (grad(theta + e) - grad(theta - e)) / 2e-5
+    if prior_sd is not None:
+        h[5:, 5:] += np.eye(5) / prior_sd**2
     basis = np.linalg.qr(np.concatenate([np.zeros((5, 1)), np.ones((5, 1))]), mode="complete")[0][:, 1:]
     cov = basis @ np.linalg.inv(basis.T @ ((h + h.T) / 2) @ basis) @ basis.T
     np.testing.assert_allclose(se_v[:, 0], np.sqrt(np.diag(cov)[:5]), rtol=0.05)
