@@ -1,10 +1,6 @@
-"""Pictures of a :class:`~slalom_core.SlalomExplanation`: a value/importance scatter and an
-HTML token highlight.
-
-* :func:`plot_scatter` — the paper's Fig. 5/11: one point per unique token (x = value
-  v(τ), y = importance s(τ)), the most extreme tokens labelled.
-* :func:`highlight_html` — the text with every position's token coloured by any score of
-  :data:`slalom_core.SCORE_NAMES` (red positive, blue negative), and :func:`save_html`.
+"""Pictures of a :class:`~slalom_core.SlalomExplanation`: :func:`plot_scatter` (value against
+importance per unique token, the paper's Fig. 5/11) and :func:`highlight_html` (the text
+coloured by any score; :func:`save_html` writes it to a page).
 
 Only matplotlib is needed, and nothing here opens a window or picks a backend: figures
 are drawn on the Axes given, or on a new pyplot figure that the caller saves or shows.
@@ -87,8 +83,7 @@ def _class_label(explanation: SlalomExplanation, col: int | None) -> str | None:
 
 
 def _position_scores(explanation: SlalomExplanation, score: str, col: int | None) -> np.ndarray:
-    """(n,) scores per position for one class column."""
-    _check_score(score)
+    """(n,) scores per position for one class column (``explanation.scores`` checks the name)."""
     values = np.asarray(explanation.scores(score), dtype=np.float64)
     if values.ndim == 2:
         # importance has no class axis; the class-dependent scores do in a joint fit.
