@@ -219,8 +219,8 @@ class ModelAdapter(ABC):
         pre, suf = list(self.prefix_ids), list(self.suffix_ids)
         if pre and ids[: len(pre)] == pre:
             ids = ids[len(pre) :]
-        if suf and len(ids) >= len(suf) and ids[len(ids) - len(suf) :] == suf:
-            ids = ids[: len(ids) - len(suf)]
+        if suf and ids[-len(suf) :] == suf:
+            ids = ids[: -len(suf)]
         return ids
 
     def check_length(self, n_tokens: int) -> None:
@@ -491,11 +491,8 @@ class _TorchModel(ModelAdapter):
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                out = (
-                    score_matrix(self.forward(ids.to(device), mask.to(device)), len(rows))
-                    .detach()
-                    .to("cpu", torch.float64)
-                )
+                raw = self.forward(ids.to(device), mask.to(device))
+                out = score_matrix(raw, len(rows)).detach().to("cpu", torch.float64)
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
