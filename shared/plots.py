@@ -144,13 +144,13 @@ def plot_scatter(
     x = x[:, col] if x.ndim == 2 else x
     y = np.asarray(sur.importance, dtype=np.float64)
     unit_index = np.asarray(explanation.unit_index, dtype=np.int64)
-    counts = np.bincount(unit_index, minlength=n_units).astype(np.float64)
+    counts = np.maximum(np.bincount(unit_index, minlength=n_units), 1.0)  # occurrences, >= 1 to divide by
     labels = [""] * n_units
     for pos in range(len(unit_index) - 1, -1, -1):  # backwards: the first occurrence wins
         labels[unit_index[pos]] = str(explanation.tokens[pos])
 
     per_pos = _position_scores(explanation, color_by, col)
-    c = np.bincount(unit_index, weights=per_pos, minlength=n_units) / np.maximum(counts, 1.0)
+    c = np.bincount(unit_index, weights=per_pos, minlength=n_units) / counts
     lim = float(np.max(np.abs(c))) if c.size else 0.0
     cmap = LinearSegmentedColormap.from_list(
         "slalom_rb", [tuple(v / 255 for v in NEGATIVE_RGB), (0.85, 0.85, 0.85), tuple(v / 255 for v in POSITIVE_RGB)]
@@ -159,17 +159,8 @@ def plot_scatter(
 
     ax.axhline(float(np.mean(y)) if y.size else 0.0, color="0.8", lw=0.8, zorder=0)
     ax.axvline(0.0, color="0.8", lw=0.8, zorder=0)
-    points = ax.scatter(
-        x,
-        y,
-        c=c,
-        cmap=cmap,
-        norm=norm,
-        s=36.0 * np.sqrt(np.maximum(counts, 1.0)),
-        edgecolors="0.25",
-        linewidths=0.5,
-        zorder=2,
-    )
+    size = 36.0 * np.sqrt(counts)
+    points = ax.scatter(x, y, c=c, cmap=cmap, norm=norm, s=size, edgecolors="0.25", linewidths=0.5, zorder=2)
 
     if annotate and n_units:
 
@@ -182,19 +173,11 @@ def plot_scatter(
         order = np.argsort(-(dx**2 + dy**2), kind="stable")
         if max_labels is not None:
             order = order[:max_labels]
+        style = {"textcoords": "offset points", "fontsize": 8, "va": "bottom", "zorder": 3}
         for rank, u in enumerate(order.tolist()):
             # Alternate the label side so that neighbouring labels overlap less.
             dx_pt = 4 if rank % 2 == 0 else -4
-            ax.annotate(
-                labels[u],
-                (x[u], y[u]),
-                xytext=(dx_pt, 3),
-                textcoords="offset points",
-                fontsize=8,
-                ha="left" if dx_pt > 0 else "right",
-                va="bottom",
-                zorder=3,
-            )
+            ax.annotate(labels[u], (x[u], y[u]), xytext=(dx_pt, 3), ha="left" if dx_pt > 0 else "right", **style)
 
     cls = _class_label(explanation, col)
     ax.set_xlabel("value v (effect of the token alone)" + (f", class {cls}" if cls else ""))
