@@ -36,7 +36,6 @@ _MAX_ALPHA = 0.8
 # Marks that byte-level BPE (GPT-2, RoBERTa: "Ġ") and SentencePiece ("▁") put on a token
 # that starts a new word; WordPiece instead marks continuations with "##".
 _WORD_START_MARKS = ("Ġ", "▁")
-_NEWLINE_MARK = "Ċ"
 
 
 def _check_score(name: str) -> None:
@@ -198,7 +197,7 @@ def _display_tokens(explanation: SlalomExplanation) -> list[tuple[str, bool]]:
         for i, t in enumerate(tokens):
             starts = t.startswith(_WORD_START_MARKS)
             shown = t[1:] if starts else t
-            shown = shown.replace(_NEWLINE_MARK, "↵")
+            shown = shown.replace("Ċ", "↵")  # byte-level BPE's newline
             # A bare mark (a lone space token) keeps a visible, hoverable width.
             out.append((shown or "\u00a0", i > 0 and starts))
         return out
