@@ -71,14 +71,11 @@ class SlalomExplanation:
             return per_unit[:, self.class_index]
         return per_unit
 
-    def _unit_value(self) -> np.ndarray:
-        return self._column(self.surrogate.value)
-
     # -- per-position scores ----------------------------------------------------------
     @property
     def value(self) -> np.ndarray:
         """v of each position's token: the output on the token alone, minus ``base_value``."""
-        return self._unit_value()[self.unit_index].copy()
+        return self._column(self.surrogate.value)[self.unit_index].copy()
 
     @property
     def importance(self) -> np.ndarray:
@@ -100,11 +97,8 @@ class SlalomExplanation:
     def importance_determined(self) -> np.ndarray | None:
         """True where the data, not the prior, fixed the importance: its standard error is
         below half the prior's standard deviation (the posterior at least twice as sharp)."""
-        se = self.importance_se
-        sd = self.diagnostics.get("prior_sd")
-        if se is None:
-            return None
-        return se < (0.5 * sd if sd else 0.5)
+        se, sd = self.importance_se, self.diagnostics.get("prior_sd")
+        return None if se is None else se < (0.5 * sd if sd else 0.5)
 
     @property
     def lin(self) -> np.ndarray:
@@ -163,7 +157,7 @@ class SlalomExplanation:
         first = {}
         for pos, u in enumerate(self.unit_index.tolist()):
             first.setdefault(u, pos)
-        value = self._unit_value()
+        value = self._column(self.surrogate.value)
         lin = _scores.lin(value, self.surrogate.importance)
         rows = []
         for u in range(self.surrogate.n_units):
@@ -173,9 +167,9 @@ class SlalomExplanation:
                     "token": self.tokens[pos] if pos is not None else None,
                     "token_ids": self.token_ids[pos] if pos is not None else None,
                     "count": int(counts[u]),
-                    "value": value[u].tolist() if value.ndim == 2 else float(value[u]),
+                    "value": value[u].tolist(),  # a float, or a list with a class axis
                     "importance": float(self.surrogate.importance[u]),
-                    "lin": lin[u].tolist() if value.ndim == 2 else float(lin[u]),
+                    "lin": lin[u].tolist(),
                 }
             )
         return rows

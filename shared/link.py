@@ -107,15 +107,13 @@ def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) 
     n, k = raw.shape
     in_unit = bool(((raw >= 0) & (raw <= 1)).all())
     if k >= 2 and in_unit and bool(((raw.sum(dim=1) - 1).abs() <= PROB_SUM_TOL).all()):
-        return (
-            "probs",
-            "probs (detected)",
-            (
-                f"the model's outputs look like probabilities (all {n} rows seen first are non-negative "
-                f"and sum to 1), so SLALOM explains their log-odds; pass output='logits' if they are "
-                "logits, or output='probs' to silence this warning"
-            ),
+        note = (
+            f"the model's outputs look like probabilities (all {n} rows seen first are non-negative "
+            f"and sum to 1), so SLALOM explains their log-odds; pass output='logits' if they are "
+            "logits, or output='probs' to silence this warning"
         )
+        return "probs", "probs (detected)", note
+    note = None
     if in_unit and bool((raw > 0).all()):
         # Logits that all happen to lie in [0, 1] are possible, probabilities read as logits
         # are wrong units: say which reading was taken and how to change it. An exact 0 is
@@ -123,15 +121,11 @@ def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) 
         # models written as logits [0, F] are not flagged.
         maybe = "the probability of the positive class" if k == 1 else "one probability per label (multi-label)"
         fix = "output='probs'" if k == 1 else "output='multilabel_probs'"
-        return (
-            "logits",
-            "logits (detected)",
-            (
-                f"every output seen lies in (0, 1]: they are read as logits; if they are {maybe}, "
-                f"pass {fix}, or output='logits' to silence this warning"
-            ),
+        note = (
+            f"every output seen lies in (0, 1]: they are read as logits; if they are {maybe}, "
+            f"pass {fix}, or output='logits' to silence this warning"
         )
-    return "logits", "logits (detected)", None
+    return "logits", "logits (detected)", note
 
 
 @dataclass

@@ -172,18 +172,6 @@ def _as_id_list(ids: object) -> list[int]:
     return [int(i) for i in ids]
 
 
-def segment_ids(tokenizer: object | None, ids: Sequence[int]) -> Segmentation:
-    """Positions for a sequence of token ids given directly (token granularity)."""
-    ids = _as_id_list(ids)
-    if not ids:
-        raise ValueError("cannot explain an empty sequence of token ids")
-    if tokenizer is not None and hasattr(tokenizer, "convert_ids_to_tokens"):
-        tokens = list(tokenizer.convert_ids_to_tokens(ids))
-    else:
-        tokens = [str(i) for i in ids]
-    return Segmentation([(i,) for i in ids], tokens)
-
-
 class ModelAdapter(ABC):
     """Base class: a classifier seen as token-id sequences in, raw scores (B, K) out.
 
@@ -216,7 +204,12 @@ class ModelAdapter(ABC):
         else:
             if granularity != "token":
                 raise ValueError("granularity='word' needs the text, not token ids")
-            seg = segment_ids(self.tokenizer, self._strip_frame(_as_id_list(text_or_ids)))
+            ids = self._strip_frame(_as_id_list(text_or_ids))
+            if not ids:
+                raise ValueError("cannot explain an empty sequence of token ids")
+            tok = self.tokenizer
+            tokens = tok.convert_ids_to_tokens(ids) if hasattr(tok, "convert_ids_to_tokens") else map(str, ids)
+            seg = Segmentation([(i,) for i in ids], list(tokens))
         self.check_length(seg.n_tokens)
         return seg
 
@@ -226,8 +219,8 @@ class ModelAdapter(ABC):
         pre, suf = list(self.prefix_ids), list(self.suffix_ids)
         if pre and ids[: len(pre)] == pre:
             ids = ids[len(pre) :]
-        if suf and len(ids) >= len(suf) and ids[len(ids) - len(suf) :] == suf:
-            ids = ids[: len(ids) - len(suf)]
+        if suf and ids[-len(suf) :] == suf:
+            ids = ids[: -len(suf)]
         return ids
 
     def check_length(self, n_tokens: int) -> None:
@@ -343,12 +336,6 @@ def module_of(func: object) -> torch.nn.Module | None:
     return owner if isinstance(owner, torch.nn.Module) else None
 
 
-def _input_device(mod: torch.nn.Module) -> torch.device:
-    """Where a model's inputs go: the device of its first parameter (CPU without any)."""
-    first = next(iter((*mod.parameters(), *mod.buffers())), None)
-    return first.device if first is not None else torch.device("cpu")
-
-
 @contextlib.contextmanager
 def model_session(
     module: torch.nn.Module | None,
@@ -376,7 +363,8 @@ def model_session(
         yield torch.device(device or "cpu")
         return
     modes = [(m, m.training) for m in module.modules()]
-    devices = {t.device for t in (*module.parameters(), *module.buffers())}
+    tensors = [*module.parameters(), *module.buffers()]
+    devices = {t.device for t in tensors}
     old_device = next(iter(devices)) if len(devices) == 1 else None
     if len(devices) > 1 and device is not None:
         # Moving a model spread over several devices onto one and back would not restore
@@ -399,7 +387,8 @@ def model_session(
             # unpadded ones. Batches of one length never pad, so an id that never occurs
             # (-1) makes the model pool at the true last token.
             cfg.pad_token_id = -1
-        yield target or _input_device(module)
+        # Inputs go where the first parameter is (the CPU for a model without any).
+        yield target or (tensors[0].device if tensors else torch.device("cpu"))
     finally:
         if patch_pad:
             cfg.pad_token_id = None
@@ -409,7 +398,7 @@ def model_session(
             m.training = flag
 
 
-class _TorchModelMixin:
+class _TorchModel(ModelAdapter):
     """Batching, padding and the eval-mode/device session shared by torch-based adapters."""
 
     module: torch.nn.Module | None
@@ -434,7 +423,7 @@ class _TorchModelMixin:
         # its begin/end-of-text token is the input that carries no content. Otherwise the
         # model is asked for zero tokens (if it fails, the error asks for a reference).
         for name in ("bos_token_id", "eos_token_id"):
-            tid = getattr(getattr(self, "tokenizer", None), name, None)
+            tid = getattr(self.tokenizer, name, None)
             if isinstance(tid, int):
                 return [tid]
         return []
@@ -466,6 +455,7 @@ class _TorchModelMixin:
             real = n
         return batches
 
+    @abstractmethod
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         """One raw call of the wrapped model on full rows (special tokens included).
 
@@ -478,12 +468,11 @@ class _TorchModelMixin:
             >>> with clf.session():  # doctest: +SKIP
             ...     logits = clf.forward(ids, torch.ones_like(ids)).logits
         """
-        raise NotImplementedError
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
         if len(sequences) == 0:
             return torch.zeros((0, 0), dtype=torch.float64)
-        if getattr(self, "_run_device", None) is None:
+        if self._run_device is None:
             # Called on its own (not from explain): set up and restore the model here.
             with self.session():
                 return self.score(sequences)
@@ -502,17 +491,14 @@ class _TorchModelMixin:
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                out = (
-                    score_matrix(self.forward(ids.to(device), mask.to(device)), len(rows))
-                    .detach()
-                    .to("cpu", torch.float64)
-                )
+                raw = self.forward(ids.to(device), mask.to(device))
+                out = score_matrix(raw, len(rows)).detach().to("cpu", torch.float64)
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
 
 
-class TorchClassifier(_TorchModelMixin, ModelAdapter):
+class TorchClassifier(_TorchModel):
     """Any torch callable ``f(input_ids, attention_mask) -> logits``.
 
     Args:
@@ -602,7 +588,7 @@ def _model_max_length(model: torch.nn.Module, tokenizer: object) -> int | None:
     return min(limits) if limits else None
 
 
-class HFClassifier(_TorchModelMixin, ModelAdapter):
+class HFClassifier(_TorchModel):
     """A Hugging Face sequence classifier with its tokenizer.
 
     Special tokens come from the tokenizer; padding uses the tokenizer's (or config's) pad
@@ -699,7 +685,7 @@ class StringClassifier(ModelAdapter):
 
     def _remember(self, text: str, ids: list[int]) -> None:
         self._texts[tuple(ids)] = text
-        if isinstance(self.tokenizer, WhitespaceTokenizer) or not getattr(self.tokenizer, "is_fast", False):
+        if not getattr(self.tokenizer, "is_fast", False):  # no offsets (WhitespaceTokenizer has none either)
             return
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         end = 0
@@ -721,9 +707,6 @@ class StringClassifier(ModelAdapter):
             parts = [self._pieces[i] for i in key]
             return parts[0][1] + "".join(sep + piece for sep, piece in parts[1:])
         return self.tokenizer.decode(list(key), skip_special_tokens=True)
-
-    def empty_sequence(self) -> list[int] | None:
-        return []
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
         outs = []

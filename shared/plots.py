@@ -1,10 +1,6 @@
-"""Pictures of a :class:`~slalom_core.SlalomExplanation`: a value/importance scatter and an
-HTML token highlight.
-
-* :func:`plot_scatter` — the paper's Fig. 5/11: one point per unique token (x = value
-  v(τ), y = importance s(τ)), the most extreme tokens labelled.
-* :func:`highlight_html` — the text with every position's token coloured by any score of
-  :data:`slalom_core.SCORE_NAMES` (red positive, blue negative), and :func:`save_html`.
+"""Pictures of a :class:`~slalom_core.SlalomExplanation`: :func:`plot_scatter` (value against
+importance per unique token, the paper's Fig. 5/11) and :func:`highlight_html` (the text
+coloured by any score; :func:`save_html` writes it to a page).
 
 Only matplotlib is needed, and nothing here opens a window or picks a backend: figures
 are drawn on the Axes given, or on a new pyplot figure that the caller saves or shows.
@@ -40,7 +36,6 @@ _MAX_ALPHA = 0.8
 # Marks that byte-level BPE (GPT-2, RoBERTa: "Ġ") and SentencePiece ("▁") put on a token
 # that starts a new word; WordPiece instead marks continuations with "##".
 _WORD_START_MARKS = ("Ġ", "▁")
-_NEWLINE_MARK = "Ċ"
 
 
 def _check_score(name: str) -> None:
@@ -87,8 +82,7 @@ def _class_label(explanation: SlalomExplanation, col: int | None) -> str | None:
 
 
 def _position_scores(explanation: SlalomExplanation, score: str, col: int | None) -> np.ndarray:
-    """(n,) scores per position for one class column."""
-    _check_score(score)
+    """(n,) scores per position for one class column (``explanation.scores`` checks the name)."""
     values = np.asarray(explanation.scores(score), dtype=np.float64)
     if values.ndim == 2:
         # importance has no class axis; the class-dependent scores do in a joint fit.
@@ -149,13 +143,13 @@ def plot_scatter(
     x = x[:, col] if x.ndim == 2 else x
     y = np.asarray(sur.importance, dtype=np.float64)
     unit_index = np.asarray(explanation.unit_index, dtype=np.int64)
-    counts = np.bincount(unit_index, minlength=n_units).astype(np.float64)
+    counts = np.maximum(np.bincount(unit_index, minlength=n_units), 1.0)  # occurrences, >= 1 to divide by
     labels = [""] * n_units
     for pos in range(len(unit_index) - 1, -1, -1):  # backwards: the first occurrence wins
         labels[unit_index[pos]] = str(explanation.tokens[pos])
 
     per_pos = _position_scores(explanation, color_by, col)
-    c = np.bincount(unit_index, weights=per_pos, minlength=n_units) / np.maximum(counts, 1.0)
+    c = np.bincount(unit_index, weights=per_pos, minlength=n_units) / counts
     lim = float(np.max(np.abs(c))) if c.size else 0.0
     cmap = LinearSegmentedColormap.from_list(
         "slalom_rb", [tuple(v / 255 for v in NEGATIVE_RGB), (0.85, 0.85, 0.85), tuple(v / 255 for v in POSITIVE_RGB)]
@@ -164,17 +158,8 @@ def plot_scatter(
 
     ax.axhline(float(np.mean(y)) if y.size else 0.0, color="0.8", lw=0.8, zorder=0)
     ax.axvline(0.0, color="0.8", lw=0.8, zorder=0)
-    points = ax.scatter(
-        x,
-        y,
-        c=c,
-        cmap=cmap,
-        norm=norm,
-        s=36.0 * np.sqrt(np.maximum(counts, 1.0)),
-        edgecolors="0.25",
-        linewidths=0.5,
-        zorder=2,
-    )
+    size = 36.0 * np.sqrt(counts)
+    points = ax.scatter(x, y, c=c, cmap=cmap, norm=norm, s=size, edgecolors="0.25", linewidths=0.5, zorder=2)
 
     if annotate and n_units:
 
@@ -187,19 +172,11 @@ def plot_scatter(
         order = np.argsort(-(dx**2 + dy**2), kind="stable")
         if max_labels is not None:
             order = order[:max_labels]
+        style = {"textcoords": "offset points", "fontsize": 8, "va": "bottom", "zorder": 3}
         for rank, u in enumerate(order.tolist()):
             # Alternate the label side so that neighbouring labels overlap less.
             dx_pt = 4 if rank % 2 == 0 else -4
-            ax.annotate(
-                labels[u],
-                (x[u], y[u]),
-                xytext=(dx_pt, 3),
-                textcoords="offset points",
-                fontsize=8,
-                ha="left" if dx_pt > 0 else "right",
-                va="bottom",
-                zorder=3,
-            )
+            ax.annotate(labels[u], (x[u], y[u]), xytext=(dx_pt, 3), ha="left" if dx_pt > 0 else "right", **style)
 
     cls = _class_label(explanation, col)
     ax.set_xlabel("value v (effect of the token alone)" + (f", class {cls}" if cls else ""))
@@ -220,7 +197,7 @@ def _display_tokens(explanation: SlalomExplanation) -> list[tuple[str, bool]]:
         for i, t in enumerate(tokens):
             starts = t.startswith(_WORD_START_MARKS)
             shown = t[1:] if starts else t
-            shown = shown.replace(_NEWLINE_MARK, "↵")
+            shown = shown.replace("Ċ", "↵")  # byte-level BPE's newline
             # A bare mark (a lone space token) keeps a visible, hoverable width.
             out.append((shown or "\u00a0", i > 0 and starts))
         return out

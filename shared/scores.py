@@ -14,7 +14,7 @@ import math
 import numpy as np
 import torch
 
-from .surrogate import dense_slots, surrogate_forward
+from .surrogate import dense_slots, softmax_weights, surrogate_forward
 
 __all__ = ["SCORE_NAMES", "DEFAULT_SCORE", "attention", "contribution", "removal", "lin", "shapley"]
 
@@ -39,7 +39,7 @@ def attention(s: np.ndarray) -> np.ndarray:
     """
     st = torch.as_tensor(np.asarray(s, dtype=np.float64))
     # The text is one sample in which every position is its own slot.
-    return surrogate_forward(None, st, *dense_slots(torch.ones(1, len(st), dtype=torch.float64)))[1][0].numpy()
+    return softmax_weights(torch.ones(1, len(st), dtype=torch.float64), st)[0].numpy()
 
 
 def contribution(v: np.ndarray, s: np.ndarray) -> np.ndarray:

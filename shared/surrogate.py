@@ -81,14 +81,12 @@ def dense_slots(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def softmax_weights(counts: torch.Tensor, importance: torch.Tensor) -> torch.Tensor:
-    """Attention weights α of each unit in each sample (rows sum to one).
+    """(B, U) attention weights ``c_u exp(s_u) / Σ c exp(s)``: rows sum to one, or are all zero
+    for an empty sample.
 
     Args:
         counts: (B, U) occurrence counts.
         importance: (U,) importance scores s.
-
-    Returns:
-        (B, U) tensor ``c_u exp(s_u) / Σ c exp(s)``; rows of an empty sample are all zero.
 
     Example:
         >>> softmax_weights(torch.tensor([[1.0, 1.0]]), torch.zeros(2)).tolist()
