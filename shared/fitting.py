@@ -119,7 +119,7 @@ def pad_sequences(sequences: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     idx = np.zeros((len(sequences), width), dtype=np.int64)
     if len(sequences):
         # One scatter of all slots at once, row-major like the mask.
-        idx[mask_bool] = np.concatenate([np.asarray(s, dtype=np.int64).ravel() for s in sequences])
+        idx[mask_bool] = np.concatenate(sequences)
     return idx, mask_bool.astype(np.float64)
 
 
