@@ -88,11 +88,12 @@ def test_preconditioner_is_the_gauss_newton_diagonal():
         obj = fitting._Objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
         theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1]))) * batch.unit_mask.repeat(1, 2)
         got = obj.curvature(theta)
-        for t, (idx, mask, y, n_units, _) in enumerate(problems):
+        for t, (_, _, y, n_units, _) in enumerate(problems):
+            n_rows = len(y)
 
-            def pred(th, t=t):
+            def pred(th, t=t, obj=obj, n_rows=n_rows):
                 value, imp = obj.unpack(th.unsqueeze(0).expand(2, -1))
-                return surrogate_forward(value[t], imp[t], batch.idx[t], batch.mult[t])[0][: len(y), 0]
+                return surrogate_forward(value[t], imp[t], batch.idx[t], batch.mult[t])[0][:n_rows, 0]
 
             jac = torch.autograd.functional.jacobian(pred, theta[t])  # (B, P)
             gn = 2.0 * (jac**2).sum(0) / len(y) * obj.scale[t]
