@@ -62,12 +62,15 @@ def test_study_recovers_a_model_that_is_a_slalom():
 def test_toy_run_writes_results(tmp_path):
     res = G.main(
         ["--out", str(tmp_path), "--n-texts", "3", "--n-samples", "200", "--epochs", "1", "--samples-per-epoch", "60"]
-        + ["--hidden-size", "16", "--n-fit", "300"]
+        + ["--hidden-size", "16", "--n-fit", "300", "--fit-options", "{}", "--fit-options", '{"prior_sd": 1.0}']
     )
     labels = [m["label"] for m in res["models"]]
-    assert len(labels) == 2 and "control" in labels[0] and labels[1] == "BERT (L=1)"
+    assert (
+        len(labels) == 4 and "control" in labels[0] and labels[2:] == ["BERT (L=1)", 'BERT (L=1) [{"prior_sd": 1.0}]']
+    )
     saved = json.loads((tmp_path / "results.json").read_text())
-    bert = saved["models"][1]
+    bert = saved["models"][2]
+    assert saved["models"][3]["rows"][0]["prior_sd"] == 1.0 and bert["rows"][0]["prior_sd"] == 0.25
     assert len(bert["rows"]) == 3 and np.isfinite(bert["model_vs_truth_mse"])
     assert -1 <= bert["summary"]["spearman_learned"]["mean"] <= 1
     assert "| BERT (L=1) |" in (tmp_path / "results.md").read_text()

@@ -256,6 +256,10 @@ def _mse(a, b) -> float:
     return float(np.mean((np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)) ** 2))
 
 
+def _suffix(cfg: dict) -> str:
+    return f" [{json.dumps(cfg)}]" if cfg else ""
+
+
 def run_study(
     *,
     archs: Sequence[str] = ("bert",),
@@ -278,31 +282,36 @@ def run_study(
     control_noise: float | None = 0.1,
     num_threads: int | None = 1,
     log=print,
-    **fit_options,
+    fit_configs: Sequence[dict] = ({},),
 ) -> dict:
     """Train each model (run_fig4cd's settings and training cache), fit its global SLALOM,
-    explain ``n_texts`` fresh texts locally and compare. Returns a JSON-serialisable dict."""
+    explain ``n_texts`` fresh texts locally and compare. Returns a JSON-serialisable dict.
+
+    ``fit_configs``: fitter options, one study row per model and entry (``{}``: the engine's
+    defaults); every configuration explains the same texts with the same trained model.
+    """
     if "gpt2" in archs:
         raise ValueError("gpt2 is not supported here: word i is assumed to be token id i + 5 in a [CLS] … [SEP] frame")
     vocab = make_slalom_vocabulary(200 if n_words <= 200 else n_words, vocab_seed).first(n_words)
     seqs, true_log_odds = sample_texts(
         vocab, n_texts, np.random.default_rng([seed, 11]), min_len=min_len, max_len=max_len
     )
-    common = dict(n_samples=n_samples, seed=fit_seed, **fit_options)
     models = []
     if control_noise is not None:
-        t0 = time.perf_counter()
-        truth = sc.TorchClassifier(SlalomTruthModel(vocab.value, vocab.importance, control_noise, seed=seed))
-        rows = evaluate_texts(truth, seqs, vocab.value, vocab.importance, **common)
-        models.append(
-            {
-                "label": f"ground-truth SLALOM + N(0, {control_noise:g}²) noise (control)",
-                "summary": summarise(rows),
-                "rows": rows,
-                "explain_seconds": time.perf_counter() - t0,
-            }
-        )
-        log(f"control done in {time.perf_counter() - t0:.0f}s")
+        for cfg in fit_configs:
+            t0 = time.perf_counter()
+            truth = sc.TorchClassifier(SlalomTruthModel(vocab.value, vocab.importance, control_noise, seed=seed))
+            rows = evaluate_texts(truth, seqs, vocab.value, vocab.importance, n_samples=n_samples, seed=fit_seed, **cfg)
+            models.append(
+                {
+                    "label": f"ground-truth SLALOM + N(0, {control_noise:g}²) noise (control){_suffix(cfg)}",
+                    "fit_options": cfg,
+                    "summary": summarise(rows),
+                    "rows": rows,
+                    "explain_seconds": time.perf_counter() - t0,
+                }
+            )
+            log(f"control{_suffix(cfg)} done in {time.perf_counter() - t0:.0f}s")
     train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
     for arch in archs:
         for n_layers in layers:
@@ -322,36 +331,43 @@ def run_study(
             train_s = time.perf_counter() - t0
             log(f"{clf.label}: trained in {train_s:.0f}s")
             fit = sample_slalom_dataset(n_fit, np.random.default_rng([run_seed, 7]), vocab=vocab, max_len=max_len)
-            t0 = time.perf_counter()
             with _torch_threads(num_threads):
+                t0 = time.perf_counter()
                 learned = fit_global_slalom(fit.sequences, clf.log_odds(fit.sequences), n_words)
                 y_model = clf.log_odds(seqs)
-                rows = evaluate_texts(
-                    clf.model,
-                    seqs,
-                    vocab.value,
-                    vocab.importance,
-                    tokenizer=clf.tokenizer,
-                    id_offset=len(SPECIAL_TOKENS),
-                    learned=learned,
-                    **common,
-                )
-            y_learned = learned.predict(np.stack([np.bincount(s, minlength=n_words) for s in seqs]))
-            models.append(
-                {
-                    "label": clf.label,
-                    "arch": arch,
-                    "n_layers": n_layers,
-                    "summary": summarise(rows),
-                    "model_vs_truth_mse": _mse(y_model, true_log_odds),
-                    "global_vs_model_mse": _mse(y_learned, y_model),
-                    "global_importance_spearman_vs_truth": spearman(learned.importance, vocab.importance),
-                    "train_seconds": train_s,
-                    "explain_seconds": time.perf_counter() - t0,
-                    "rows": rows,
-                }
-            )
-            log(f"{clf.label}: explained in {time.perf_counter() - t0:.0f}s")
+                global_s = time.perf_counter() - t0
+                for cfg in fit_configs:
+                    t0 = time.perf_counter()
+                    rows = evaluate_texts(
+                        clf.model,
+                        seqs,
+                        vocab.value,
+                        vocab.importance,
+                        tokenizer=clf.tokenizer,
+                        id_offset=len(SPECIAL_TOKENS),
+                        learned=learned,
+                        n_samples=n_samples,
+                        seed=fit_seed,
+                        **cfg,
+                    )
+                    y_learned = learned.predict(np.stack([np.bincount(s, minlength=n_words) for s in seqs]))
+                    models.append(
+                        {
+                            "label": clf.label + _suffix(cfg),
+                            "arch": arch,
+                            "n_layers": n_layers,
+                            "fit_options": cfg,
+                            "summary": summarise(rows),
+                            "model_vs_truth_mse": _mse(y_model, true_log_odds),
+                            "global_vs_model_mse": _mse(y_learned, y_model),
+                            "global_importance_spearman_vs_truth": spearman(learned.importance, vocab.importance),
+                            "train_seconds": train_s,
+                            "global_fit_seconds": global_s,
+                            "explain_seconds": time.perf_counter() - t0,
+                            "rows": rows,
+                        }
+                    )
+                    log(f"{clf.label}{_suffix(cfg)}: explained in {time.perf_counter() - t0:.0f}s")
     return {
         "settings": {
             "n_texts": n_texts,
@@ -359,7 +375,7 @@ def run_study(
             "n_words": n_words,
             "n_samples": n_samples,
             "method": "eff",
-            "fit_options": fit_options,
+            "fit_configs": list(fit_configs),
             "seed": seed,
             "fit_seed": fit_seed,
             "n_fit": n_fit,
@@ -379,8 +395,8 @@ def markdown(result: dict) -> str:
     """The study's tables (one row per model)."""
     st = result["settings"]
     head = (
-        f"Local SLALOM-eff fits ({st['n_samples']} samples, engine defaults"
-        f"{', ' + json.dumps(st['fit_options']) if st['fit_options'] else ''}, seed {st['fit_seed']}) on "
+        f"Local SLALOM-eff fits ({st['n_samples']} samples, the engine's defaults unless a row names "
+        f"fitter options, seed {st['fit_seed']}) on "
         f"{st['n_texts']} texts of {st['lengths'][0]}–{st['lengths'][1]} words (|V| = {st['n_words']}), "
         "against the true SLALOM and against a global SLALOM fitted to the same model "
         f"({st['n_fit']} samples). Coverage: share within {st['z']:g} SE (importances: the determined "
@@ -462,6 +478,11 @@ def markdown(result: dict) -> str:
     return head + "\n".join(lines) + "\n\nDiagnostics:\n\n" + "\n".join(extra) + "\n"
 
 
+def _options(text: str) -> dict:
+    """Fitter options from JSON; lists become tuples (``"sample_length": [1, 3]``)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for results.md / results.json")
@@ -478,7 +499,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--hidden-size", type=int, default=64)
     ap.add_argument("--n-fit", type=int, default=10000, help="samples for the global SLALOM")
     ap.add_argument("--control-noise", type=float, default=0.1, help="noise sd of the control (<0: no control)")
-    ap.add_argument("--fit-options", default="{}", help="JSON, e.g. '{\"prior_sd\": 1.0}' (default: engine defaults)")
+    ap.add_argument(
+        "--fit-options",
+        action="append",
+        default=None,
+        help="fitter options as JSON, e.g. '{\"prior_sd\": 1.0}'; repeat for more rows (default: {}, the engine defaults)",
+    )
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -498,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         n_fit=args.n_fit,
         control_noise=None if args.control_noise < 0 else args.control_noise,
         num_threads=args.threads,
-        **json.loads(args.fit_options),
+        fit_configs=[_options(c) for c in args.fit_options] if args.fit_options else [{}],
     )
     result["wall_seconds"] = time.perf_counter() - t0
     out = Path(args.out)
