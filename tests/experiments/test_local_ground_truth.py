@@ -48,12 +48,14 @@ def test_study_recovers_a_model_that_is_a_slalom():
     seqs, _ = G.sample_texts(vocab, 6, np.random.default_rng(1))
     model = sc.TorchClassifier(G.SlalomTruthModel(vocab.value, vocab.importance, noise_sd=0.1))
     opts = dict(n_samples=1000, seed=0, prior_sd=1.0, sample_length=(1, 3))
-    rows = G.evaluate_texts(model, seqs, vocab.value, vocab.importance, **opts)
+    rows = G.evaluate_texts(model, seqs, vocab.value, vocab.importance, repeat_seed=1, **opts)
     s = G.summarise(rows)
+    assert s["cover_s_repeat"] >= 0.8  # two seeds differ by about their SEs
     assert s["spearman_truth"]["mean"] >= 0.9
     assert s["n_determined"]["total"] >= 0.8 * s["n_determined"]["units"]
     assert s["cover_s_truth"] >= 0.75 and s["cover_v_truth"] >= 0.8
     assert s["heldout_r2"]["median"] > 0.8
+    assert 0.8 < np.median([r["slope_truth"] for r in rows]) < 1.2
     perm = np.random.default_rng(0).permutation(50)
     wrong = G.summarise(G.evaluate_texts(model, seqs, vocab.value[perm], vocab.importance[perm], **opts))
     assert wrong["spearman_truth"]["mean"] < 0.5 and wrong["cover_s_truth"] < 0.5
@@ -73,4 +75,5 @@ def test_toy_run_writes_results(tmp_path):
     assert saved["models"][3]["rows"][0]["prior_sd"] == 1.0 and bert["rows"][0]["prior_sd"] == 0.25
     assert len(bert["rows"]) == 3 and np.isfinite(bert["model_vs_truth_mse"])
     assert -1 <= bert["summary"]["spearman_learned"]["mean"] <= 1
+    assert len(bert["rows"][0]["units"]["importance_repeat"]) == bert["rows"][0]["n_units"]
     assert "| BERT (L=1) |" in (tmp_path / "results.md").read_text()

@@ -172,6 +172,7 @@ def evaluate_texts(
     n_samples: int = 1000,
     seed: int = 0,
     method: str = "eff",
+    repeat_seed: int | None = None,
     **fit_options,
 ) -> list[dict]:
     """Explain each text locally and compare with the truth (and the learned global SLALOM).
@@ -179,7 +180,9 @@ def evaluate_texts(
     ``model`` and ``tokenizer`` are passed to :func:`slalom_core.explain_batch`; a text's
     token ids are its word indices plus ``id_offset``. Each text is explained twice with the
     same seed: with the default reference (importances, their SEs, held-out R²) and with
-    ``reference=0.0`` (values on the truth's scale).
+    ``reference=0.0`` (values on the truth's scale). With ``repeat_seed``, a third fit with
+    that seed checks the SEs against the fit's own sampling spread: the share of importances
+    determined in both fits whose difference is within 2·sqrt(SE₁² + SE₂²).
     """
     ids = [[int(w) + id_offset for w in seq] for seq in sequences]
     kw = dict(tokenizer=tokenizer, method=method, n_samples=n_samples, seed=seed, **fit_options)
@@ -187,8 +190,11 @@ def evaluate_texts(
         warnings.simplefilter("ignore")  # fit quality is measured here, not warned about
         exps = sc.explain_batch(model, ids, **kw)
         exps0 = sc.explain_batch(model, ids, reference=0.0, **kw)
+        again = [None] * len(ids)
+        if repeat_seed is not None:
+            again = sc.explain_batch(model, ids, **{**kw, "seed": repeat_seed})
     rows = []
-    for seq, exp, exp0 in zip(sequences, exps, exps0):
+    for seq, exp, exp0, exp1 in zip(sequences, exps, exps0, again):
         a, b = _per_unit(exp, id_offset), _per_unit(exp0, id_offset)
         if not np.array_equal(a["word"], b["word"]) or not np.array_equal(np.sort(a["word"]), np.unique(seq)):
             raise AssertionError("unit order differs between the two fits")
@@ -210,8 +216,38 @@ def evaluate_texts(
         row["heldout_r2"] = float(exp.diagnostics.get("heldout_r2", float("nan")))
         row["fit_converged"] = bool(exp.diagnostics.get("fit_converged", True))
         row["prior_sd"] = exp.diagnostics.get("prior_sd")
+        true_s = _centred(np.asarray(true_importance)[words])
+        row["slope_truth"] = _slope(a["importance"], true_s)
+        units = {
+            "word": words,
+            "importance": a["importance"],
+            "importance_se": a["importance_se"],
+            "determined": a["determined"],
+            "value": b["value"],
+            "value_se": b["value_se"],
+            "true_importance": true_s,
+            "true_value": np.asarray(true_value)[words],
+        }
+        if learned is not None:
+            row["slope_learned"] = _slope(a["importance"], _centred(learned.importance[words]))
+            units["learned_importance"] = _centred(learned.importance[words])
+            units["learned_value"] = learned.value[words]
+        if exp1 is not None:
+            c = _per_unit(exp1, id_offset)
+            both = a["determined"] & c["determined"]
+            z = np.abs(a["importance"] - c["importance"]) / np.hypot(a["importance_se"], c["importance_se"])
+            row["n_det_both"] = int(both.sum())
+            row["n_cover_s_repeat"] = int(np.sum(z[both] <= Z))
+            units["importance_repeat"] = c["importance"]
+        row["units"] = {k: np.asarray(v).tolist() for k, v in units.items()}
         rows.append(row)
     return rows
+
+
+def _slope(est: np.ndarray, ref: np.ndarray) -> float:
+    """Least-squares slope of the estimates on the reference (both mean zero): 1 = same scale."""
+    den = float(np.sum(ref**2))
+    return float(np.sum(est * ref) / den) if den > 0 else float("nan")
 
 
 def _nanmean(x) -> float:
@@ -242,6 +278,12 @@ def summarise(rows: list[dict], threshold: float = 0.9) -> dict:
             out[f"median_abs_err_s_{ref}"] = _nanmean([r[f"median_abs_err_s_{ref}"] for r in rows])
         if rows and f"cover_v_{ref}" in rows[0]:
             out[f"cover_v_{ref}"] = float(sum(r[f"n_cover_v_{ref}"] for r in rows) / max(1, n_units.sum()))
+    for ref in ("truth", "learned"):
+        if rows and f"slope_{ref}" in rows[0]:
+            out[f"slope_{ref}_median"] = float(np.nanmedian([r[f"slope_{ref}"] for r in rows]))
+    if rows and "n_det_both" in rows[0]:
+        both = sum(r["n_det_both"] for r in rows)
+        out["cover_s_repeat"] = float(sum(r["n_cover_s_repeat"] for r in rows) / both) if both else float("nan")
     r2 = np.array([r.get("heldout_r2", np.nan) for r in rows], dtype=np.float64)
     out["heldout_r2"] = {
         "mean": _nanmean(r2),
@@ -283,6 +325,7 @@ def run_study(
     num_threads: int | None = 1,
     log=print,
     fit_configs: Sequence[dict] = ({},),
+    repeat_seed: int | None = None,
 ) -> dict:
     """Train each model (run_fig4cd's settings and training cache), fit its global SLALOM,
     explain ``n_texts`` fresh texts locally and compare. Returns a JSON-serialisable dict.
@@ -301,7 +344,16 @@ def run_study(
         for cfg in fit_configs:
             t0 = time.perf_counter()
             truth = sc.TorchClassifier(SlalomTruthModel(vocab.value, vocab.importance, control_noise, seed=seed))
-            rows = evaluate_texts(truth, seqs, vocab.value, vocab.importance, n_samples=n_samples, seed=fit_seed, **cfg)
+            rows = evaluate_texts(
+                truth,
+                seqs,
+                vocab.value,
+                vocab.importance,
+                n_samples=n_samples,
+                seed=fit_seed,
+                repeat_seed=repeat_seed,
+                **cfg,
+            )
             models.append(
                 {
                     "label": f"ground-truth SLALOM + N(0, {control_noise:g}²) noise (control){_suffix(cfg)}",
@@ -348,6 +400,7 @@ def run_study(
                         learned=learned,
                         n_samples=n_samples,
                         seed=fit_seed,
+                        repeat_seed=repeat_seed,
                         **cfg,
                     )
                     y_learned = learned.predict(np.stack([np.bincount(s, minlength=n_words) for s in seqs]))
@@ -378,6 +431,7 @@ def run_study(
             "fit_configs": list(fit_configs),
             "seed": seed,
             "fit_seed": fit_seed,
+            "repeat_seed": repeat_seed,
             "n_fit": n_fit,
             "training": {**train, "soft_labels": True, "hidden_size": hidden_size, "n_heads": n_heads},
             "vocab_seed": vocab_seed,
@@ -453,6 +507,9 @@ def markdown(result: dict) -> str:
         "median |ŝ − s| (truth)",
         "median SE of determined s",
         "global vs model MSE",
+        "slope of ŝ on s (truth, median)",
+        "slope of ŝ on s (global, median)",
+        "seed-to-seed coverage (determined)",
         "converged",
     ]
     extra = ["| " + " | ".join(extra_hdr) + " |", "|" + "---|" * len(extra_hdr)]
@@ -470,6 +527,9 @@ def markdown(result: dict) -> str:
                     _f(s.get("median_abs_err_s_truth")),
                     _f(s.get("median_se_s_determined")),
                     _f(m.get("global_vs_model_mse"), 4),
+                    _f(s.get("slope_truth_median"), 2),
+                    _f(s.get("slope_learned_median"), 2),
+                    _f(s.get("cover_s_repeat"), 2),
                     _f(s["share_converged"], 2),
                 ]
             )
@@ -496,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--fit-seed", type=int, default=0, help="seed of the local fits")
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--samples-per-epoch", type=int, default=5000)
+    ap.add_argument("--repeat-seed", type=int, default=1, help="seed of a repeat fit checking the SEs (<0: none)")
     ap.add_argument("--hidden-size", type=int, default=64)
     ap.add_argument("--n-fit", type=int, default=10000, help="samples for the global SLALOM")
     ap.add_argument("--control-noise", type=float, default=0.1, help="noise sd of the control (<0: no control)")
@@ -522,6 +583,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         samples_per_epoch=args.samples_per_epoch,
         hidden_size=args.hidden_size,
         n_fit=args.n_fit,
+        repeat_seed=None if args.repeat_seed < 0 else args.repeat_seed,
         control_noise=None if args.control_noise < 0 else args.control_noise,
         num_threads=args.threads,
         fit_configs=[_options(c) for c in args.fit_options] if args.fit_options else [{}],
