@@ -75,5 +75,6 @@ def test_toy_run_writes_results(tmp_path):
     assert saved["models"][3]["rows"][0]["prior_sd"] == 1.0 and bert["rows"][0]["prior_sd"] == 0.25
     assert len(bert["rows"]) == 3 and np.isfinite(bert["model_vs_truth_mse"])
     assert -1 <= bert["summary"]["spearman_learned"]["mean"] <= 1
+    assert -1 <= bert["summary"]["spearman_short"]["mean"] <= 1 and "cover_s_short" in bert["summary"]
     assert len(bert["rows"][0]["units"]["importance_repeat"]) == bert["rows"][0]["n_units"]
     assert "| BERT (L=1) |" in (tmp_path / "results.md").read_text()

@@ -108,14 +108,17 @@ def text_metrics(
     *,
     learned_value: np.ndarray | None = None,
     learned_importance: np.ndarray | None = None,
+    short_value: np.ndarray | None = None,
+    short_importance: np.ndarray | None = None,
     z: float = Z,
 ) -> dict:
     """The study's numbers for one text, from per-unique-word arrays.
 
     ``importance`` (mean zero over the text's unique words, as the engine reports it),
     ``importance_se`` and ``determined`` come from one fit; ``value`` / ``value_se`` from a fit
-    with ``reference=0.0`` (None: skipped). ``true_*`` and ``learned_*`` (a global SLALOM fitted
-    to the model) are the same words' parameters; importances are re-centred over these words
+    with ``reference=0.0`` (None: skipped). ``true_*``, ``learned_*`` (a global SLALOM fitted
+    to the model) and ``short_*`` (one fitted to the model on 2-word inputs) are the same
+    words' parameters; importances are re-centred over these words
     (softmax is shift-invariant), so the comparison is on the engine's scale.
     """
     imp = np.asarray(importance, dtype=np.float64)
@@ -125,6 +128,8 @@ def text_metrics(
     refs = {"truth": (true_value, true_importance)}
     if learned_importance is not None:
         refs["learned"] = (learned_value, learned_importance)
+    if short_importance is not None:
+        refs["short"] = (short_value, short_importance)
     for name, (ref_v, ref_s) in refs.items():
         ref_s = _centred(ref_s)
         z_s = np.abs(imp - ref_s) / se
@@ -169,6 +174,7 @@ def evaluate_texts(
     tokenizer: object | None = None,
     id_offset: int = 0,
     learned: sc.SlalomSurrogate | None = None,
+    learned_short: sc.SlalomSurrogate | None = None,
     n_samples: int = 1000,
     seed: int = 0,
     method: str = "eff",
@@ -209,6 +215,8 @@ def evaluate_texts(
             np.asarray(true_importance)[words],
             learned_value=None if learned is None else learned.value[words],
             learned_importance=None if learned is None else learned.importance[words],
+            short_value=None if learned_short is None else learned_short.value[words],
+            short_importance=None if learned_short is None else learned_short.importance[words],
         )
         # the same importance numbers from the reference-0 fit (the value prior may move them)
         row["spearman_truth_ref0"] = spearman(b["importance"], _centred(np.asarray(true_importance)[words]))
@@ -232,6 +240,9 @@ def evaluate_texts(
             row["slope_learned"] = _slope(a["importance"], _centred(learned.importance[words]))
             units["learned_importance"] = _centred(learned.importance[words])
             units["learned_value"] = learned.value[words]
+        if learned_short is not None:
+            row["slope_short"] = _slope(a["importance"], _centred(learned_short.importance[words]))
+            units["short_importance"] = _centred(learned_short.importance[words])
         if exp1 is not None:
             c = _per_unit(exp1, id_offset)
             both = a["determined"] & c["determined"]
@@ -259,7 +270,13 @@ def summarise(rows: list[dict], threshold: float = 0.9) -> dict:
     """Mean, median and share ≥ ``threshold`` of the per-text Spearman; pooled coverage
     (every determined importance, every value, over all texts) and per-text means."""
     out: dict = {"n_texts": len(rows)}
-    for key in ("spearman_truth", "spearman_learned", "spearman_truth_ref0", "spearman_learned_vs_truth"):
+    for key in (
+        "spearman_truth",
+        "spearman_learned",
+        "spearman_short",
+        "spearman_truth_ref0",
+        "spearman_learned_vs_truth",
+    ):
         if rows and key in rows[0]:
             x = np.array([r[key] for r in rows], dtype=np.float64)
             out[key] = {
@@ -270,7 +287,7 @@ def summarise(rows: list[dict], threshold: float = 0.9) -> dict:
     n_det = np.array([r["n_determined"] for r in rows])
     n_units = np.array([r["n_units"] for r in rows])
     out["n_determined"] = {"total": int(n_det.sum()), "units": int(n_units.sum()), "mean_per_text": _nanmean(n_det)}
-    for ref in ("truth", "learned"):
+    for ref in ("truth", "learned", "short"):
         if rows and f"cover_s_{ref}" in rows[0]:
             out[f"cover_s_{ref}"] = float(sum(r[f"n_cover_s_{ref}"] for r in rows) / max(1, n_det.sum()))
             out[f"cover_s_all_{ref}"] = _nanmean([r[f"cover_s_all_{ref}"] for r in rows])
@@ -278,7 +295,7 @@ def summarise(rows: list[dict], threshold: float = 0.9) -> dict:
             out[f"median_abs_err_s_{ref}"] = _nanmean([r[f"median_abs_err_s_{ref}"] for r in rows])
         if rows and f"cover_v_{ref}" in rows[0]:
             out[f"cover_v_{ref}"] = float(sum(r[f"n_cover_v_{ref}"] for r in rows) / max(1, n_units.sum()))
-    for ref in ("truth", "learned"):
+    for ref in ("truth", "learned", "short"):
         if rows and f"slope_{ref}" in rows[0]:
             out[f"slope_{ref}_median"] = float(np.nanmedian([r[f"slope_{ref}"] for r in rows]))
     if rows and "n_det_both" in rows[0]:
@@ -387,6 +404,9 @@ def run_study(
                 t0 = time.perf_counter()
                 learned = fit_global_slalom(fit.sequences, clf.log_odds(fit.sequences), n_words)
                 y_model = clf.log_odds(seqs)
+                # what eff's samples probe: the model on 2 words drawn uniformly with replacement
+                pairs = list(np.random.default_rng([run_seed, 13]).integers(0, n_words, size=(n_fit, 2)))
+                learned_short = fit_global_slalom(pairs, clf.log_odds(pairs), n_words)
                 global_s = time.perf_counter() - t0
                 for cfg in fit_configs:
                     t0 = time.perf_counter()
@@ -398,6 +418,7 @@ def run_study(
                         tokenizer=clf.tokenizer,
                         id_offset=len(SPECIAL_TOKENS),
                         learned=learned,
+                        learned_short=learned_short,
                         n_samples=n_samples,
                         seed=fit_seed,
                         repeat_seed=repeat_seed,
@@ -414,6 +435,10 @@ def run_study(
                             "model_vs_truth_mse": _mse(y_model, true_log_odds),
                             "global_vs_model_mse": _mse(y_learned, y_model),
                             "global_importance_spearman_vs_truth": spearman(learned.importance, vocab.importance),
+                            "short_importance_spearman_vs_truth": spearman(learned_short.importance, vocab.importance),
+                            "short_importance_spearman_vs_global": spearman(
+                                learned_short.importance, learned.importance
+                            ),
                             "train_seconds": train_s,
                             "global_fit_seconds": global_s,
                             "explain_seconds": time.perf_counter() - t0,
@@ -535,7 +560,49 @@ def markdown(result: dict) -> str:
             )
             + " |"
         )
-    return head + "\n".join(lines) + "\n\nDiagnostics:\n\n" + "\n".join(extra) + "\n"
+    short_hdr = [
+        "model",
+        "Spearman vs 2-word global: mean",
+        "median",
+        "share ≥ 0.9",
+        "coverage s (2-word global)",
+        "coverage v (2-word global)",
+        "slope of ŝ on s (2-word global, median)",
+        "Spearman(2-word global, truth) over all words",
+        "Spearman(2-word global, global)",
+    ]
+    short = ["| " + " | ".join(short_hdr) + " |", "|" + "---|" * len(short_hdr)]
+    for m in result["models"]:
+        s = m["summary"]
+        if "spearman_short" not in s:
+            continue
+        sp = s["spearman_short"]
+        short.append(
+            "| "
+            + " | ".join(
+                [
+                    m["label"],
+                    _f(sp["mean"]),
+                    _f(sp["median"]),
+                    _f(sp["share_ge"], 2),
+                    _f(s.get("cover_s_short"), 2),
+                    _f(s.get("cover_v_short"), 2),
+                    _f(s.get("slope_short_median"), 2),
+                    _f(m.get("short_importance_spearman_vs_truth")),
+                    _f(m.get("short_importance_spearman_vs_global")),
+                ]
+            )
+            + " |"
+        )
+    text = head + "\n".join(lines) + "\n\nDiagnostics:\n\n" + "\n".join(extra) + "\n"
+    if len(short) > 2:
+        text += (
+            "\nAgainst a global SLALOM fitted to the model on "
+            f"{st['n_fit']} inputs of 2 words (uniform, with replacement: the inputs eff's samples are):\n\n"
+            + "\n".join(short)
+            + "\n"
+        )
+    return text
 
 
 def _options(text: str) -> dict:
