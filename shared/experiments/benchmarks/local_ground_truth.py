@@ -37,6 +37,7 @@ import torch
 from slalom_core.experiments.evaluation import spearman
 from slalom_core.experiments.paper import (
     ModelSpec,
+    _markdown,
     _slalom_sampler,
     _torch_threads,
     _trained_runs,
@@ -497,31 +498,27 @@ def markdown(result: dict) -> str:
         "held-out R² (median)",
         "model vs truth MSE",
     ]
-    lines = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+    lines = []
     for m in result["models"]:
         s = m["summary"]
         st_, sl = s["spearman_truth"], s.get("spearman_learned", {})
         lines.append(
-            "| "
-            + " | ".join(
-                [
-                    m["label"],
-                    _f(st_["mean"]),
-                    _f(st_["median"]),
-                    _f(st_["share_ge"], 2),
-                    _f(sl.get("mean")),
-                    _f(sl.get("median")),
-                    _f(sl.get("share_ge"), 2),
-                    f"{s['n_determined']['total']} / {s['n_determined']['units']}",
-                    _f(s.get("cover_s_truth"), 2),
-                    _f(s.get("cover_s_learned"), 2),
-                    _f(s.get("cover_v_truth"), 2),
-                    _f(s.get("cover_v_learned"), 2),
-                    _f(s["heldout_r2"]["median"]),
-                    _f(m.get("model_vs_truth_mse"), 4),
-                ]
-            )
-            + " |"
+            [
+                m["label"],
+                _f(st_["mean"]),
+                _f(st_["median"]),
+                _f(st_["share_ge"], 2),
+                _f(sl.get("mean")),
+                _f(sl.get("median")),
+                _f(sl.get("share_ge"), 2),
+                f"{s['n_determined']['total']} / {s['n_determined']['units']}",
+                _f(s.get("cover_s_truth"), 2),
+                _f(s.get("cover_s_learned"), 2),
+                _f(s.get("cover_v_truth"), 2),
+                _f(s.get("cover_v_learned"), 2),
+                _f(s["heldout_r2"]["median"]),
+                _f(m.get("model_vs_truth_mse"), 4),
+            ]
         )
     extra_hdr = [
         "model",
@@ -537,28 +534,24 @@ def markdown(result: dict) -> str:
         "seed-to-seed coverage (determined)",
         "converged",
     ]
-    extra = ["| " + " | ".join(extra_hdr) + " |", "|" + "---|" * len(extra_hdr)]
+    extra = []
     for m in result["models"]:
         s = m["summary"]
         extra.append(
-            "| "
-            + " | ".join(
-                [
-                    m["label"],
-                    _f(s.get("spearman_learned_vs_truth", {}).get("mean")),
-                    _f(m.get("global_importance_spearman_vs_truth")),
-                    _f(s.get("spearman_truth_determined")),
-                    _f(s.get("cover_s_all_truth"), 2),
-                    _f(s.get("median_abs_err_s_truth")),
-                    _f(s.get("median_se_s_determined")),
-                    _f(m.get("global_vs_model_mse"), 4),
-                    _f(s.get("slope_truth_median"), 2),
-                    _f(s.get("slope_learned_median"), 2),
-                    _f(s.get("cover_s_repeat"), 2),
-                    _f(s["share_converged"], 2),
-                ]
-            )
-            + " |"
+            [
+                m["label"],
+                _f(s.get("spearman_learned_vs_truth", {}).get("mean")),
+                _f(m.get("global_importance_spearman_vs_truth")),
+                _f(s.get("spearman_truth_determined")),
+                _f(s.get("cover_s_all_truth"), 2),
+                _f(s.get("median_abs_err_s_truth")),
+                _f(s.get("median_se_s_determined")),
+                _f(m.get("global_vs_model_mse"), 4),
+                _f(s.get("slope_truth_median"), 2),
+                _f(s.get("slope_learned_median"), 2),
+                _f(s.get("cover_s_repeat"), 2),
+                _f(s["share_converged"], 2),
+            ]
         )
     short_hdr = [
         "model",
@@ -571,36 +564,31 @@ def markdown(result: dict) -> str:
         "Spearman(2-word global, truth) over all words",
         "Spearman(2-word global, global)",
     ]
-    short = ["| " + " | ".join(short_hdr) + " |", "|" + "---|" * len(short_hdr)]
+    short = []
     for m in result["models"]:
         s = m["summary"]
         if "spearman_short" not in s:
             continue
         sp = s["spearman_short"]
         short.append(
-            "| "
-            + " | ".join(
-                [
-                    m["label"],
-                    _f(sp["mean"]),
-                    _f(sp["median"]),
-                    _f(sp["share_ge"], 2),
-                    _f(s.get("cover_s_short"), 2),
-                    _f(s.get("cover_v_short"), 2),
-                    _f(s.get("slope_short_median"), 2),
-                    _f(m.get("short_importance_spearman_vs_truth")),
-                    _f(m.get("short_importance_spearman_vs_global")),
-                ]
-            )
-            + " |"
+            [
+                m["label"],
+                _f(sp["mean"]),
+                _f(sp["median"]),
+                _f(sp["share_ge"], 2),
+                _f(s.get("cover_s_short"), 2),
+                _f(s.get("cover_v_short"), 2),
+                _f(s.get("slope_short_median"), 2),
+                _f(m.get("short_importance_spearman_vs_truth")),
+                _f(m.get("short_importance_spearman_vs_global")),
+            ]
         )
-    text = head + "\n".join(lines) + "\n\nDiagnostics:\n\n" + "\n".join(extra) + "\n"
-    if len(short) > 2:
+    text = head + _markdown(hdr, lines) + "\nDiagnostics:\n\n" + _markdown(extra_hdr, extra)
+    if short:
         text += (
             "\nAgainst a global SLALOM fitted to the model on "
             f"{st['n_fit']} inputs of 2 words (uniform, with replacement: the inputs eff's samples are):\n\n"
-            + "\n".join(short)
-            + "\n"
+            + _markdown(short_hdr, short)
         )
     return text
 
