@@ -100,7 +100,8 @@ def _reference_check(ctx: _Context) -> None:
         )
 
 
-def _run_reference(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
+def _run_reference(ctx: _Context, inst: Instance, epochs: int | None = None) -> tuple[Scores, dict]:
+    """The reference implementation's scores for one text; ``epochs``: its SGD epochs (default: its own, 60)."""
     # The reference package's only public explainer class (its spelling): benchmarking the
     # authors' implementation means calling it, so its name appears here.
     from slalom_explanations import SLALOMLocalExplanantions
@@ -114,6 +115,7 @@ def _run_reference(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
         modes=["value", "imp", "lin", "removal"],
         pad_token_id=int(ctx.adapter.pad_id),
         target_class=None if ctx.binary else inst.target,
+        **({} if epochs is None else {"sgd_epochs": int(epochs)}),
     )
     torch.manual_seed(ctx.config.seed)
     with _quiet_reference():
