@@ -9,7 +9,6 @@ Lime's replacement by the baselines.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ import slalom_core
 import torch
 from captum._utils.progress import progress
 from slalom_core import Segmentation, TorchClassifier, score_matrix
+from slalom_core.link import warn_user
 from torch import Tensor
 
 from ._arguments import Rows, is_per_example
@@ -159,10 +159,10 @@ class BatchCaller:
                 first = self._one(inputs, args, batch, 0)
             except Exception:
                 raise err from None
-            warnings.warn(
+            warn_user(
                 f"forward_func failed on a batch of {batch} samples ({type(err).__name__}: {err}) but runs "
                 "on one: evaluating one sample per call from here on (as perturbations_per_eval=1)",
-                stacklevel=2,
+                UserWarning,
             )
             self.one_by_one = True
             return torch.cat([first] + [self._one(inputs, args, batch, r) for r in range(1, batch)])

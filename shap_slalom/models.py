@@ -12,12 +12,12 @@ own explainers or score it with ``shap.benchmark``, those must see the *same* ou
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import slalom_core as sc
 import torch
+from slalom_core.link import warn_user
 
 __all__ = ["LogOddsModel"]
 
@@ -99,7 +99,7 @@ class LogOddsModel:
         if self.output_kind is None:
             kind, how, note = sc.resolve_output("auto", t)
             if note is not None:
-                warnings.warn(note, sc.SlalomOutputWarning, stacklevel=3)
+                warn_user(note, sc.SlalomOutputWarning)
             self.pin(kind, how)
         return sc.OutputLink(raw.shape[1], self.output_kind).per_class(t).numpy()
 

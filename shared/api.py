@@ -7,7 +7,6 @@ shared batches, converts raw outputs to log-odds (:mod:`.link`) and assembles th
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -15,7 +14,7 @@ import torch
 
 from .explanation import SlalomExplanation
 from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
-from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_output
+from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_output, warn_user
 from .models import ModelAdapter, Segmentation, as_adapter
 from .surrogate import SlalomSurrogate
 
@@ -157,7 +156,7 @@ def explain_batch(
         # What the outputs are is decided once, from round zero, for every text of the call.
         kind, output_how, note = resolve_output(output, raw, config_output_kind(adapter))
         if note is not None:
-            warnings.warn(note, SlalomOutputWarning, stacklevel=2)
+            warn_user(note, SlalomOutputWarning)
         link = OutputLink(raw.shape[1], kind, target, adapter.class_names, multiclass)
         if link.multilabel and raw.shape[1] > 1 and target is None:
             raise ValueError(
@@ -382,9 +381,7 @@ def _warn_about_fits(explanations: list[SlalomExplanation]) -> None:
             f"{what} (text{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx[:10]))}{', …' if len(idx) > 10 else ''})"
             for what, idx in problems.items()
         ]
-        warnings.warn(
-            "SLALOM fit: " + "; ".join(parts) + ". See each explanation's diagnostics.", SlalomFitWarning, stacklevel=3
-        )
+        warn_user("SLALOM fit: " + "; ".join(parts) + ". See each explanation's diagnostics.", SlalomFitWarning)
 
 
 def _score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.Tensor:

@@ -244,8 +244,9 @@ def test_probabilities_are_detected_and_explained_in_log_odds(bert):
         return torch.softmax(model(input_ids=i).logits, dim=-1)
 
     expected = SlalomAttribution(logits, tokenizer=tok).attribute(ids, target=1, n_samples=200, seed=0)
-    with pytest.warns(slalom_core.SlalomOutputWarning, match="probabilit"):
+    with pytest.warns(slalom_core.SlalomOutputWarning, match="probabilit") as rec:
         got = SlalomAttribution(probs, tokenizer=tok).attribute(ids, target=1, n_samples=200, seed=0)
+    assert rec[0].filename == __file__  # the user's line, not the adapter's or Captum's
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="probs"):
         SlalomAttribution(logits, tokenizer=tok).attribute(ids, target=1, n_samples=200, output="probs")

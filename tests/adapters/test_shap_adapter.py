@@ -502,8 +502,9 @@ def test_probability_function_detected_and_explained_in_log_odds(gt, tok):
     names = ["NEG", "POS"]
     ref = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=names, n_samples=300, seed=0)
     ex = SlalomExplainer(probs, shap.maskers.Text(tok), output_names=names, n_samples=300, seed=0)
-    with pytest.warns(sc.SlalomOutputWarning, match="look like probabilities"):
+    with pytest.warns(sc.SlalomOutputWarning, match="look like probabilities") as rec:
         fits = ex.fit(TEXTS[:2])
+    assert rec[0].filename == __file__  # the user's line, not the adapter's
     assert [f.diagnostics["output"] for f in fits] == ["probs (detected)"] * 2
     np.testing.assert_allclose(ex.model(TEXTS), ref.model(TEXTS), atol=1e-9)  # log-odds, not probabilities
     with warnings.catch_warnings():

@@ -239,8 +239,13 @@ def test_warns_on_full_text_gap():
     f = lambda ids, mask: base(ids, mask) + 5.0 * (mask.sum(1, keepdim=True) > 5)
     with pytest.warns(sc.SlalomFitWarning, match="misses the model's output") as rec:
         exp = sc.explain(sc.TorchClassifier(f), list(range(12)), n_samples=300, seed=0, reference=0.0)
-    assert len([w for w in rec if issubclass(w.category, sc.SlalomFitWarning)]) == 1  # once per call
+    fit_warnings = [w for w in rec if issubclass(w.category, sc.SlalomFitWarning)]
+    assert len(fit_warnings) == 1  # once per call
+    assert fit_warnings[0].filename == __file__  # it names the user's line, not the engine's
     assert abs(exp.full_text_gap) > sc.FULL_TEXT_GAP_BOUND
+    with pytest.warns(sc.SlalomFitWarning) as rec:
+        sc.explain_batch(sc.TorchClassifier(f), [list(range(12))], n_samples=300, seed=0, reference=0.0)
+    assert {w.filename for w in rec if issubclass(w.category, sc.SlalomFitWarning)} == {__file__}
 
 
 def test_warns_on_invalid_ana_pairs():
