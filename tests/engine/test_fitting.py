@@ -235,3 +235,69 @@ def test_standard_errors_match_a_finite_difference_hessian(prior_sd):
     cov = basis @ np.linalg.inv(basis.T @ ((h + h.T) / 2) @ basis) @ basis.T
     np.testing.assert_allclose(se_v[:, 0], np.sqrt(np.diag(cov)[:5]), rtol=0.05)
     np.testing.assert_allclose(se_s, np.sqrt(np.diag(cov)[5:]), rtol=0.05)
+
+
+# ----------------------------------------------------------------------------------------
+# prior_sd="evidence": the importances' prior chosen from the data
+# ----------------------------------------------------------------------------------------
+def spread_slalom(importance_sd: float, seed: int = 1, vocab: int = 25):
+    rng = np.random.default_rng(seed)
+    v, s = rng.normal(0, 2.0, vocab), rng.normal(0, importance_sd, vocab)
+    return v, s - s.mean()
+
+
+# fidel's deletions of one 25-unit text pin importances less than eff's short samples:
+# even sd = 1 leaves its slope at 0.69, so less of the shrinkage can be undone there.
+@pytest.mark.parametrize("method,undone", [("eff", 0.5), ("fidel", 0.4)])
+def test_evidence_prior_follows_the_spread_of_the_importances(method, undone):
+    """Importances that spread widely get a wide prior (and are not shrunk); none, a narrow one."""
+    opts = {"sample_length": (1, 3)} if method == "eff" else {}
+    ids = list(range(25))
+    chosen, slopes = {}, {}
+    for spread in (1.5, 0.0):
+        v, s = spread_slalom(spread)
+        model = sc.TorchClassifier(NoisySlalom(v, s, 0.1))
+        for sd in (0.25, "evidence"):
+            exp = sc.explain(model, ids, method=method, n_samples=1000, seed=0, reference=0.0, prior_sd=sd, **opts)
+            if sd == "evidence":
+                chosen[spread] = exp.diagnostics["prior_sd"]
+            if spread:
+                slopes[sd] = np.polyfit(s, exp.importance, 1)[0]
+    assert 0.7 <= chosen[1.5] <= 3.0, chosen  # the truth's sd is 1.5 (1.3 in this draw)
+    assert chosen[0.0] < 0.25, chosen
+    # the fixed sd 0.25 shrinks the spread importances; the chosen sd much less
+    assert abs(slopes["evidence"] - 1) < (1 - undone) * abs(slopes[0.25] - 1), slopes
+
+
+def test_evidence_prior_is_per_text_and_batching_free():
+    """In one batched optimisation each text gets its own sd, as it would alone."""
+    texts = []
+    models = {}
+    for spread in (1.5, 0.2):
+        v, s = spread_slalom(spread, seed=3)
+        models[spread] = (v, s)
+    # one model over two vocabularies: ids < 25 spread widely, ids >= 25 barely
+    v = np.concatenate([models[1.5][0], models[0.2][0]])
+    s = np.concatenate([models[1.5][1], models[0.2][1]])
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    texts = [list(range(25)), list(range(25, 50))]
+    kw = dict(method="eff", n_samples=800, seed=0, reference=0.0, prior_sd="evidence")
+    batch = sc.explain_batch(model, texts, **kw)
+    loop = [sc.explain(model, t, **kw) for t in texts]
+    sds = [e.diagnostics["prior_sd"] for e in batch]
+    assert sds[0] > 2 * sds[1], sds
+    for a, b in zip(batch, loop):
+        assert a.diagnostics["prior_sd"] == pytest.approx(b.diagnostics["prior_sd"], rel=1e-3)
+        for name in ("value", "lin"):
+            scale = 1 + np.abs(a.scores(name)).max()
+            np.testing.assert_allclose(a.scores(name), b.scores(name), atol=1e-3 * scale, rtol=0)
+        np.testing.assert_allclose(a.importance, b.importance, atol=1e-3 * (1 + np.abs(a.importance).max()), rtol=0)
+
+
+def test_prior_sd_option_is_checked():
+    for bad in ("auto", -1.0, 0, True):
+        with pytest.raises(ValueError, match="prior_sd"):
+            sc.get_fitter("eff", prior_sd=bad)
+        with pytest.raises(ValueError, match="prior_sd"):
+            sc.get_fitter("fidel", prior_sd=bad)
+    assert sc.get_fitter("fidel", prior_sd="evidence").evidence
