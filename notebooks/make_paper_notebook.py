@@ -1,7 +1,7 @@
 """Writes notebooks/paper_synthetic.ipynb; with --execute also runs it and saves the outputs.
 
     .venv/bin/python notebooks/make_paper_notebook.py            # write the notebook only
-    .venv/bin/python notebooks/make_paper_notebook.py --execute  # write, run (~5 min, 1 thread), save
+    .venv/bin/python notebooks/make_paper_notebook.py --execute  # write, run (2–5 min, 1 thread), save
 
 Set SLALOM_NOTEBOOK_SMALL=1 for the CI-sized run (toy models, well under a minute); the
 saved notebook is the reduced-size run (without that variable).
@@ -32,7 +32,7 @@ cells = [
         "Everything runs through `slalom_core.experiments.paper` (the same functions as `slalom-xai paper …`). "
         "Sizes here are reduced to the one-layer models and, for Fig. 4 (c, d), 4 training epochs instead of 6 "
         "(otherwise the functions' defaults: epochs of 5000 fresh samples, 10,000 samples for the post-hoc fits; "
-        "about 5 minutes on one CPU thread); "
+        "2–5 minutes on one CPU thread, depending on the load); "
         "`docs/paper_reproduction.md` has the full-size numbers next to the paper's. "
         "Set `SLALOM_NOTEBOOK_SMALL=1` for a toy-sized run (CI: seconds, the numbers mean nothing)."
     ),
@@ -136,7 +136,7 @@ cells = [
         "* The transformers' curves in Fig. 3 are nearly flat (slopes near 0 vs 1.5); the ReLU network on counts "
         "is close to linear: transformers cannot count, as in the paper.\n"
         "* In Table 6 SLALOM has the lowest held-out error and the GAM, despite 15× more parameters, the highest.\n"
-        "* The recovered SLALOM matches the model's log-odds closely (Table 7, though 10–100× less closely than in "
+        "* The recovered SLALOM matches the model's log-odds closely (Table 7, though tens to hundreds of times less closely than in "
         "the paper) and recovers the values well. The importances keep their order only roughly (Spearman roughly "
         "0.75–0.9 at these sizes, 0.89–0.98 with the default 6 epochs), and their MSE is dominated by the one or two "
         "words that take nearly all the attention (raising their s further barely changes the output, so it is "

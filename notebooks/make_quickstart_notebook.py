@@ -14,13 +14,14 @@ cells = [
         "Set `SLALOM_NOTEBOOK_SMALL=1` for a fast run (fewer samples)."
     ),
     nbf.v4.new_code_cell(
+        "import io\n"
         "import os\n"
         "import numpy as np\n"
         "import torch\n"
         "import matplotlib\n"
         "matplotlib.use('Agg')\n"
         "import matplotlib.pyplot as plt\n"
-        "from IPython.display import HTML, display\n\n"
+        "from IPython.display import HTML, Image, display\n\n"
         "import slalom_core as sc\n"
         "from slalom_core import plots\n"
         "from slalom_core.experiments.cli import format_table\n"
@@ -42,6 +43,9 @@ cells = [
         "      f\"({d['model_seconds']:.2f} s model, {d['fit_seconds']:.3f} s fit)\")"
     ),
     nbf.v4.new_markdown_cell(
+        "The warning above says that the surrogate misses the model's log-odds on this very sentence by more than 1 "
+        "(`exp.full_text_gap`): eff fits random 2-token sequences, so it describes each token across short "
+        "contexts, not the full sentence's output (fidel, below, fits deletions from the full text).\n\n"
         "The scatter (paper Fig. 5): tokens to the right push towards *positive*, tokens high up dominate the "
         "softmax weighting. Colour shows `lin` = v·exp(s)."
     ),
@@ -49,14 +53,18 @@ cells = [
         "fig, ax = plt.subplots(figsize=(6, 4.5))\n"
         "plots.plot_scatter(exp, ax=ax)\n"
         "fig.tight_layout()\n"
-        "display(fig)\n"
+        "# Shown as a PNG: under the Agg backend chosen above, display(fig) would print only the figure's repr.\n"
+        "buf = io.BytesIO()\n"
+        "fig.savefig(buf, format='png', dpi=80)\n"
         "plt.close(fig)\n"
+        "display(Image(buf.getvalue()))\n"
         "display(HTML(plots.highlight_html(exp, score='lin')))"
     ),
     nbf.v4.new_markdown_cell(
         "## The three fitting methods\n\n"
         "`eff` fits on random 2-token sequences (cheap passes), `fidel` on deletions from the full text "
-        "(alternating least squares), `ana` uses exactly 2U − 1 passes. Their `lin` scores rank tokens similarly "
+        "(both with a Gaussian prior on the importances; fidel's solver is quasi-Newton, `solver='als'` gives "
+        "alternating least squares), `ana` uses exactly 2U − 1 passes. Their `lin` scores rank tokens similarly "
         "but not identically: each is a different local fit."
     ),
     nbf.v4.new_code_cell(
@@ -66,7 +74,7 @@ cells = [
         "    top = [e.tokens[i] for i in np.argsort(-np.abs(e.lin))[:4]]\n"
         "    r2 = d.get('heldout_r2', float('nan'))\n"
         "    print(f\"{m:>5}: {d['model_evaluations']:>5} calls, {d['total_seconds']:.2f} s, \"\n"
-        '          f"held-out R² {r2:.3f}, top |lin|: {top}")\n'
+        '          f"held-out R² {r2:.3f}, full-text gap {e.full_text_gap:+.2f}, top |lin|: {top}")\n'
         "from scipy.stats import spearmanr\n"
         "print('Spearman(lin eff, lin fidel) =', round(spearmanr(fits['eff'].lin, fits['fidel'].lin)[0], 3))"
     ),
@@ -82,12 +90,15 @@ cells = [
     ),
     nbf.v4.new_markdown_cell(
         "## Shapley values of the surrogate\n\n"
-        "Computed on the fitted SLALOM, with no further model calls; they sum to F(t) − F(∅) with F(∅) = 0."
+        "Computed on the fitted SLALOM, with no further model calls. The game is the surrogate measured from the "
+        "reference point (F(∅) = 0, as for every score here), so they sum to the surrogate's output minus "
+        "`base_value`, not to `surrogate_output` itself."
     ),
     nbf.v4.new_code_cell(
         "phi = exp.shapley()\n"
         "print(np.round(phi, 3))\n"
-        "print('sum', round(phi.sum(), 4), '= surrogate output', round(exp.surrogate_output, 4))"
+        "print(f'sum {phi.sum():+.4f} = surrogate output {exp.surrogate_output:+.4f} '\n"
+        "      f'- base_value {exp.base_value:+.4f}')"
     ),
 ]
 nb = nbf.v4.new_notebook(
