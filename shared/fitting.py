@@ -1376,6 +1376,7 @@ class FidelFitter(_SampledFitter):
     ) -> None:
         if solver not in ("lbfgs", "als"):
             raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'als'")
+        _check_prior_sd(prior_sd)  # also under ALS, which uses no prior
         super().__init__(
             holdout_fraction, max_iter, tol, prior_sd if solver == "lbfgs" else None, anchor_weight, check_samples
         )

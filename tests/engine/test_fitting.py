@@ -271,7 +271,6 @@ def test_evidence_prior_follows_the_spread_of_the_importances(method, undone):
 
 def test_evidence_prior_is_per_text_and_batching_free():
     """In one batched optimisation each text gets its own sd, as it would alone."""
-    texts = []
     models = {}
     for spread in (1.5, 0.2):
         v, s = spread_slalom(spread, seed=3)
