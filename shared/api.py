@@ -85,7 +85,7 @@ def explain_batch(
     reference: ReferenceOption = "empty",
     multiclass: str = "joint",
     granularity: str = "token",
-    seed: int | None = None,
+    seed: int | Sequence[int] | None = None,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     gamma: float = 0.0,
@@ -96,8 +96,10 @@ def explain_batch(
 
     Each text gets the random stream of ``seed``, so ``explain_batch(m, texts, seed=s)[i]``
     is ``explain(m, texts[i], seed=s)`` up to floating-point effects of batching (the fits
-    are unique optima, so these stay within the fit's tolerance). The input with no tokens
-    is scored once for all texts. Arguments are those of :func:`explain`.
+    are unique optima, so these stay within the fit's tolerance). A sequence of seeds gives
+    text i the stream of ``seed[i]`` (what a corpus run uses, so that a text's scores do not
+    depend on which texts share its batch). The input with no tokens is scored once for all
+    texts. Other arguments are those of :func:`explain`.
 
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
@@ -109,10 +111,7 @@ def explain_batch(
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
     fixed_reference = _check_reference(reference)
-    if seed is None:
-        # Drawn from torch's global generator, as Captum does, so that torch.manual_seed
-        # reproduces; recorded so that any explanation can be reproduced on its own.
-        seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+    seeds = _text_seeds(seed, len(texts))
 
     plans = []
     for t in texts:
@@ -180,7 +179,7 @@ def explain_batch(
         fit_device = getattr(adapter, "_run_device", None)
         gens = [
             fitter.steps(
-                np.random.default_rng(seed), p.position_units, len(p.units), n_samples, model_outputs[i] - base
+                np.random.default_rng(seeds[i]), p.position_units, len(p.units), n_samples, model_outputs[i] - base
             )
             for i, p in enumerate(plans)
         ]
@@ -247,7 +246,7 @@ def explain_batch(
         se_v = None if fit.value_se is None else (fit.value_se if link.joint else fit.value_se[:, 0])
         diag = {
             "method": fitter.name,
-            "seed": seed,
+            "seed": seeds[i],
             "n_samples": int(n_samples) if fitter.name != "ana" else int(2 * len(p.units) - 1),
             "n_positions": len(p.seg.unit_ids),
             "n_units": len(p.units),
@@ -343,6 +342,22 @@ def _reference_vector(ref: np.ndarray, n_cols: int, link: OutputLink) -> np.ndar
         # Centred logits are what is fitted: centre a per-class reference the same way.
         return ref - ref.mean()
     raise ValueError(f"reference has {ref.shape[0]} entries; the explained output has {n_cols} column(s)")
+
+
+def _text_seeds(seed: int | Sequence[int] | None, n_texts: int) -> list[int]:
+    """One seed per text: ``seed`` for all, one of a sequence each, or (None) one draw."""
+    if seed is None:
+        # Drawn from torch's global generator, as Captum does, so that torch.manual_seed
+        # reproduces; recorded so that any explanation can be reproduced on its own.
+        return [int(torch.randint(0, 2**31 - 1, (1,)).item())] * n_texts
+    many = not isinstance(seed, (int, np.integer)) and isinstance(seed, (Sequence, np.ndarray))
+    seeds = list(seed) if many else [seed] * n_texts
+    if many and len(seeds) != n_texts:
+        raise ValueError(f"seed has {len(seeds)} entries for {n_texts} texts; give one seed, or one per text")
+    for s in seeds:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise TypeError(f"seed must be a non-negative int (or one per text), got {s!r}")
+    return [int(s) for s in seeds]
 
 
 def _check_rows(raw: torch.Tensor, n: int) -> None:

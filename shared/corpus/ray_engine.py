@@ -1,0 +1,141 @@
+"""``explain_corpus(..., engine="ray")``: the same chunks, explained by Ray Data actors.
+
+Ray Data reads the corpus (``read_json`` / ``read_csv`` / ``read_parquet`` /
+``from_huggingface``) and streams it through ``map_batches`` over :class:`ExplainActor`, a
+callable class that loads the model once per worker. Each actor call explains one batch of
+``chunk_size`` texts with the same :func:`~.rows.explain_rows` as the local engine and writes
+the same parts (so ``out`` must be a folder every worker can write: local disk for a local
+Ray instance, shared storage on a cluster). Texts get their seeds from their ids, so the
+scores equal the local engine's within the fits' tolerance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import store
+from .rows import CorpusOptions, explain_rows
+from .source import CorpusSource, Row
+
+__all__ = ["ExplainActor", "run_ray"]
+
+
+class ExplainActor:
+    """One Ray worker: loads the model once, then explains the batches it is handed.
+
+    Example:
+        >>> ds.map_batches(ExplainActor, fn_constructor_kwargs={...}, concurrency=2)  # doctest: +SKIP
+    """
+
+    def __init__(self, model, tokenizer, out: str, opts: CorpusOptions, text_column: str, id_column: str, **kw) -> None:
+        import torch
+
+        from ..models import as_adapter
+        from .run import load_model
+
+        # Ray sets no thread count for fractional CPUs: N actors share the cores evenly.
+        torch.set_num_threads(kw.get("threads", 1))
+        model, tokenizer = load_model(model, tokenizer)
+        self.adapter = as_adapter(model, tokenizer, batch_size=kw.get("batch_size"), device=kw.get("device"))
+        self.out, self.opts, self.version = Path(out), opts, kw.get("version", "")
+        self.text_column, self.id_column = text_column, id_column
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # Ray hands numpy arrays: ids back to the local engine's str form, cells to Python.
+        ids = [str(i.item() if isinstance(i, np.generic) else i) for i in batch[self.id_column]]
+        texts = [t.item() if isinstance(t, np.generic) else t for t in batch[self.text_column]]
+        rows = [Row(i, t, -1) for i, t in zip(ids, texts)]
+        tables = explain_rows(self.adapter, rows, self.opts, version=self.version)
+        store.write_chunk(self.out, ids, tables)
+        failed = set(tables.failures["id"])
+        return {"id": np.array(ids, dtype=object), "failed": np.array([i in failed for i in ids])}
+
+
+# Reading and selecting columns are light: they must not wait for the CPUs that the
+# explaining actors hold (with num_cpus=1 each they can take every CPU of the cluster).
+_LIGHT = 0.05
+
+
+def _read(source: CorpusSource):
+    import ray.data
+
+    files = [str(p) for p in source.files]
+    if source.format == "hf":
+        from datasets import load_from_disk
+
+        return ray.data.from_huggingface(load_from_disk(files[0]))
+    if source.format == "jsonl":
+        return ray.data.read_json(files, lines=True, num_cpus=_LIGHT)
+    if source.format == "csv":
+        return ray.data.read_csv(files, num_cpus=_LIGHT)
+    return ray.data.read_parquet(files, num_cpus=_LIGHT)
+
+
+def run_ray(
+    model,
+    tokenizer,
+    source: CorpusSource,
+    out: Path,
+    opts: CorpusOptions,
+    *,
+    chunk_size: int,
+    finished: set[str],
+    batch_size: int | None,
+    device,
+    address: str | None,
+    num_workers: int | None,
+    num_gpus: float | None,
+    bar,
+    version: str,
+) -> None:
+    """Explain the rows of ``source`` not in ``finished`` with Ray Data actors."""
+    try:
+        import ray
+        import ray.data
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ImportError("engine='ray' needs Ray Data: pip install 'slalom-xai[ray]'") from err
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True  # --limit takes the first rows, as locally
+    ctx.enable_progress_bars = False  # our bar counts texts
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if num_workers is None:
+        num_workers = max(1, gpus // max(num_gpus, 1e-9) if num_gpus else cpus)
+    text_col, id_col = source.text_column, source.resolved_id_column
+    ds = _read(source)
+    if source.limit is not None:
+        ds = ds.limit(source.limit)
+    ds = ds.select_columns([text_col, id_col] if text_col != id_col else [text_col], num_cpus=_LIGHT)
+    skip = set(finished) | set(source.duplicate_ids)
+    if skip:
+        ds = ds.filter(lambda r: str(r[id_col]) not in skip, num_cpus=_LIGHT)
+    results = ds.map_batches(
+        ExplainActor,
+        fn_constructor_kwargs=dict(
+            model=model,
+            tokenizer=tokenizer,
+            out=str(out.resolve()),
+            opts=opts,
+            text_column=text_col,
+            id_column=id_col,
+            batch_size=batch_size,
+            device=device,
+            version=version,
+            threads=max(1, cpus // int(num_workers)),
+        ),
+        batch_size=chunk_size,
+        batch_format="numpy",
+        concurrency=int(num_workers),
+        num_gpus=num_gpus or 0,
+        # At most one CPU per actor, less where the actors would otherwise hold every CPU and
+        # leave none for the read tasks (Ray Data then waits forever on a small cluster).
+        num_cpus=min(1.0, (cpus - 0.2) / num_workers),
+    )
+    for batch in results.iter_batches(batch_size=None, batch_format="numpy"):
+        if bar is not None:
+            bar.update(len(batch["id"]))

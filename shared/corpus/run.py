@@ -1,0 +1,337 @@
+"""``explain_corpus``: a whole dataset, streamed, resumable, on one machine or a Ray cluster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..api import DEFAULT_N_SAMPLES, SlalomFitWarning, _check_reference
+from ..fitting import get_fitter
+from ..link import MULTICLASS_MODES, OUTPUT_KINDS, SlalomOutputWarning, warn_user
+from ..models import GRANULARITIES, ModelAdapter, as_adapter
+from . import store
+from .rows import CorpusOptions, explain_rows
+from .source import CorpusSource
+
+__all__ = ["explain_corpus", "CorpusRun", "ModelLoader", "ENGINES"]
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ModelLoader:
+    """A recipe for the model, run where the model is needed (once per Ray worker).
+
+    ``load`` is a picklable zero-argument function returning ``(model, tokenizer)``. Ship
+    this rather than a model object when workers should read the weights themselves (from
+    a path every worker sees, or the Hub).
+
+    Example:
+        >>> from functools import partial
+        >>> loader = ModelLoader(partial(my_load, "path/to/model"))  # doctest: +SKIP
+        >>> explain_corpus(loader, "reviews.jsonl", "runs/r", engine="ray")  # doctest: +SKIP
+    """
+
+    load: Callable[[], tuple[object, object]]
+
+
+def load_model(model: object, tokenizer: object | None) -> tuple[object, object | None]:
+    """The model and tokenizer behind a :class:`ModelLoader`, a Hub name / local path, or an object."""
+    if isinstance(model, ModelLoader):
+        return model.load()
+    if isinstance(model, (str, Path)):
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        return (
+            AutoModelForSequenceClassification.from_pretrained(str(model)),
+            tokenizer or AutoTokenizer.from_pretrained(str(model)),
+        )
+    return model, tokenizer
+
+
+class CorpusRun:
+    """A corpus run on disk (see :mod:`slalom_core.corpus.store` for the layout).
+
+    Example:
+        >>> run = CorpusRun("runs/imdb")  # doctest: +SKIP
+        >>> run.texts()[["id", "model_output", "full_text_gap"]].head()  # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        manifest = self.path / "manifest.json"
+        if not manifest.exists():
+            raise FileNotFoundError(f"{str(self.path)!r} holds no corpus run (no manifest.json)")
+        self.manifest: dict = json.loads(manifest.read_text())
+
+    def positions(self):
+        """One row per (text id, label, position): token, word index, the five scores and SEs."""
+        return store.read_table(self.path, "positions")
+
+    def texts(self):
+        """One row per (text id, label): base value, outputs, gap, held-out R², cost, options."""
+        return store.read_table(self.path, "texts")
+
+    def failures(self):
+        """One row per text that could not be explained: id, error class, message."""
+        return store.read_table(self.path, "failures")
+
+    @property
+    def n_done(self) -> int:
+        return sum(len(m["ids"]) for m in store.markers(self.path).values())
+
+    @property
+    def complete(self) -> bool:
+        """Every input row is accounted for (explained or failed)."""
+        return self.n_done == self.manifest["input"]["n_rows"]
+
+    def __repr__(self) -> str:
+        return f"CorpusRun({str(self.path)!r}, rows={self.manifest['input']['n_rows']}, done={self.n_done})"
+
+
+def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
+    """Everything that would fail every text, refused before the first model call."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    if isinstance(opts.n_samples, bool) or not isinstance(opts.n_samples, int) or opts.n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {opts.n_samples!r}")
+    if isinstance(opts.seed, bool) or not isinstance(opts.seed, int) or opts.seed < 0:
+        raise ValueError(f"seed must be a non-negative int (a corpus run is always seeded), got {opts.seed!r}")
+    if opts.output not in OUTPUT_KINDS:
+        raise ValueError(f"unknown output {opts.output!r}; choose one of {OUTPUT_KINDS}")
+    if opts.multiclass not in MULTICLASS_MODES:
+        raise ValueError(f"unknown multiclass {opts.multiclass!r}; choose one of {MULTICLASS_MODES}")
+    if opts.granularity not in GRANULARITIES:
+        raise ValueError(f"unknown granularity {opts.granularity!r}; choose one of {GRANULARITIES}")
+    _check_reference(opts.reference)
+    get_fitter(opts.method, **opts.fit_options)
+
+
+def _prepare_out(out: Path, manifest: dict, resume: bool) -> None:
+    if out.exists() and any(out.iterdir()):
+        if not resume:
+            raise FileExistsError(
+                f"{str(out)!r} exists and is not empty; pass resume=True (--resume) to continue that run, "
+                "or choose another output path (nothing was overwritten)"
+            )
+        old_path = out / "manifest.json"
+        if not old_path.exists():
+            raise FileExistsError(f"{str(out)!r} is not empty and holds no corpus run; choose another output path")
+        old = json.loads(old_path.read_text())
+        differ = [k for k in ("input", "options", "model") if old.get(k) != manifest.get(k)]
+        if differ:
+            raise ValueError(
+                f"cannot resume {str(out)!r}: its {', '.join(differ)} differ from this call's "
+                f"(was {json.dumps({k: old.get(k) for k in differ})}); use the same command, or another output path"
+            )
+        store.remove_unfinished(out)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    tmp.replace(out / "manifest.json")
+
+
+def _bar(show: bool, total: int, done: int, desc: str):
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc=desc, unit="text", smoothing=0.1)
+
+
+def explain_corpus(
+    model: object,
+    data: str | Path,
+    out: str | Path,
+    tokenizer: object | None = None,
+    *,
+    text_column: str = "text",
+    id_column: str | None = "auto",
+    limit: int | None = None,
+    chunk_size: int = 64,
+    resume: bool = False,
+    truncate: bool = False,
+    engine: str = "local",
+    ray_address: str | None = None,
+    num_workers: int | None = None,
+    num_gpus_per_worker: float | None = None,
+    method: str = "eff",
+    n_samples: int = DEFAULT_N_SAMPLES,
+    target: int | None = None,
+    output: str = "auto",
+    reference: str | float = "empty",
+    multiclass: str = "joint",
+    granularity: str = "token",
+    seed: int = 0,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+    show_progress: bool = True,
+    **fit_options,
+) -> CorpusRun:
+    """Explain every text of a corpus into a Parquet dataset, chunk by chunk.
+
+    Texts are read in chunks of ``chunk_size`` and each chunk is explained with one
+    :func:`~slalom_core.explain_batch` call (shared model batches), then written to
+    ``out`` (layout: :mod:`slalom_core.corpus.store`). Memory is bounded by the chunk. Each
+    text's seed is a hash of ``seed`` and its id, so its scores depend neither on the
+    chunking nor on the engine, worker count or order. Every input row ends in the texts
+    table or the failures table (bad text, duplicate id, over-length text without
+    ``truncate``, a model error).
+
+    Args:
+        model: what :func:`~slalom_core.explain` takes, a Hub name or local path of a
+            sequence classifier (loaded with ``AutoModelForSequenceClassification``), or a
+            :class:`ModelLoader`. With ``engine="ray"`` a path or loader lets each worker
+            load the weights itself; a model object is pickled to every worker.
+        data: a JSONL / CSV / Parquet file (JSONL and CSV may be gzipped), a folder of
+            them, or a folder saved by ``datasets.Dataset.save_to_disk``.
+        out: the output folder. It must not exist (or be empty) unless ``resume``.
+        tokenizer: the model's tokenizer (read from ``model`` when it is a path).
+        text_column: the column of texts. Default: "text".
+        id_column: the column of ids; "auto" (default): "id" if present, else row numbers.
+        limit: explain only the first ``limit`` rows.
+        chunk_size: texts per chunk (per ``explain_batch`` call, per written part). Default: 64.
+        resume: continue an interrupted run in ``out``: finished chunks are kept, unfinished
+            ones redone. The input and options must be those of the first call.
+        truncate: cut texts longer than the model accepts to their first tokens (the cut is
+            recorded in ``truncated_positions``); default: such texts fail with the reason.
+        engine: "local" (this process) or "ray" (Ray Data; ``pip install slalom-xai[ray]``).
+        ray_address: the cluster to join (``ray.init(address=...)``, e.g. "auto" or
+            "ray://head:10001"); None starts a local Ray instance.
+        num_workers: Ray actors (model copies) to run; default: one per CPU, or per GPU
+            when ``num_gpus_per_worker`` is given.
+        num_gpus_per_worker: GPUs each Ray actor holds (e.g. 1, or 0.5 to share one).
+        method, n_samples, target, output, reference, multiclass, granularity,
+            batch_size, device, **fit_options: as in :func:`~slalom_core.explain`.
+        seed: the run's seed (each text's seed is derived from it and its id). Default: 0.
+        show_progress: a progress bar over texts (texts/s, ETA).
+
+    Returns:
+        A :class:`CorpusRun` to read the tables from (pandas DataFrames).
+
+    Example:
+        >>> run = explain_corpus(model, "imdb_test.jsonl", "runs/imdb", tokenizer=tok, limit=100)  # doctest: +SKIP
+        >>> run.texts().full_text_gap.abs().mean()  # doctest: +SKIP
+    """
+    from .. import __version__
+
+    opts = CorpusOptions(
+        method=method,
+        n_samples=n_samples,
+        seed=seed,
+        target=target,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        granularity=granularity,
+        truncate=bool(truncate),
+        fit_options=dict(fit_options),
+    )
+    _check_options(opts, chunk_size, engine)
+    source = CorpusSource(data, text_column=text_column, id_column=id_column, limit=limit).scan()
+    if engine == "ray" and source.resolved_id_column is None:
+        raise ValueError(
+            "engine='ray' needs an id column (a distributed read has no row numbers): add one to the data "
+            "and give id_column=, or run with engine='local'"
+        )
+    out = Path(out)
+    manifest = {
+        "version": __version__,
+        "input": {
+            "data": str(Path(data).resolve()),
+            "text_column": text_column,
+            "id_column": source.resolved_id_column,
+            "limit": limit,
+            "n_rows": source.n_rows,
+        },
+        "options": opts.as_dict(),
+        "model": model if isinstance(model, str) else type(model).__name__,
+    }
+    manifest = json.loads(json.dumps(manifest, default=str))  # compared with the file's after a restart
+    _prepare_out(out, manifest, resume)
+    if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
+        store.write_duplicates(out, source.duplicate_counts)
+    finished = store.done_ids(out)
+    bar = _bar(show_progress, source.n_rows, len(finished), f"SLALOM {method} corpus")
+    try:
+        if engine == "local":
+            _run_local(model, tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, __version__)
+        else:
+            from .ray_engine import run_ray
+
+            run_ray(
+                model,
+                tokenizer,
+                source,
+                out,
+                opts,
+                chunk_size=chunk_size,
+                finished=finished,
+                batch_size=batch_size,
+                device=device,
+                address=ray_address,
+                num_workers=num_workers,
+                num_gpus=num_gpus_per_worker,
+                bar=bar,
+                version=__version__,
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    run = CorpusRun(out)
+    _report(run)
+    return run
+
+
+def _run_local(model, tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, version) -> None:
+    model, tokenizer = load_model(model, tokenizer)
+    adapter: ModelAdapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
+    pending = []
+
+    def flush(rows) -> None:
+        tables = explain_rows(adapter, rows, opts, version=version)
+        store.write_chunk(out, [r.id for r in rows], tables)
+        if bar is not None:
+            bar.update(len(rows))
+
+    # Chunks are cut from the rows still to do, so that a resumed run re-forms the chunks
+    # an uninterrupted run would have written (same keys, same files).
+    for chunk in source.chunks(chunk_size):
+        pending.extend(r for r in chunk if r.id not in finished)
+        while len(pending) >= chunk_size:
+            flush(pending[:chunk_size])
+            pending = pending[chunk_size:]
+    if pending:
+        flush(pending)
+
+
+def _report(run: CorpusRun) -> None:
+    """One warning for the whole run, instead of one per chunk."""
+    notes = sorted({w for m in store.markers(run.path).values() for w in m.get("warnings", [])})
+    for note in notes:
+        if note.startswith("SlalomOutputWarning: "):
+            warn_user(note.split(": ", 1)[1], SlalomOutputWarning)
+    failures = run.failures()
+    if len(failures):
+        kinds = failures["error"].value_counts().to_dict()
+        warn_user(
+            f"{len(failures)} of {run.manifest['input']['n_rows']} texts could not be explained "
+            f"({', '.join(f'{k}: {v}' for k, v in kinds.items())}); see CorpusRun.failures()",
+            UserWarning,
+        )
+    fit_notes = [n for n in notes if n.startswith("SlalomFitWarning: ")]
+    if fit_notes:
+        texts = run.texts()
+        bad = int((texts["converged"] == False).sum())  # noqa: E712 - a nullable column
+        warn_user(
+            f"some fits should not be read at face value ({bad} did not converge); the texts table has each "
+            "text's converged, heldout_r2 and full_text_gap",
+            SlalomFitWarning,
+        )

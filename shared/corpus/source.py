@@ -1,0 +1,211 @@
+"""Reading a corpus: JSONL / CSV / Parquet files, a folder of them, or a saved HF dataset.
+
+Rows are read in chunks so that memory is bounded by the chunk, not the corpus. Every row
+gets a string id: the id column's value, or its row number (0-based, across the files of a
+folder in name order) when the data have none. A first pass over the ids alone checks the
+columns and finds duplicate ids before any model is called.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["CorpusSource", "Row", "SUFFIXES"]
+
+#: File kinds a corpus may be made of (a ``.gz`` suffix may follow JSONL and CSV).
+SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One input row: its id, the raw text cell (not yet checked) and its row number."""
+
+    id: str
+    text: object
+    row: int
+
+
+def _kind(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return "jsonl" if suffix == ".json" else suffix[1:]
+    return None
+
+
+def _is_saved_hf_dataset(path: Path) -> bool:
+    return path.is_dir() and (path / "state.json").exists() and (path / "dataset_info.json").exists()
+
+
+@dataclass
+class CorpusSource:
+    """A corpus on disk, read as a stream of :class:`Row` chunks.
+
+    Args:
+        data: a ``.jsonl`` (``.json`` lines, optionally ``.gz``), ``.csv`` (optionally
+            ``.gz``) or ``.parquet`` file; a folder of such files (read in name order); or a
+            folder written by ``datasets.Dataset.save_to_disk``.
+        text_column: the column holding the texts. Default: "text".
+        id_column: the column holding the ids; "auto" (default) takes a column named
+            "id" when there is one and row numbers otherwise; None always uses row numbers.
+        limit: read only the first ``limit`` rows.
+
+    Example:
+        >>> src = CorpusSource("reviews.jsonl", text_column="text")  # doctest: +SKIP
+        >>> src.scan().n_rows  # doctest: +SKIP
+    """
+
+    data: str | Path
+    text_column: str = "text"
+    id_column: str | None = "auto"
+    limit: int | None = None
+    n_rows: int = field(default=0, init=False)
+    duplicate_counts: dict[str, int] = field(default_factory=dict, init=False)
+    resolved_id_column: str | None = field(default=None, init=False)
+    _scanned: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        path = Path(self.data)
+        if not path.exists():
+            raise FileNotFoundError(f"no corpus at {str(path)!r}")
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
+        ):
+            raise ValueError(f"limit must be a positive int, got {self.limit!r}")
+        if not isinstance(self.text_column, str) or not self.text_column:
+            raise ValueError("text_column must be a column name")
+        if _is_saved_hf_dataset(path):
+            self.files = [path]
+            self.format = "hf"
+        elif path.is_dir():
+            self.files = sorted(p for p in path.iterdir() if p.is_file() and _kind(p))
+            if not self.files:
+                raise ValueError(f"{str(path)!r} holds no {', '.join(SUFFIXES)} files and is no saved HF dataset")
+            kinds = {_kind(p) for p in self.files}
+            if len(kinds) > 1:
+                raise ValueError(f"{str(path)!r} mixes file kinds {sorted(kinds)}; keep one kind per folder")
+            self.format = kinds.pop()
+        else:
+            kind = _kind(path)
+            if kind is None:
+                raise ValueError(f"unknown corpus file type {path.name!r}; use one of {', '.join(SUFFIXES)}")
+            self.files = [path]
+            self.format = kind
+
+    # -- columns --------------------------------------------------------------------------
+    def columns(self) -> list[str]:
+        """The column names of the first file (every file must have the text column)."""
+        first = next(self._records(self.files[0], columns=None), None)
+        return [] if first is None else list(first)
+
+    def _resolve_id_column(self) -> str | None:
+        cols = self.columns()
+        if self.text_column not in cols:
+            raise ValueError(f"the corpus has no text column {self.text_column!r}; its columns are {cols}")
+        if self.id_column == "auto":
+            return "id" if "id" in cols else None
+        if self.id_column is not None and self.id_column not in cols:
+            raise ValueError(f"the corpus has no id column {self.id_column!r}; its columns are {cols}")
+        return self.id_column
+
+    def scan(self) -> CorpusSource:
+        """Check the columns and count rows and ids (no texts kept). Returns ``self``."""
+        self.resolved_id_column = self._resolve_id_column()
+        counts: Counter[str] = Counter()
+        n = 0
+        for row in self._rows(texts=False):
+            counts[row.id] += 1
+            n += 1
+        self.n_rows = n
+        self.duplicate_counts = {k: c for k, c in counts.items() if c > 1}
+        self._scanned = True
+        return self
+
+    @property
+    def duplicate_ids(self) -> frozenset[str]:
+        """Ids that occur more than once (every row of them fails)."""
+        return frozenset(self.duplicate_counts)
+
+    # -- streaming ------------------------------------------------------------------------
+    def chunks(self, chunk_size: int) -> Iterator[list[Row]]:
+        """Rows in chunks of ``chunk_size`` (the last may be shorter), in file order."""
+        if not self._scanned:
+            self.scan()
+        chunk: list[Row] = []
+        for row in self._rows(texts=True):
+            chunk.append(row)
+            if len(chunk) == chunk_size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    def _rows(self, texts: bool) -> Iterator[Row]:
+        id_col = self.resolved_id_column
+        wanted = [self.text_column] + ([id_col] if id_col else [])
+        n = 0
+        for path in self.files:
+            for rec in self._records(path, columns=wanted):
+                if self.limit is not None and n >= self.limit:
+                    return
+                if self.text_column not in rec:
+                    raise ValueError(f"row {n} ({path.name}) has no {self.text_column!r} field")
+                if id_col is None:
+                    rid = str(n)
+                else:
+                    raw_id = rec.get(id_col)
+                    if raw_id is None or (isinstance(raw_id, float) and raw_id != raw_id):
+                        raise ValueError(f"row {n} ({path.name}) has no id in column {id_col!r}")
+                    rid = str(raw_id)
+                yield Row(rid, rec[self.text_column] if texts else None, n)
+                n += 1
+
+    def _records(self, path: Path, columns: list[str] | None) -> Iterator[dict]:
+        # Each reader streams: memory holds one line, one CSV record or one Parquet batch.
+        if self.format == "jsonl":
+            opener = gzip.open if path.name.lower().endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                for lineno, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        raise ValueError(f"{path.name}, line {lineno}: not valid JSON ({err.msg})") from None
+                    if not isinstance(rec, dict):
+                        raise ValueError(f"{path.name}, line {lineno}: expected a JSON object per line")
+                    yield rec
+        elif self.format == "csv":
+            raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+            with raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
+                yield from csv.DictReader(f)
+        elif self.format == "parquet":
+            import pyarrow.parquet as pq
+
+            pf = pq.ParquetFile(path)
+            names = pf.schema_arrow.names
+            cols = None if columns is None else [c for c in columns if c in names]
+            for batch in pf.iter_batches(batch_size=1024, columns=cols):
+                yield from batch.to_pylist()
+        else:  # a saved Hugging Face dataset
+            from datasets import load_from_disk
+
+            ds = load_from_disk(str(path))
+            if not hasattr(ds, "iter"):
+                raise ValueError(f"{str(path)!r} is a DatasetDict with splits {list(ds)}; point at one split's folder")
+            cols = None if columns is None else [c for c in columns if c in ds.column_names]
+            if cols is not None:
+                ds = ds.select_columns(cols)
+            for batch in ds.iter(batch_size=1024):
+                keys = list(batch)
+                for i in range(len(batch[keys[0]]) if keys else 0):
+                    yield {k: batch[k][i] for k in keys}

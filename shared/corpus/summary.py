@@ -1,0 +1,241 @@
+"""The global picture of a corpus run: per-word aggregates, a global SLALOM, one plot.
+
+A token's value and importance are properties of one text's local fit. Across texts,
+:func:`word_summary` gives each token its frequency and the mean, spread and standard error
+of its scores (one observation per text it occurs in, so a word repeated in one review
+counts once). :func:`global_slalom` fits the paper's *global* SLALOM over the corpus'
+frequent tokens (one value and importance per token, on fresh short samples of them), and
+:func:`compare_global_local` says how well the aggregate of local fits agrees with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..fitting import get_fitter
+from ..link import OutputLink, config_output_kind, resolve_output
+from ..models import as_adapter
+from ..surrogate import SlalomSurrogate
+from .run import CorpusRun, load_model
+
+__all__ = ["word_summary", "global_slalom", "compare_global_local", "plot_words", "SUMMARY_SCORES"]
+
+#: The scores aggregated per word (each in the units of the run's explained output, from
+#: each text's base value; importance is unit-free and mean-zero within each text).
+SUMMARY_SCORES = ("value", "importance", "lin")
+
+
+def _positions(run):
+    import pandas as pd
+
+    if isinstance(run, pd.DataFrame):
+        return run
+    if isinstance(run, (str, Path)):
+        run = CorpusRun(run)
+    return run.positions()
+
+
+def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: str = "lin"):
+    """Per token: in how many texts it occurs, and its scores' mean, s.d. and s.e. across them.
+
+    Args:
+        run: a :class:`CorpusRun`, its path, or its positions table (DataFrame).
+        label: the explained label to summarise (default: the only one, or the first).
+        min_texts: keep tokens that occur in at least this many texts.
+        sort_by: rank by the absolute mean of this score ("value", "importance", "lin"),
+            or "n_texts" (most frequent first).
+
+    Returns:
+        A DataFrame indexed by token with columns ``n_texts``, ``n_occurrences`` and, per
+        score, ``<score>_mean``, ``<score>_sd`` (across texts, ddof=1) and ``<score>_se``
+        (sd / sqrt(n_texts); NaN for a token seen in one text).
+
+    Example:
+        >>> word_summary(run, min_texts=5).head(20)  # doctest: +SKIP
+    """
+    pos = _positions(run)
+    if sort_by not in (*SUMMARY_SCORES, "n_texts"):
+        raise ValueError(f"sort_by must be one of {(*SUMMARY_SCORES, 'n_texts')}, got {sort_by!r}")
+    if len(pos) and label is None:
+        label = pos["label"].iloc[0]
+    pos = pos[pos["label"] == label]
+    # One observation per (text, token): repeats of a token in one text share its scores.
+    per_text = pos.groupby(["id", "token"], sort=False).agg(
+        n=("position", "size"), **{s: (s, "first") for s in SUMMARY_SCORES}
+    )
+    grouped = per_text.groupby(level="token")
+    out = grouped.agg(n_texts=("n", "size"), n_occurrences=("n", "sum"))
+    for s in SUMMARY_SCORES:
+        out[f"{s}_mean"] = grouped[s].mean()
+        out[f"{s}_sd"] = grouped[s].std(ddof=1)
+        out[f"{s}_se"] = out[f"{s}_sd"] / np.sqrt(out["n_texts"])
+    out = out[out["n_texts"] >= min_texts]
+    key = out["n_texts"] if sort_by == "n_texts" else out[f"{sort_by}_mean"].abs()
+    return out.loc[key.sort_values(ascending=False, kind="stable").index]
+
+
+def global_slalom(
+    model: object,
+    run,
+    tokenizer: object | None = None,
+    *,
+    top: int = 200,
+    min_texts: int = 2,
+    n_samples: int = 20_000,
+    sample_length: int = 2,
+    output: str = "auto",
+    target: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+    device=None,
+):
+    """The paper's global SLALOM over the corpus' ``top`` most frequent tokens.
+
+    The "text" is the vocabulary: SLALOM-eff draws ``n_samples`` random sequences of
+    ``sample_length`` of these tokens, the model scores them (its special tokens added),
+    and one value and importance per token are fitted to their log-odds measured from the
+    model's output on the empty input (as the local fits' ``base_value``).
+
+    Args:
+        model, tokenizer: the run's model (anything :func:`explain_corpus` takes).
+        run: a :class:`CorpusRun` or its path (its positions table gives the vocabulary).
+        top: how many tokens, the most frequent by number of texts.
+        min_texts: only tokens seen in at least this many texts.
+        n_samples: model evaluations for the fit.
+
+    Returns:
+        A DataFrame indexed by token: ``value``, ``importance``, ``value_se``,
+        ``importance_se``, ``n_texts``; its ``attrs`` hold the fit's diagnostics.
+
+    Example:
+        >>> g = global_slalom(model, run, tokenizer=tok, top=100)  # doctest: +SKIP
+    """
+    import pandas as pd
+
+    pos = _positions(run)
+    summary = word_summary(pos, min_texts=min_texts, sort_by="n_texts").head(top)
+    if len(summary) < 2:
+        raise ValueError(f"the run has {len(summary)} token(s) in at least {min_texts} texts; a global fit needs 2")
+    first_ids = pos.drop_duplicates("token").set_index("token")["token_ids"]
+    units = [tuple(int(i) for i in first_ids[t]) for t in summary.index]
+    model, tokenizer = load_model(model, tokenizer)
+    adapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
+    fitter = get_fitter("eff", sample_length=sample_length)
+    n_units = len(units)
+
+    def token_ids(samples) -> list[list[int]]:
+        return [[i for u in s.tolist() for i in units[u]] for s in samples]
+
+    with adapter.session():
+        gen = fitter.run(np.random.default_rng(seed), np.arange(n_units), n_units, int(n_samples))
+        samples = next(gen)
+        raw = adapter.score([[]] + token_ids(samples))
+        kind, how, _ = resolve_output(output, raw, config_output_kind(adapter))
+        link = OutputLink(raw.shape[1], kind, target, adapter.class_names, "joint")
+        y = link.transform(raw).numpy().reshape(raw.shape[0], -1)
+        base, y = y[0], y[1:] - y[0]
+        evaluations = raw.shape[0]
+        try:
+            while True:
+                samples = gen.send(y)
+                raw = adapter.score(token_ids(samples))
+                evaluations += raw.shape[0]
+                y = link.transform(raw).numpy().reshape(raw.shape[0], -1) - base
+        except StopIteration as stop:
+            fit = stop.value
+    value = fit.value[:, 0] if fit.value.shape[1] == 1 else fit.value[:, link.column or 0]
+    surrogate = SlalomSurrogate(value, fit.importance)  # importances made mean-zero
+    out = pd.DataFrame(
+        {
+            "value": surrogate.value,
+            "importance": surrogate.importance,
+            "value_se": np.nan if fit.value_se is None else fit.value_se[:, 0],
+            "importance_se": np.nan if fit.importance_se is None else fit.importance_se,
+            "n_texts": summary["n_texts"].to_numpy(),
+        },
+        index=summary.index,
+    )
+    out.attrs.update(fit.diagnostics, base_value=float(base.ravel()[0]), model_evaluations=evaluations, output=how)
+    return out
+
+
+def compare_global_local(global_fit, run, *, label: str | None = None) -> dict:
+    """Spearman rank correlation between the global fit and the mean local scores per token.
+
+    Returns ``{"value": rho, "importance": rho, "n_tokens": n}`` over the tokens of
+    ``global_fit``. High value agreement says local fits describe what the model does with
+    a token everywhere; low importance agreement is expected where importances depend on
+    context (the paper's point about non-additive models).
+
+    Example:
+        >>> compare_global_local(global_slalom(model, run, tokenizer=tok), run)  # doctest: +SKIP
+    """
+    local = word_summary(run, label=label).reindex(global_fit.index)
+
+    def spearman(a, b) -> float:
+        ra, rb = (np.argsort(np.argsort(x)).astype(float) for x in (a, b))
+        ra, rb = ra - ra.mean(), rb - rb.mean()
+        denom = np.sqrt((ra**2).sum() * (rb**2).sum())
+        return float((ra * rb).sum() / denom) if denom > 0 else float("nan")
+
+    return {
+        "value": spearman(global_fit["value"].to_numpy(), local["value_mean"].to_numpy()),
+        "importance": spearman(global_fit["importance"].to_numpy(), local["importance_mean"].to_numpy()),
+        "n_tokens": len(global_fit),
+    }
+
+
+def plot_words(summary, *, top: int = 25, fig=None):
+    """Value against importance for the ``top`` tokens (±1 s.e. bars), and the tokens with
+    the most positive and most negative mean ``lin``.
+
+    Args:
+        summary: a :func:`word_summary` table.
+        top: tokens in each panel.
+        fig: a matplotlib Figure to draw on (default: a new 12 × 5 in figure).
+
+    Returns:
+        The Figure.
+
+    Example:
+        >>> plot_words(word_summary(run, min_texts=5)).savefig("corpus.png")  # doctest: +SKIP
+    """
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    if fig is None:
+        fig = plt.figure(figsize=(12, 5))
+    ax_scatter, ax_bar = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    head = summary.head(top)
+    ax_scatter.errorbar(
+        head["value_mean"],
+        head["importance_mean"],
+        xerr=head["value_se"].fillna(0),
+        yerr=head["importance_se"].fillna(0),
+        fmt="none",
+        ecolor="0.7",
+        lw=1,
+    )
+    colors = plt.cm.coolwarm(0.5 + 0.5 * np.tanh(head["lin_mean"] / max(head["lin_mean"].abs().max(), 1e-12)))
+    ax_scatter.scatter(head["value_mean"], head["importance_mean"], s=12 + 4 * np.sqrt(head["n_texts"]), c=colors)
+    for tok, r in head.iterrows():
+        ax_scatter.annotate(str(tok), (r["value_mean"], r["importance_mean"]), fontsize=8, xytext=(3, 3),
+                            textcoords="offset points")  # fmt: skip
+    ax_scatter.axvline(0, color="0.85", lw=0.8, zorder=0)
+    ax_scatter.set_xlabel("value (log-odds from the base value), mean over texts ± s.e.")
+    ax_scatter.set_ylabel("importance (mean-zero log-weight), mean ± s.e.")
+    ax_scatter.set_title(f"The {len(head)} top tokens (size: texts they occur in)")
+    by_lin = summary.sort_values("lin_mean")
+    half = max(top // 2, 1)
+    ends = by_lin.head(half) if len(by_lin) <= half else pd.concat([by_lin.head(half), by_lin.tail(half)])
+    ends = ends[~ends.index.duplicated()]
+    ax_bar.barh(range(len(ends)), ends["lin_mean"], xerr=ends["lin_se"].fillna(0),
+                color=["#3b6fb6" if x < 0 else "#c0392b" for x in ends["lin_mean"]])  # fmt: skip
+    ax_bar.set_yticks(range(len(ends)), [str(t) for t in ends.index], fontsize=8)
+    ax_bar.axvline(0, color="0.5", lw=0.8)
+    ax_bar.set_xlabel("lin = v·exp(s), mean over texts ± s.e.")
+    ax_bar.set_title("Most negative and most positive tokens")
+    fig.tight_layout()
+    return fig
