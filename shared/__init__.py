@@ -26,6 +26,7 @@ from .fitting import (
     laplace_standard_errors,
 )
 from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, resolve_output
+from .llm import PromptClassifier
 from .models import (
     HFClassifier,
     ModelAdapter,
@@ -65,6 +66,7 @@ __all__ = [
     "module_of",
     "score_matrix",
     "StringClassifier",
+    "PromptClassifier",
     "WhitespaceTokenizer",
     "Segmentation",
     "as_adapter",
