@@ -11,7 +11,8 @@ Example:
     >>> exp.value, exp.importance, exp.lin  # doctest: +SKIP
 """
 
-from .api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, SlalomFitWarning, explain, explain_batch
+from .api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, SlalomFitWarning, estimate_cost, explain, explain_batch
+from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
 from .explanation import SlalomExplanation
 from .fitting import (
     FITTERS,
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     "explain",
     "explain_batch",
+    "estimate_cost",
     "DEFAULT_N_SAMPLES",
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
@@ -67,6 +69,10 @@ __all__ = [
     "score_matrix",
     "StringClassifier",
     "PromptClassifier",
+    "APIClassifier",
+    "APIError",
+    "TransientAPIError",
+    "BudgetExceededError",
     "WhitespaceTokenizer",
     "Segmentation",
     "as_adapter",
