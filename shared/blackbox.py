@@ -294,6 +294,16 @@ class APIClassifier(StringClassifier):
                     ) from err
                 with self._lock:
                     self._ledger["retries"] += 1
+                    over = (
+                        self.max_input_tokens is not None
+                        and self._ledger["input_tokens"] + tokens > self.max_input_tokens
+                    )
+                if over:
+                    # A retry sends the text again: the token budget holds for retries too.
+                    raise BudgetExceededError(
+                        f"retrying {text[:60]!r} would exceed max_input_tokens={self.max_input_tokens} "
+                        f"(last error: {type(err).__name__}: {err})"
+                    ) from err
                 self._sleep(min(self.max_backoff, self.backoff * 2**attempt))
                 continue
             except Exception as err:

@@ -259,4 +259,4 @@ class PromptClassifier(_TorchModel):
             rows = [r.tolist() for r in input_ids]
         else:
             rows = [r[m.bool()].tolist() for r, m in zip(input_ids, attention_mask)]
-        return self.score(rows).to(torch.float32)
+        return self.score(rows)

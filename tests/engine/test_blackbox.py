@@ -132,6 +132,16 @@ def test_permanent_and_exhausted_errors_stop_with_nothing_half_written(tmp_path)
         _score_one(sc.APIClassifier(lambda t: [float("nan"), 1.0]), "good film")
 
 
+def test_retries_stay_within_the_token_budget():
+    def busy(text):
+        raise sc.TransientAPIError("HTTP 503")
+
+    clf = sc.APIClassifier(busy, retries=5, max_input_tokens=5, sleep=lambda s: None)
+    with pytest.raises(sc.BudgetExceededError, match="retrying"):
+        _score_one(clf, "good film")  # 2 tokens per attempt: the third would make 6
+    assert clf.usage()["input_tokens"] == 4
+
+
 def test_budget_refused_before_any_call():
     f = Counter()
     est = sc.estimate_cost(sc.APIClassifier(f), TEXT, method="eff", n_samples=300, seed=0)
@@ -193,6 +203,10 @@ def test_endpoint_errors_are_clear():
         call = chat_label_logprobs(server.base_url, "standin", ["negative", "positive"])
         with pytest.raises(sc.APIError, match="no log-probs"):
             _score_one(sc.APIClassifier(call), "good film")
+        clf = sc.APIClassifier(call)
+        with pytest.raises(sc.APIError, match="no log-probs"):
+            sc.explain(clf, "a good film", n_samples=20, seed=0)
+        assert clf.usage()["calls"] <= 3  # stopped in the first round, not after every sample
     with StandIn("bad_request") as server:
         clf = openai_classifier(server.base_url, "standin", ["negative", "positive"], retries=3, sleep=lambda s: None)
         with pytest.raises(sc.APIError, match="HTTP 400"):
