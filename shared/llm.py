@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from .link import warn_user
 from .models import _model_max_length, _TorchModel, special_token_frame
 
 __all__ = ["PromptClassifier", "PADDINGS"]
@@ -30,6 +31,23 @@ def _ids(tokenizer: object, text: str) -> list[int]:
     return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]] if text else []
 
 
+def _suffix_ids(tokenizer: object, before: str, after: str) -> tuple[int, ...]:
+    """The template's part after the slot, tokenized as it reads after a text.
+
+    Read off the whole prompt with a probe text, so that a tokenizer that starts every
+    encoding with a word boundary (SentencePiece's dummy "▁") does not put one before the
+    suffix; where the probe's tokens do not end where the suffix starts, the suffix is
+    tokenized on its own.
+    """
+    if not after:
+        return ()
+    probe = before + "the movie"
+    head, whole = _ids(tokenizer, probe), _ids(tokenizer, probe + after)
+    if whole[: len(head)] == head and len(whole) > len(head):
+        return tuple(whole[len(head) :])
+    return tuple(_ids(tokenizer, after))
+
+
 class PromptClassifier(_TorchModel):
     """A causal LM plus a prompt template, seen as a classifier over label words.
 
@@ -40,10 +58,12 @@ class PromptClassifier(_TorchModel):
         tokenizer: its tokenizer. It is only read, never changed (no padding side or pad
             token is set: the adapter pads by itself).
         template: the prompt, with ``slot`` (default ``"{text}"``) exactly once where the
-            text goes, e.g. ``"Review: {text}\\nSentiment:"``. The answer follows the
-            template's end. The parts before the slot, the text and the part after it are
-            tokenized separately (so that the text's tokens are the same in every sample);
-            end the part before the slot with a newline or a space as the model expects.
+            text goes, e.g. ``"Review:\\n{text}\\nSentiment:"``. The answer follows the
+            template's end. The part before the slot and the text are tokenized apart (so
+            that the text's tokens are the same in every sample; the part after it as it
+            reads after a text): put the slot after a newline, since byte-level BPE
+            tokenizers (GPT-2, BLOOM) attach a space to the word after it (a warning says
+            so when the slot follows a space).
         labels: one label word (or word sequence) per class, e.g. ``[" negative",
             " positive"]``, or a mapping ``{class name: label word}``. Words are tokenized
             as written (mind the leading space of byte-level BPE vocabularies). A label of
@@ -67,7 +87,7 @@ class PromptClassifier(_TorchModel):
     log-probabilities for K > 2), measured from the prompt with an empty text.
 
     Example:
-        >>> clf = PromptClassifier(lm, tok, "Review: {text}\\nSentiment:", [" negative", " positive"])  # doctest: +SKIP
+        >>> clf = PromptClassifier(lm, tok, "Review:\\n{text}\\nSentiment:", [" negative", " positive"])  # doctest: +SKIP
         >>> exp = sc.explain(clf, "a wonderful, moving film", n_samples=500, seed=0)  # doctest: +SKIP
     """
 
@@ -90,7 +110,7 @@ class PromptClassifier(_TorchModel):
             found = template.count(slot) if isinstance(template, str) and slot else 0
             raise ValueError(
                 f"the template must contain the text slot {slot!r} exactly once (found {found}): "
-                f'e.g. "Review: {slot}\\nSentiment:"'
+                f'e.g. "Review:\\n{slot}\\nSentiment:"'
             )
         if padding not in PADDINGS:
             raise ValueError(f"unknown padding {padding!r}; choose one of {PADDINGS}")
@@ -116,7 +136,16 @@ class PromptClassifier(_TorchModel):
         # BOS (Llama's <s>) belongs before the prompt; an end-of-text suffix would sit
         # between the prompt and the answer, so it is left out.
         self.prefix_ids = tuple(pre_special) + tuple(_ids(tokenizer, before))
-        self.suffix_ids = tuple(_ids(tokenizer, after))
+        self.suffix_ids = _suffix_ids(tokenizer, before, after)
+        if before.endswith(" ") and self.prefix_ids and not tokenizer.decode([self.prefix_ids[-1]]).strip():
+            # Byte-level BPE (GPT-2, BLOOM) writes "Review: great" as "Review", ":", " great";
+            # tokenized apart, the prompt would end in a lone space token the model never saw.
+            warn_user(
+                f"the template's text slot follows a space, which this tokenizer encodes as a token of its own "
+                f"before the text (the text's first word then lacks its leading space); put the slot after a "
+                f"newline instead, e.g. {before.rstrip() + chr(10) + slot!r}",
+                UserWarning,
+            )
         if not self.prefix_ids and not self.suffix_ids:
             bos = getattr(tokenizer, "bos_token_id", None)
             if not isinstance(bos, int):

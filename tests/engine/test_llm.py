@@ -9,7 +9,7 @@ import torch
 from tiny_models import gpt2_tokenizer, llama_style_tokenizer, tiny_causal_lm
 
 KINDS = ("gpt2", "bloom", "llama", "mamba")
-TEMPLATE = "Review: {text}\nSentiment:"
+TEMPLATE = "Review:\n{text}\nSentiment:"
 TEXTS = ["the movie was great", "bad", "i hated the boring plot and the actor"]
 
 
@@ -53,7 +53,7 @@ def test_template_tokens_are_kept_and_bos_added(tok_dir):
     tok = llama_style_tokenizer(tok_dir / "llama_bos")
     clf = sc.PromptClassifier(tiny_causal_lm("llama", tok), tok, TEMPLATE, [" good", " bad"])
     assert clf.prefix_ids[0] == tok.bos_token_id
-    assert clf.prefix_ids[1:] == tuple(tok("Review: ", add_special_tokens=False)["input_ids"])
+    assert clf.prefix_ids[1:] == tuple(tok("Review:\n", add_special_tokens=False)["input_ids"])
     assert clf.suffix_ids == tuple(tok("\nSentiment:", add_special_tokens=False)["input_ids"])
     seg = clf.segment("the movie was great")
     assert [u[0] for u in seg.unit_ids] == tok("the movie was great", add_special_tokens=False)["input_ids"]
@@ -83,6 +83,23 @@ def test_explain_is_log_odds_of_label_words_and_deterministic(kind, tok_dir):
     # only the text's tokens are features
     assert len(a.tokens) == len(ids)
     assert [m.training for m in model.modules()] == modes
+
+
+def test_suffix_read_as_it_follows_a_text_and_a_slot_after_a_space_warned(tok_dir):
+    from slalom_core.llm import _suffix_ids
+
+    class DummyPrefix:
+        """Characters as ids, with a word-boundary id 0 before every encoding (SentencePiece-like)."""
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [0] + [ord(c) for c in text] if text else []}
+
+    alone = DummyPrefix()("\nSentiment:")["input_ids"]
+    assert alone[0] == 0
+    assert _suffix_ids(DummyPrefix(), "Review:\n", "\nSentiment:") == tuple(alone[1:])  # no boundary mid-prompt
+    tok = gpt2_tokenizer(tok_dir / "space")
+    with pytest.warns(UserWarning, match="follows a space"):
+        sc.PromptClassifier(tiny_causal_lm("gpt2", tok), tok, "Review: {text}\nSentiment:", [" good", " bad"])
 
 
 def test_fidel_and_multiclass_on_bloom(tok_dir):

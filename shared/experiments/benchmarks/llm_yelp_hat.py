@@ -33,7 +33,7 @@ from slalom_core.experiments import evaluation as ev
 from slalom_core.experiments.bench import read_jsonl, select_instances
 from slalom_core.experiments.data import data_dir
 
-TEMPLATE = "Review: {text}\nIs this review negative or positive? Answer:"
+TEMPLATE = "Review:\n{text}\nIs this review negative or positive? Answer:"
 LABELS = [" negative", " positive"]
 PAPER = {"bloom": (0.69, 0.71, 0.70), "mamba": (0.69, 0.32, 0.70)}
 
