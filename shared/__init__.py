@@ -11,7 +11,8 @@ Example:
     >>> exp.value, exp.importance, exp.lin  # doctest: +SKIP
 """
 
-from .api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, SlalomFitWarning, explain, explain_batch
+from .api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, SlalomFitWarning, estimate_cost, explain, explain_batch
+from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
 from .explanation import SlalomExplanation
 from .fitting import (
     FITTERS,
@@ -26,6 +27,7 @@ from .fitting import (
     laplace_standard_errors,
 )
 from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, resolve_output
+from .llm import PromptClassifier
 from .models import (
     HFClassifier,
     ModelAdapter,
@@ -47,6 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     "explain",
     "explain_batch",
+    "estimate_cost",
     "DEFAULT_N_SAMPLES",
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
@@ -65,6 +68,11 @@ __all__ = [
     "module_of",
     "score_matrix",
     "StringClassifier",
+    "PromptClassifier",
+    "APIClassifier",
+    "APIError",
+    "TransientAPIError",
+    "BudgetExceededError",
     "WhitespaceTokenizer",
     "Segmentation",
     "as_adapter",

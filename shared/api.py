@@ -18,7 +18,15 @@ from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_o
 from .models import ModelAdapter, Segmentation, as_adapter
 from .surrogate import SlalomSurrogate
 
-__all__ = ["explain", "explain_batch", "DEFAULT_N_SAMPLES", "SlalomFitWarning", "FULL_TEXT_GAP_BOUND", "MIN_HELDOUT_R2"]
+__all__ = [
+    "explain",
+    "explain_batch",
+    "estimate_cost",
+    "DEFAULT_N_SAMPLES",
+    "SlalomFitWarning",
+    "FULL_TEXT_GAP_BOUND",
+    "MIN_HELDOUT_R2",
+]
 
 DEFAULT_N_SAMPLES = 1000
 
@@ -104,31 +112,21 @@ def explain_batch(
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
     """
-    if isinstance(texts, (str, Segmentation)):
-        raise TypeError("explain_batch takes a list of texts; use explain() for one text")
-    adapter: ModelAdapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
-    fitter = get_fitter(method, **fit_options)
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    fixed_reference = _check_reference(reference)
-    seeds = _text_seeds(seed, len(texts))
-
-    plans = []
-    for t in texts:
-        seg = t if isinstance(t, Segmentation) else adapter.segment(t, granularity)
-        if isinstance(t, Segmentation):
-            adapter.check_length(seg.n_tokens)
-        plan = _Plan(seg)
-        need = fitter.min_samples(len(plan.units))
-        if n_samples < need:
-            raise ValueError(
-                f"n_samples={n_samples} is too few to fit method {fitter.name!r} on a text with "
-                f"{len(plan.units)} unique units: use at least {need} (a few times more is better)"
-            )
-        plans.append(plan)
+    adapter, fitter, plans, fixed_reference = _prepare(
+        model, texts, tokenizer, method, n_samples, reference, granularity, batch_size, device, fit_options
+    )
+    seeds = _text_seeds(seed, len(plans))
     if not plans:
         return []
-    _check_memory(fitter.name, n_samples, max(len(p.units) for p in plans))
+    usage_before = adapter.usage()
+    estimate = None
+    if usage_before is not None:
+        # A model that costs per call: what this call will cost, refused before any call
+        # if over budget.
+        estimate = _estimate(adapter, fitter, plans, n_samples, seeds, fixed_reference)
+        adapter.check_budget(
+            estimate, f"method {fitter.name!r} with n_samples={n_samples} on {len(plans)} text(s), seed={seed}"
+        )
 
     results: list[FitResult | None] = [None] * len(plans)
     with adapter.session():
@@ -237,6 +235,14 @@ def explain_batch(
         if bar is not None:
             bar.close()
 
+    call_usage = None
+    if usage_before is not None:
+        after = adapter.usage() or {}
+        call_usage = {k: v - usage_before.get(k, 0) for k, v in after.items() if isinstance(v, int)}
+        asked = call_usage.get("calls", 0) + call_usage.get("cache_hits", 0)
+        call_usage["hit_rate"] = call_usage.get("cache_hits", 0) / asked if asked else 0.0
+        call_usage["estimate"] = estimate
+
     col = link.column
     select = (lambda a: a[col]) if col is not None else (lambda a: a if link.joint else a[0])
     out = []
@@ -261,6 +267,10 @@ def explain_batch(
             "output": output_how,
             "prior_sd": getattr(fitter, "prior_sd", None),
         }
+        if call_usage is not None:
+            # What the whole call cost (shared by its texts): calls made, cache hits,
+            # input tokens sent, retries, and the estimate checked before the first call.
+            diag["api_usage"] = dict(call_usage)
         diag.update(fit.diagnostics)
         exp = SlalomExplanation(
             tokens=list(p.seg.tokens),
@@ -284,6 +294,84 @@ def explain_batch(
         out.append(exp)
     _warn_about_fits(out)
     return out
+
+
+def _prepare(model, texts, tokenizer, method, n_samples, reference, granularity, batch_size, device, fit_options):
+    """Checks and segmentation before any model call: (adapter, fitter, plans, fixed reference)."""
+    if isinstance(texts, (str, Segmentation)):
+        raise TypeError("explain_batch takes a list of texts; use explain() for one text")
+    adapter: ModelAdapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
+    fitter = get_fitter(method, **fit_options)
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    fixed_reference = _check_reference(reference)
+    plans = []
+    for t in texts:
+        seg = t if isinstance(t, Segmentation) else adapter.segment(t, granularity)
+        if isinstance(t, Segmentation):
+            adapter.check_length(seg.n_tokens)
+        plan = _Plan(seg)
+        need = fitter.min_samples(len(plan.units))
+        if n_samples < need:
+            raise ValueError(
+                f"n_samples={n_samples} is too few to fit method {fitter.name!r} on a text with "
+                f"{len(plan.units)} unique units: use at least {need} (a few times more is better)"
+            )
+        plans.append(plan)
+    if plans:
+        _check_memory(fitter.name, n_samples, max(len(p.units) for p in plans))
+    return adapter, fitter, plans, fixed_reference
+
+
+def _estimate(adapter, fitter, plans, n_samples, seeds, fixed_reference) -> dict[str, int]:
+    """The adapter's cost estimate for the samples explain_batch will score (no model call)."""
+    known = [p.token_sequence(p.position_units) for p in plans]
+    if fixed_reference is None:
+        empty = adapter.empty_sequence()
+        known += [empty] if empty is not None else []
+    bounds: list[list[int]] = []
+    for p, seed in zip(plans, seeds):
+        lengths = np.array([len(u) for u in p.units])
+        # The same generator state as the fit's own: eff's and fidel's samples exactly.
+        k, b = fitter.planned_samples(np.random.default_rng(seed), p.position_units, len(p.units), n_samples, lengths)
+        known += p.token_sequences(list(k))
+        bounds += p.token_sequences(list(b))
+    return adapter.estimate_cost(known, bounds)
+
+
+def estimate_cost(
+    model: object,
+    texts: TextLike | Sequence[TextLike],
+    tokenizer: object | None = None,
+    *,
+    method: str | Fitter = "eff",
+    n_samples: int = DEFAULT_N_SAMPLES,
+    seed: int | Sequence[int] = 0,
+    reference: ReferenceOption = "empty",
+    granularity: str = "token",
+    **fit_options,
+) -> dict[str, int]:
+    """What ``explain_batch`` with these arguments would cost, without calling the model.
+
+    Returns ``calls`` (model evaluations; for a cached API black box, new sample strings
+    plus the samples a method only decides on later, e.g. ana's pairs), ``cache_hits``
+    and ``input_tokens`` (the adapter's count: tokens the model reads, or what an API
+    black box's ``count_tokens`` says it is sent). eff's and fidel's samples are known
+    exactly for a given ``seed``; later samples are counted at an upper bound.
+
+    Example:
+        >>> est = estimate_cost(api_model, review, method="eff", n_samples=1000, seed=0)  # doctest: +SKIP
+        >>> est["calls"], est["input_tokens"]  # doctest: +SKIP
+    """
+    batch = [texts] if isinstance(texts, (str, Segmentation, torch.Tensor)) else list(texts)
+    if batch and not isinstance(batch[0], (str, Segmentation, torch.Tensor, Sequence)):
+        batch = [texts]  # one sequence of token ids
+    adapter, fitter, plans, fixed_reference = _prepare(
+        model, batch, tokenizer, method, n_samples, reference, granularity, None, None, fit_options
+    )
+    if not plans:
+        return {"calls": 0, "cache_hits": 0, "input_tokens": 0}
+    return _estimate(adapter, fitter, plans, n_samples, _text_seeds(seed, len(plans)), fixed_reference)
 
 
 ReferenceOption = str | float | Sequence[float] | np.ndarray

@@ -1047,6 +1047,29 @@ class Fitter(ABC):
     def min_samples(self, n_units: int) -> int:
         return 1
 
+    def planned_samples(
+        self,
+        rng: np.random.Generator,
+        position_units: np.ndarray,
+        n_units: int,
+        n_samples: int,
+        unit_lengths: np.ndarray | None = None,
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The samples :meth:`steps` will ask for, before any model call, for cost estimates.
+
+        Returns ``(known, bounds)``: samples known in advance (given the same ``rng`` state
+        as :meth:`steps` gets), and one upper bound (a sample at least as long) per sample
+        that depends on model outputs and so cannot be known yet. ``unit_lengths`` (tokens
+        per unit) lets a bound be tighter than the full text. Default: ``n_samples``
+        samples, each bounded by the full text.
+
+        Example:
+            >>> known, bounds = get_fitter("fidel").planned_samples(np.random.default_rng(0), np.arange(4), 4, 10)
+            >>> len(known), len(bounds)
+            (10, 0)
+        """
+        return [], [position_units] * int(n_samples)
+
 
 def _check_prior_sd(prior_sd: float | str | None) -> bool:
     """Validate a ``prior_sd`` option; True for "evidence"."""
@@ -1141,6 +1164,12 @@ class _SampledFitter(Fitter):
                     out = gen.send((yield out))
         except StopIteration as stop:
             return stop.value
+
+    def planned_samples(self, rng, position_units, n_units, n_samples, unit_lengths=None):
+        # steps() draws its design first from the rng it is given: the same samples.
+        known = self.design(rng, position_units, n_units, n_samples)
+        checks = self.check_samples if len(position_units) > 1 else 0
+        return known, [position_units] * checks
 
     def steps(self, rng, position_units, n_units, n_samples, full_target=None):
         samples = self.design(rng, position_units, n_units, n_samples)
@@ -1446,6 +1475,16 @@ class AnaFitter(Fitter):
     """
 
     name = "ana"
+
+    def planned_samples(self, rng, position_units, n_units, n_samples, unit_lengths=None):
+        singles = [np.array([u]) for u in range(n_units)]
+        if n_units == 1:
+            return singles, []
+        # The pairs' reference unit depends on the singles' outputs; no pair is longer than
+        # the two longest units together.
+        lengths = np.ones(n_units) if unit_lengths is None else np.asarray(unit_lengths)
+        longest = np.argsort(-lengths, kind="stable")[:2]
+        return singles, [longest] * (n_units - 1)
 
     def run(self, rng, position_units, n_units, n_samples, full_target=None):
         singles = [np.array([u]) for u in range(n_units)]

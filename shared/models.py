@@ -254,6 +254,30 @@ class ModelAdapter(ABC):
         extra = len(self.prefix_ids) + len(self.suffix_ids)
         return int(sum(len(s) + extra for s in sequences))
 
+    def estimate_cost(self, known: Sequence[Sequence[int]], bounds: Sequence[Sequence[int]] = ()) -> dict[str, int]:
+        """What scoring would cost, without scoring: ``calls``, ``cache_hits``, ``input_tokens``.
+
+        ``known`` are the sequences a method will score; ``bounds`` one upper-bound sequence
+        per sample that is not known before the model answers. Here every sample is one
+        model evaluation; adapters with a cache (API black boxes) count what it answers.
+        """
+        return {
+            "calls": len(known) + len(bounds),
+            "cache_hits": 0,
+            "input_tokens": self.n_tokens_scored(known) + self.n_tokens_scored(bounds),
+        }
+
+    def check_budget(self, estimate: Mapping[str, int], what: str) -> None:
+        """Raise before the first model call if ``estimate`` (from :meth:`estimate_cost`) is over budget.
+
+        Called by ``explain`` when :meth:`usage` is not None. Default: no budget.
+        """
+        return None
+
+    def usage(self) -> dict[str, int] | None:
+        """Running totals (calls, cache hits, input tokens...) for adapters that pay per call; else None."""
+        return None
+
 
 def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> torch.Tensor:
     """A model's output as a checked (n_rows, K) float score matrix: one row per input.

@@ -180,3 +180,66 @@ def random_slalom(vocab: int, n_classes: int = 1, seed: int = 0) -> tuple[np.nda
         value -= value.mean(axis=1, keepdims=True)
     importance = rng.normal(0, 1.0, size=vocab)
     return value, importance - importance.mean()
+
+
+def llama_style_tokenizer(tmp: Path):
+    """The byte-level BPE with a Llama-style post-processor that puts ``<s>`` before every text."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab, merges = bpe_files(tmp)
+    bpe = Tokenizer(models.BPE.from_file(vocab, merges))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    from tokenizers import decoders
+
+    bpe.decoder = decoders.ByteLevel()
+    bos = bpe.token_to_id("<s>")
+    bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def tiny_causal_lm(kind: str, tokenizer, seed: int = 0, initializer_range: float = 0.2):
+    """A 1-layer random causal LM ("gpt2", "bloom", "llama", "mamba") over ``tokenizer``'s vocabulary.
+
+    ``initializer_range`` ~0.2 makes the next-token distribution depend on the prompt, so
+    label log-probabilities move with the text.
+    """
+    from transformers import (
+        BloomConfig,
+        BloomForCausalLM,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        MambaConfig,
+        MambaForCausalLM,
+    )
+
+    torch.manual_seed(seed)
+    v = len(tokenizer)
+    common = dict(
+        vocab_size=v,
+        initializer_range=initializer_range,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    if kind == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=128, **common))
+    elif kind == "bloom":
+        model = BloomForCausalLM(BloomConfig(hidden_size=32, n_layer=1, n_head=2, **common))
+    elif kind == "llama":
+        cfg = LlamaConfig(
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=128,
+            **common,
+        )
+        model = LlamaForCausalLM(cfg)
+    elif kind == "mamba":
+        model = MambaForCausalLM(MambaConfig(hidden_size=32, state_size=4, num_hidden_layers=1, expand=2, **common))
+    else:
+        raise ValueError(kind)
+    return model.eval()

@@ -1,0 +1,362 @@
+"""Black boxes that cost per call (a hosted model behind an API): :class:`APIClassifier`.
+
+A :class:`~.models.StringClassifier` whose function is one request per text, with what a
+paid endpoint needs:
+
+- every unique sample string is scored once (SLALOM-eff's 2-token samples repeat), and
+  optionally kept in a cache file so that a re-run costs nothing;
+- concurrent requests (``workers``) for I/O-bound endpoints, retries with exponential
+  backoff on transient errors, a clear :class:`APIError` on permanent ones; answers that
+  came back are kept (cached) and nothing else: no partial result is returned, and the
+  cache file is replaced atomically, never half-written;
+- a budget (``max_calls``, ``max_input_tokens``) that ``explain`` checks against the
+  method's planned samples before the first call, and enforces again before each batch;
+- running totals (:meth:`APIClassifier.usage`), which ``explain`` reports per call in
+  ``diagnostics["api_usage"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from pathlib import Path
+
+import numpy as np
+
+from .models import StringClassifier
+
+__all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError"]
+
+_CACHE_FORMAT = "slalom-xai api cache"
+
+
+class TransientAPIError(RuntimeError):
+    """Raise this from a call function for a failure worth retrying (rate limit, 5xx, timeout).
+
+    Example:
+        >>> def call(text):
+        ...     raise TransientAPIError("HTTP 429: rate limited")  # APIClassifier retries it
+    """
+
+
+class APIError(RuntimeError):
+    """A black-box call failed for good: a permanent error, or transient ones past the retries.
+
+    Example:
+        >>> clf = APIClassifier(lambda text: [], retries=0)
+        >>> try:
+        ...     clf.score([clf.segment("a film").unit_ids[0]])
+        ... except APIError as err:
+        ...     print(str(err)[:40])
+        the black box returned no usable scores
+    """
+
+
+class BudgetExceededError(ValueError):
+    """The planned (or next) calls exceed ``max_calls`` or ``max_input_tokens``; nothing was sent.
+
+    Example:
+        >>> clf = APIClassifier(lambda text: [0.0, 1.0], max_calls=0)
+        >>> try:
+        ...     clf.score([clf.segment("a film").unit_ids[0]])
+        ... except BudgetExceededError as err:
+        ...     print(str(err)[:35])
+        1 more calls would exceed max_calls
+    """
+
+
+class APIClassifier(StringClassifier):
+    """A paid black box, ``call(text) -> scores``, with a cache, concurrency, retries and a budget.
+
+    Args:
+        call: one request: a text in, one score per class out (e.g. label log-probs).
+            Raise :class:`TransientAPIError` (or one of ``transient``) to have it retried;
+            any other exception is permanent.
+        tokenizer: defines the tokens SLALOM explains (see :class:`StringClassifier`);
+            default: whitespace words.
+        class_names: one name per score.
+        workers: requests in flight at once (threads; for I/O-bound endpoints).
+        retries: retries per text after a transient error (so ``retries + 1`` attempts).
+        backoff: seconds before the first retry, doubled for each further one (at most
+            ``max_backoff``).
+        transient: exception types that are retried.
+        cache_file: a JSON file of answers: read if it exists, rewritten atomically after
+            each batch of new answers. ``cache_key`` (e.g. model name and prompt version)
+            is stored with it; a file with another key is refused, so answers of one model
+            never stand in for another's.
+        max_calls / max_input_tokens: the adapter's budget over its lifetime (all
+            ``explain`` calls). ``explain`` refuses a request whose planned samples would
+            exceed it, before the first call.
+        count_tokens: tokens a text costs when sent; default: the tokenizer's count (or
+            whitespace words). Use the API's own tokenizer for exact figures.
+        tokens_per_call: fixed tokens each request adds (prompt template, chat framing).
+        batch_size: sample strings handed to the worker pool at once (the budget and the
+            cache file are checked and written per batch).
+        sleep: the function that waits between retries (tests pass a recorder).
+
+    Example:
+        >>> from slalom_core import estimate_cost, explain
+        >>> def call(text):  # stands for a request to a hosted model
+        ...     return [text.count("bad"), text.count("good")]
+        >>> clf = APIClassifier(call, class_names=["neg", "pos"], max_calls=100)
+        >>> estimate_cost(clf, "good good bad film", n_samples=40, seed=0)["calls"]
+        11
+        >>> exp = explain(clf, "good good bad film", n_samples=40, seed=0)
+        >>> usage = exp.diagnostics["api_usage"]
+        >>> usage["calls"], usage["cache_hits"], round(usage["hit_rate"], 2)
+        (11, 31, 0.74)
+    """
+
+    def __init__(
+        self,
+        call: Callable[[str], Sequence[float]],
+        tokenizer: object | None = None,
+        *,
+        class_names: Sequence[str] | None = None,
+        workers: int = 1,
+        retries: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        transient: tuple[type[BaseException], ...] = (TransientAPIError, TimeoutError, ConnectionError),
+        cache_file: str | os.PathLike | None = None,
+        cache_key: str = "",
+        max_calls: int | None = None,
+        max_input_tokens: int | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+        tokens_per_call: int = 0,
+        batch_size: int = 64,
+        max_length: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not callable(call):
+            raise TypeError(f"call must be a function text -> scores, got {type(call).__name__}")
+        for name, val in (("workers", workers), ("batch_size", batch_size)):
+            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {val!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+        for name, val in (("max_calls", max_calls), ("max_input_tokens", max_input_tokens)):
+            if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 0):
+                raise ValueError(f"{name} must be None or an int >= 0, got {val!r}")
+        if not backoff >= 0 or not max_backoff >= 0:
+            raise ValueError("backoff and max_backoff must be >= 0 seconds")
+        super().__init__(self._answer, tokenizer, class_names=class_names, batch_size=batch_size, max_length=max_length)
+        self.call = call
+        self.workers = int(workers)
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.transient = tuple(transient)
+        self.max_calls = max_calls
+        self.max_input_tokens = max_input_tokens
+        self.tokens_per_call = int(tokens_per_call)
+        self._count = count_tokens
+        self._sleep = sleep
+        self.cache_file = Path(cache_file) if cache_file is not None else None
+        self.cache_key = str(cache_key)
+        # Shared by shallow copies (explain copies adapters): one cache, one ledger.
+        self._cache: dict[str, list[float]] = {}
+        self._ledger = {"calls": 0, "cache_hits": 0, "input_tokens": 0, "retries": 0, "failed_calls": 0}
+        self._lock = threading.Lock()
+        if self.cache_file is not None and self.cache_file.exists():
+            self._load()
+
+    # -- tokens and budget -------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens one request for ``text`` costs (``count_tokens`` or the tokenizer's count, plus ``tokens_per_call``)."""
+        if self._count is not None:
+            n = self._count(text)
+        elif callable(self.tokenizer) and hasattr(self.tokenizer, "convert_ids_to_tokens"):
+            n = len(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0
+        else:
+            n = len(text.split())
+        return int(n) + self.tokens_per_call
+
+    def estimate_cost(self, known: Sequence[Sequence[int]], bounds: Sequence[Sequence[int]] = ()) -> dict[str, int]:
+        texts = [self.decode(s) for s in known]
+        new = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        extra = [self.decode(s) for s in bounds]
+        return {
+            "calls": len(new) + len(extra),
+            "cache_hits": len(texts) - len(new),
+            "input_tokens": sum(self.count_tokens(t) for t in new) + sum(self.count_tokens(t) for t in extra),
+            "calls_at_upper_bound": len(extra),
+        }
+
+    def check_budget(self, estimate: Mapping[str, int], what: str) -> None:
+        used = self.usage()
+        for key, limit in (("calls", self.max_calls), ("input_tokens", self.max_input_tokens)):
+            if limit is None:
+                continue
+            left = limit - used[key]
+            if estimate[key] > left:
+                name = "max_calls" if key == "calls" else "max_input_tokens"
+                raise BudgetExceededError(
+                    f"{what} needs up to {estimate['calls']} calls and {estimate['input_tokens']} input tokens "
+                    f"({estimate['cache_hits']} sample strings answered by the cache, "
+                    f"{estimate.get('calls_at_upper_bound', 0)} calls counted at an upper bound), but {name}="
+                    f"{limit} leaves {left} {key.replace('_', ' ')}; nothing was sent. Lower n_samples, "
+                    f"choose a cheaper method (slalom_core.estimate_cost compares them) or raise {name}"
+                )
+
+    def usage(self) -> dict[str, int]:
+        """Totals so far: ``calls`` answered, ``cache_hits``, ``input_tokens`` sent (every
+        attempt, retries included), ``retries``, ``failed_calls``."""
+        with self._lock:
+            return dict(self._ledger)
+
+    # -- scoring -------------------------------------------------------------------------
+
+    def _answer(self, texts: list[str]) -> np.ndarray:
+        """Scores for a batch of sample strings: cached ones from the cache, the others requested once."""
+        new = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        with self._lock:
+            self._ledger["cache_hits"] += len(texts) - len(new)
+        if new:
+            self._spend_check(new)
+            try:
+                self._request_all(new)
+            finally:
+                # Whatever was answered has been paid for: keep it, even if another failed.
+                self._save()
+        return np.array([self._cache[t] for t in texts], dtype=np.float64)
+
+    def _spend_check(self, new: list[str]) -> None:
+        used = self.usage()
+        if self.max_calls is not None and used["calls"] + len(new) > self.max_calls:
+            raise BudgetExceededError(
+                f"{len(new)} more calls would exceed max_calls={self.max_calls} ({used['calls']} made); nothing sent"
+            )
+        if self.max_input_tokens is not None:
+            tokens = sum(self.count_tokens(t) for t in new)
+            if used["input_tokens"] + tokens > self.max_input_tokens:
+                raise BudgetExceededError(
+                    f"{tokens} more input tokens would exceed max_input_tokens={self.max_input_tokens} "
+                    f"({used['input_tokens']} sent); nothing sent"
+                )
+
+    def _request_all(self, texts: list[str]) -> None:
+        if self.workers == 1 or len(texts) == 1:
+            for t in texts:
+                self._store(t, self._request(t))
+            return
+        pool = ThreadPoolExecutor(max_workers=min(self.workers, len(texts)))
+        try:
+            futures = {pool.submit(self._request, t): t for t in texts}
+            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            for f in pending:
+                f.cancel()  # not started yet: never sent
+            done |= {f for f in pending if not f.cancelled()}
+            wait(done)  # requests already in flight finish (and are paid for)
+            error = None
+            for f in futures:  # in submission order: the same error whatever the timing
+                if f.cancelled():
+                    continue
+                if f.exception() is not None:
+                    error = error or f.exception()
+                else:
+                    self._store(futures[f], f.result())
+            if error is not None:
+                raise error
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _store(self, text: str, scores: list[float]) -> None:
+        width = len(next(iter(self._cache.values()))) if self._cache else len(scores)
+        if len(scores) != width:
+            raise APIError(
+                f"the black box returned {len(scores)} scores for {text[:60]!r}, earlier answers had {width}"
+            )
+        self._cache[text] = scores
+
+    def _request(self, text: str) -> list[float]:
+        """One text, with retries; the validated scores."""
+        tokens = self.count_tokens(text)
+        for attempt in range(self.retries + 1):
+            with self._lock:
+                self._ledger["input_tokens"] += tokens
+            try:
+                out = self.call(text)
+            except self.transient as err:
+                if attempt == self.retries:
+                    with self._lock:
+                        self._ledger["failed_calls"] += 1
+                    raise APIError(
+                        f"the black box failed {self.retries + 1} times on {text[:60]!r} (last: "
+                        f"{type(err).__name__}: {err}); raise retries= or backoff= if the endpoint is overloaded"
+                    ) from err
+                with self._lock:
+                    self._ledger["retries"] += 1
+                    over = (
+                        self.max_input_tokens is not None
+                        and self._ledger["input_tokens"] + tokens > self.max_input_tokens
+                    )
+                if over:
+                    # A retry sends the text again: the token budget holds for retries too.
+                    raise BudgetExceededError(
+                        f"retrying {text[:60]!r} would exceed max_input_tokens={self.max_input_tokens} "
+                        f"(last error: {type(err).__name__}: {err})"
+                    ) from err
+                self._sleep(min(self.max_backoff, self.backoff * 2**attempt))
+                continue
+            except Exception as err:
+                with self._lock:
+                    self._ledger["failed_calls"] += 1
+                raise APIError(f"the black box failed on {text[:60]!r}: {type(err).__name__}: {err}") from err
+            with self._lock:
+                # Answered (and paid for), even if the answer turns out unusable.
+                self._ledger["calls"] += 1
+            return _as_scores(out, text)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    # -- cache file ------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        assert self.cache_file is not None
+        try:
+            data = json.loads(self.cache_file.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"cannot read the cache file {self.cache_file}: {err}") from err
+        if not isinstance(data, dict) or data.get("format") != _CACHE_FORMAT:
+            raise ValueError(f"{self.cache_file} is not a slalom-xai API cache file")
+        if data.get("key") != self.cache_key:
+            raise ValueError(
+                f"the cache file {self.cache_file} holds answers for cache_key={data.get('key')!r}, not "
+                f"{self.cache_key!r}: use another file (answers of one model must not stand in for another's)"
+            )
+        self._cache.update({str(t): [float(x) for x in v] for t, v in data["entries"].items()})
+
+    def _save(self) -> None:
+        if self.cache_file is None:
+            return
+        data = {"format": _CACHE_FORMAT, "key": self.cache_key, "entries": dict(sorted(self._cache.items()))}
+        folder = self.cache_file.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        # Written beside the target and renamed over it: a crash leaves the old file whole.
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{self.cache_file.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.cache_file)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _as_scores(out: object, text: str) -> list[float]:
+    try:
+        arr = np.asarray(out, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as err:
+        raise APIError(f"the black box returned {out!r} for {text[:60]!r}; expected one score per class") from err
+    if arr.size == 0 or not all(math.isfinite(x) for x in arr.tolist()):
+        raise APIError(f"the black box returned no usable scores ({arr.tolist()}) for {text[:60]!r}")
+    return arr.tolist()

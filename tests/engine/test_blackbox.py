@@ -1,0 +1,222 @@
+"""APIClassifier: cache, concurrency, retries, budget and cost report; and an OpenAI-compatible
+endpoint served by a local stand-in (no network)."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+import slalom_core as sc
+from api_standin import StandIn, review_logprobs
+from slalom_core.experiments.openai_chat import chat_label_logprobs, openai_classifier
+
+TEXT = "a good film with a boring plot but great fun"
+POS = {"good", "great", "fun"}
+NEG = {"boring", "bad"}
+
+
+class Counter:
+    """A black box that counts its calls: every string it sees, and how many run at once."""
+
+    def __init__(self, delay: float = 0.0):
+        self.seen: list[str] = []
+        self.delay = delay
+        self.active = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, text: str) -> list[float]:
+        with self.lock:
+            self.seen.append(text)
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(self.delay)
+        with self.lock:
+            self.active -= 1
+        words = text.split()
+        return [0.0, 0.5 * sum(w in POS for w in words) - 0.7 * sum(w in NEG for w in words)]
+
+
+def _score_one(clf, text):
+    """The black box's scores for one text (segmented first, so that its ids are known)."""
+    return clf.score([[i for u in clf.segment(text).unit_ids for i in u]])[0]
+
+
+def test_unique_strings_scored_once_and_usage_reported():
+    f = Counter()
+    clf = sc.APIClassifier(f, class_names=["neg", "pos"])
+    exp = sc.explain(clf, TEXT, method="eff", n_samples=300, seed=0)
+    usage = exp.diagnostics["api_usage"]
+    assert len(f.seen) == len(set(f.seen)) == usage["calls"]  # no string sent twice
+    asked = usage["calls"] + usage["cache_hits"]
+    assert asked == exp.diagnostics["model_evaluations"]  # every evaluation is a call or a hit
+    assert usage["cache_hits"] > 0 and usage["hit_rate"] == pytest.approx(usage["cache_hits"] / asked)
+    assert usage["input_tokens"] == sum(len(t.split()) for t in f.seen)
+    # the estimate checked before the first call was exact (eff's samples are known in advance)
+    assert usage["estimate"]["calls"] == usage["calls"]
+    assert usage["estimate"]["input_tokens"] == usage["input_tokens"]
+    # the same as the plain string black box: caching changes the cost, not the answer
+    plain = sc.explain(sc.StringClassifier(lambda ts: [Counter()(t) for t in ts]), TEXT, n_samples=300, seed=0)
+    np.testing.assert_allclose(exp.value, plain.value)
+    np.testing.assert_allclose(exp.importance, plain.importance)
+
+
+def test_cache_file_makes_a_rerun_free(tmp_path):
+    path = tmp_path / "cache.json"
+    first = sc.explain(sc.APIClassifier(Counter(), cache_file=path, cache_key="m1"), TEXT, n_samples=200, seed=1)
+    f = Counter()
+    again = sc.explain(sc.APIClassifier(f, cache_file=path, cache_key="m1"), TEXT, n_samples=200, seed=1)
+    assert f.seen == [] and again.diagnostics["api_usage"]["calls"] == 0
+    assert again.diagnostics["api_usage"]["hit_rate"] == 1.0
+    np.testing.assert_array_equal(first.value, again.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["cache.json"]  # no temporary file left
+    with pytest.raises(ValueError, match="cache_key='m1'"):
+        sc.APIClassifier(f, cache_file=path, cache_key="another model")
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="cannot read the cache file"):
+        sc.APIClassifier(f, cache_file=path, cache_key="m1")
+
+
+def test_concurrent_calls_give_the_same_explanation():
+    serial = sc.explain(sc.APIClassifier(Counter()), TEXT, n_samples=150, seed=2)
+    f = Counter(delay=0.005)
+    parallel = sc.explain(sc.APIClassifier(f, workers=4), TEXT, n_samples=150, seed=2)
+    assert f.peak > 1  # requests really overlapped
+    np.testing.assert_array_equal(serial.value, parallel.value)
+    np.testing.assert_array_equal(serial.importance, parallel.importance)
+
+
+def test_transient_errors_are_retried_with_backoff():
+    tries: dict[str, int] = {}
+    waits: list[float] = []
+
+    def flaky(text):
+        tries[text] = tries.get(text, 0) + 1
+        if tries[text] <= 2:
+            raise sc.TransientAPIError("rate limited")
+        return Counter()(text)
+
+    clf = sc.APIClassifier(flaky, retries=2, backoff=0.5, sleep=waits.append)
+    exp = sc.explain(clf, "good boring film", n_samples=20, seed=0)
+    usage = exp.diagnostics["api_usage"]
+    assert usage["retries"] == 2 * usage["calls"] and set(tries.values()) == {3}
+    assert waits == [0.5, 1.0] * usage["calls"]  # doubled each time
+    # each attempt sends the text again: tokens are counted per attempt
+    assert usage["input_tokens"] == 3 * sum(len(t.split()) for t in tries)
+
+
+def test_permanent_and_exhausted_errors_stop_with_nothing_half_written(tmp_path):
+    path = tmp_path / "c.json"
+
+    def broken(text):
+        if "boring" in text.split()[:2] and len(text.split()) <= 2:  # one of eff's samples
+            raise PermissionError("invalid API key")
+        return [0.0, 2.0]
+
+    clf = sc.APIClassifier(broken, cache_file=path, workers=3)
+    with pytest.raises(sc.APIError, match="invalid API key"):
+        sc.explain(clf, TEXT, n_samples=100, seed=0)
+    saved = json.loads(path.read_text())["entries"]
+    assert saved and all(v == [0.0, 2.0] for v in saved.values())  # only complete answers were kept
+    assert TEXT in saved and "" in saved  # the first round's answers were kept
+    assert not any("boring" in t.split() and len(t.split()) <= 2 for t in saved)
+    assert clf.usage()["failed_calls"] >= 1
+
+    def always_busy(text):
+        raise TimeoutError("read timed out")
+
+    with pytest.raises(sc.APIError, match="failed 2 times"):
+        _score_one(sc.APIClassifier(always_busy, retries=1, sleep=lambda s: None), "good film")
+    with pytest.raises(sc.APIError, match="no usable scores"):
+        _score_one(sc.APIClassifier(lambda t: [float("nan"), 1.0]), "good film")
+
+
+def test_retries_stay_within_the_token_budget():
+    def busy(text):
+        raise sc.TransientAPIError("HTTP 503")
+
+    clf = sc.APIClassifier(busy, retries=5, max_input_tokens=5, sleep=lambda s: None)
+    with pytest.raises(sc.BudgetExceededError, match="retrying"):
+        _score_one(clf, "good film")  # 2 tokens per attempt: the third would make 6
+    assert clf.usage()["input_tokens"] == 4
+
+
+def test_budget_refused_before_any_call():
+    f = Counter()
+    est = sc.estimate_cost(sc.APIClassifier(f), TEXT, method="eff", n_samples=300, seed=0)
+    assert f.seen == []  # estimating calls nothing
+    clf = sc.APIClassifier(f, max_calls=est["calls"] - 1)
+    with pytest.raises(sc.BudgetExceededError, match=r"method 'eff' with n_samples=300.*max_calls="):
+        sc.explain(clf, TEXT, n_samples=300, seed=0)
+    assert f.seen == [] and clf.usage()["calls"] == 0
+    tokens = sc.APIClassifier(f, max_input_tokens=est["input_tokens"] - 1)
+    with pytest.raises(sc.BudgetExceededError, match="max_input_tokens"):
+        sc.explain(tokens, TEXT, n_samples=300, seed=0)
+    assert f.seen == []
+    # exactly enough: it runs, and a second explanation of another seed is refused
+    ok = sc.APIClassifier(f, max_calls=est["calls"])
+    sc.explain(ok, TEXT, n_samples=300, seed=0)
+    assert ok.usage()["calls"] == est["calls"]
+    with pytest.raises(sc.BudgetExceededError):
+        sc.explain(ok, TEXT, n_samples=300, seed=5)
+
+
+@pytest.mark.filterwarnings("ignore::slalom_core.SlalomFitWarning")  # ana on a non-SLALOM
+def test_estimates_bound_methods_with_later_samples():
+    f = Counter()
+    clf = sc.APIClassifier(f)
+    for method, options in (("ana", {}), ("fidel", {"check_samples": 10})):
+        est = sc.estimate_cost(clf, TEXT, method=method, n_samples=60, seed=0, **options)
+        exp = sc.explain(sc.APIClassifier(Counter()), TEXT, method=method, n_samples=60, seed=0, **options)
+        usage = exp.diagnostics["api_usage"]
+        assert usage["calls"] <= est["calls"] and usage["input_tokens"] <= est["input_tokens"], method
+    assert f.seen == []
+
+
+def test_openai_compatible_endpoint_through_the_standin(tmp_path):
+    words = ["negative", "positive"]
+    with StandIn("flaky", fail_times=1) as server:
+        clf = openai_classifier(
+            server.base_url, "standin", words, workers=4, backoff=0.0, cache_file=tmp_path / "api.json"
+        )
+        exp = sc.explain(clf, "a good film with a boring plot", method="eff", n_samples=80, seed=0)
+        usage = exp.diagnostics["api_usage"]
+        assert usage["retries"] == usage["calls"]  # every prompt failed once with HTTP 503
+        assert server.requests == 2 * usage["calls"]
+        assert np.isfinite(exp.value).all()
+        assert (
+            sc.explain(clf, "a good film with a boring plot", n_samples=80, seed=0).diagnostics["api_usage"]["calls"]
+            == 0
+        )  # answered from the cache
+        lp = _score_one(clf, "good")
+        prompt = [p for p in server.prompts if p.endswith("Review: good\n\nSentiment:")][0]
+        want = review_logprobs(prompt)
+        assert lp.tolist() == pytest.approx([want["negative"], want["positive"]])
+        # the explained output is the endpoint's log-odds of "positive" against "negative":
+        # the stand-in's logit 0.3 + (1 positive word) - (1 negative word)
+        assert exp.model_output == pytest.approx(0.3, abs=1e-9)
+
+
+def test_endpoint_errors_are_clear():
+    with StandIn("no_logprobs") as server:
+        call = chat_label_logprobs(server.base_url, "standin", ["negative", "positive"])
+        with pytest.raises(sc.APIError, match="no log-probs"):
+            _score_one(sc.APIClassifier(call), "good film")
+        clf = sc.APIClassifier(call)
+        with pytest.raises(sc.APIError, match="no log-probs"):
+            sc.explain(clf, "a good film", n_samples=20, seed=0)
+        assert clf.usage()["calls"] <= 3  # stopped in the first round, not after every sample
+    with StandIn("bad_request") as server:
+        clf = openai_classifier(server.base_url, "standin", ["negative", "positive"], retries=3, sleep=lambda s: None)
+        with pytest.raises(sc.APIError, match="HTTP 400"):
+            _score_one(clf, "good film")
+        assert server.requests == 1  # a permanent error is not retried
+    with StandIn("ok") as server:
+        call = chat_label_logprobs(server.base_url, "standin", ["negative", "enthusiastic"])
+        with pytest.raises(sc.APIError, match="'enthusiastic' is not among"):
+            call("good film")
+        floor = chat_label_logprobs(server.base_url, "standin", ["negative", "enthusiastic"], missing="floor")
+        assert floor("good film")[1] == pytest.approx(min(review_logprobs("Review: good film").values()))
+    with pytest.raises(ValueError, match="slot"):
+        chat_label_logprobs("http://127.0.0.1:9/v1", "m", ["a", "b"], template="no slot")
