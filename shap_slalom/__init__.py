@@ -17,7 +17,8 @@ Example:
 """
 
 from . import plots
+from .corpus import corpus_explanation
 from .explainer import ADDITIVE_SCORES, ADDITIVITY, SCORES, SlalomExplainer
 from .models import LogOddsModel
 
-__all__ = ["SlalomExplainer", "LogOddsModel", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY", "plots"]
+__all__ = ["SlalomExplainer", "corpus_explanation", "LogOddsModel", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY", "plots"]

@@ -14,7 +14,7 @@ Example:
 from .rows import CorpusOptions, text_seed
 from .run import ENGINES, CorpusRun, ModelLoader, explain_corpus
 from .source import CorpusSource
-from .summary import compare_global_local, global_slalom, plot_words, word_summary
+from .summary import cohort_matrix, compare_global_local, global_slalom, plot_words, word_summary
 
 __all__ = [
     "explain_corpus",
@@ -25,6 +25,7 @@ __all__ = [
     "ENGINES",
     "text_seed",
     "word_summary",
+    "cohort_matrix",
     "global_slalom",
     "compare_global_local",
     "plot_words",

@@ -125,7 +125,12 @@ class ChunkTables:
 def _segment(adapter: ModelAdapter, text: str, opts: CorpusOptions) -> tuple[Segmentation, int]:
     """The text's positions and how many were cut off (only with ``truncate``)."""
     if not opts.truncate or adapter.max_length is None:
-        return adapter.segment(text, opts.granularity), 0
+        try:
+            return adapter.segment(text, opts.granularity), 0
+        except ValueError as err:
+            if adapter.max_length is not None and "accepts at most" in str(err):
+                raise ValueError(f"{err} (truncate=True, or --truncate, keeps its first tokens)") from None
+            raise
     seg = segment_text(adapter.tokenizer, text, opts.granularity)
     room = adapter.max_length - len(adapter.prefix_ids) - len(adapter.suffix_ids)
     lengths = np.cumsum([len(u) for u in seg.unit_ids])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..api import DEFAULT_N_SAMPLES, SlalomFitWarning, _check_reference
+from ..api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, MIN_HELDOUT_R2, SlalomFitWarning, _check_reference
 from ..fitting import get_fitter
 from ..link import MULTICLASS_MODES, OUTPUT_KINDS, SlalomOutputWarning, warn_user
 from ..models import GRANULARITIES, ModelAdapter, as_adapter
@@ -326,12 +326,18 @@ def _report(run: CorpusRun) -> None:
             f"({', '.join(f'{k}: {v}' for k, v in kinds.items())}); see CorpusRun.failures()",
             UserWarning,
         )
-    fit_notes = [n for n in notes if n.startswith("SlalomFitWarning: ")]
-    if fit_notes:
-        texts = run.texts()
-        bad = int((texts["converged"] == False).sum())  # noqa: E712 - a nullable column
+    texts = run.texts()
+    problems = {
+        "did not converge": int((texts["converged"] == False).sum()),  # noqa: E712 - a nullable column
+        f"have held-out R² below {MIN_HELDOUT_R2}": int((texts["heldout_r2"] < MIN_HELDOUT_R2).sum()),
+        f"miss the model's output on their text by more than {FULL_TEXT_GAP_BOUND} log-odds": int(
+            (texts["full_text_gap"].abs() > FULL_TEXT_GAP_BOUND).sum()
+        ),
+    }
+    if any(problems.values()):
+        said = "; ".join(f"{n} {what}" for what, n in problems.items() if n)
         warn_user(
-            f"some fits should not be read at face value ({bad} did not converge); the texts table has each "
-            "text's converged, heldout_r2 and full_text_gap",
+            f"SLALOM fits of {len(texts)} (text, label) rows: {said}. The texts table has each text's "
+            "converged, heldout_r2 and full_text_gap; read those texts' scores with care",
             SlalomFitWarning,
         )

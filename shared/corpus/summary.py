@@ -20,7 +20,7 @@ from ..models import as_adapter
 from ..surrogate import SlalomSurrogate
 from .run import CorpusRun, load_model
 
-__all__ = ["word_summary", "global_slalom", "compare_global_local", "plot_words", "SUMMARY_SCORES"]
+__all__ = ["word_summary", "cohort_matrix", "global_slalom", "compare_global_local", "plot_words", "SUMMARY_SCORES"]
 
 #: The scores aggregated per word (each in the units of the run's explained output, from
 #: each text's base value; importance is unit-free and mean-zero within each text).
@@ -76,6 +76,46 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
     return out.loc[key.sort_values(ascending=False, kind="stable").index]
 
 
+def cohort_matrix(run, *, score: str = "lin", top: int = 30, min_texts: int = 1, label: str | None = None):
+    """Texts × tokens matrix of one score for the ``top`` most frequent tokens (a cohort).
+
+    Entry (i, j) is text i's score for token j: for ``value``, ``importance`` and ``lin``
+    the token's score in that text (repeats share it), for ``contribution`` and ``removal``
+    the sum over its occurrences; 0 where the token does not occur (it contributes
+    nothing). ``counts`` holds the occurrences, ``base`` each text's base value.
+
+    Returns:
+        ``(ids, tokens, values, counts, base)``: lists of ids and tokens, (n_texts, top)
+        arrays of the score and of the counts, and the (n_texts,) base values.
+
+    Example:
+        >>> ids, tokens, values, counts, base = cohort_matrix(run, score="lin", top=20)  # doctest: +SKIP
+    """
+    per_position = ("contribution", "removal")
+    if score not in (*SUMMARY_SCORES, *per_position):
+        raise ValueError(f"score must be one of {(*SUMMARY_SCORES, *per_position)}, got {score!r}")
+    run = CorpusRun(run) if isinstance(run, (str, Path)) else run
+    pos = run.positions()
+    label = pos["label"].iloc[0] if label is None and len(pos) else label
+    pos = pos[pos["label"] == label]
+    tokens = list(word_summary(pos, label=label, min_texts=min_texts, sort_by="n_texts").head(top).index)
+    texts = run.texts()
+    texts = texts[texts["label"] == label]
+    ids = list(texts["id"])
+    sub = pos[pos["token"].isin(tokens)]
+    agg = sub.groupby(["id", "token"]).agg(
+        n=("position", "size"), x=(score, "sum" if score in per_position else "first")
+    )
+    row = {t: i for i, t in enumerate(ids)}
+    col = {t: j for j, t in enumerate(tokens)}
+    values = np.zeros((len(ids), len(tokens)))
+    counts = np.zeros((len(ids), len(tokens)), dtype=np.int64)
+    for (text_id, tok), r in agg.iterrows():
+        values[row[text_id], col[tok]] = r["x"]
+        counts[row[text_id], col[tok]] = r["n"]
+    return ids, tokens, values, counts, texts["base_value"].to_numpy()
+
+
 def global_slalom(
     model: object,
     run,
@@ -90,6 +130,7 @@ def global_slalom(
     seed: int = 0,
     batch_size: int | None = None,
     device=None,
+    **fit_options,
 ):
     """The paper's global SLALOM over the corpus' ``top`` most frequent tokens.
 
@@ -104,6 +145,8 @@ def global_slalom(
         top: how many tokens, the most frequent by number of texts.
         min_texts: only tokens seen in at least this many texts.
         n_samples: model evaluations for the fit.
+        **fit_options: options of the eff fitter (e.g. ``prior_sd=None`` for plain least
+            squares, the paper's global fit).
 
     Returns:
         A DataFrame indexed by token: ``value``, ``importance``, ``value_se``,
@@ -122,7 +165,7 @@ def global_slalom(
     units = [tuple(int(i) for i in first_ids[t]) for t in summary.index]
     model, tokenizer = load_model(model, tokenizer)
     adapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
-    fitter = get_fitter("eff", sample_length=sample_length)
+    fitter = get_fitter("eff", sample_length=sample_length, **fit_options)
     n_units = len(units)
 
     def token_ids(samples) -> list[list[int]]:

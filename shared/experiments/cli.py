@@ -4,7 +4,8 @@
 MiniLM with a small adapter trained for sentiment on IMDB reviews), prints a tokens × scores
 table and writes a value-vs-importance scatter (PNG) and a token highlight (HTML) per sentence.
 ``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
-``slalom-xai bench`` compares SLALOM with the Captum / SHAP baselines (:mod:`.bench_cli`).
+``slalom-xai explain`` explains a whole corpus into a Parquet run and ``slalom-xai summarize``
+draws its global picture (:mod:`.corpus_cli`). ``slalom-xai bench`` compares SLALOM with the Captum / SHAP baselines (:mod:`.bench_cli`).
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", default="demo_output", help="directory for the PNG and HTML files")
     demo.set_defaults(func=run_demo)
-    from . import bench_cli, paper_cli
+    from . import bench_cli, corpus_cli, paper_cli
 
+    corpus_cli.register(sub)
     bench_cli.register(sub)
     paper_cli.register(sub)
     return parser

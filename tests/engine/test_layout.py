@@ -10,7 +10,8 @@ FORBIDDEN = ("captum", "shap", "captum_slalom", "shap_slalom", "slalom_core.expe
 
 
 def _core_files() -> list[Path]:
-    return sorted(p for p in CORE.glob("*.py"))
+    # The core modules and the corpus package beside them (the engine's, not the harness's).
+    return sorted(p for p in [*CORE.glob("*.py"), *CORE.glob("corpus/*.py")])
 
 
 def _imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -24,8 +25,10 @@ def _imported_modules(path: Path) -> list[tuple[int, str]]:
             if node.level == 0:
                 base = node.module or ""
             else:
-                # A core module is slalom_core.<name>: level 1 is the package itself.
-                parent = ["slalom_core"][: max(0, 2 - node.level)]
+                # A core module is slalom_core.<name> (level 1 is the package itself), a
+                # corpus module slalom_core.corpus.<name> (level 2 is).
+                depth = 2 if path.parent.name == "corpus" else 1
+                parent = ["slalom_core", "corpus"][: max(0, depth + 1 - node.level)]
                 base = ".".join(parent + ([node.module] if node.module else []))
             out.append((node.lineno, base))
             # ``from . import experiments`` names the sub-package in the alias.

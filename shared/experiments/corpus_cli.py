@@ -1,0 +1,175 @@
+"""``slalom-xai explain``: a whole corpus into a Parquet run, locally or on Ray; ``slalom-xai
+summarize``: the run's global picture (per-token table, plot, global SLALOM)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from functools import partial
+
+
+def _load_pair(spec: str | None):
+    # Module-level (not a lambda) so that a ModelLoader built on it pickles to Ray workers.
+    from .demo_model import load_model
+
+    model, tok, _ = load_model(spec)
+    return model, tok
+
+
+def _option(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _one_line_errors(run):
+    """Errors a user can fix (bad path, column, option) as one line on stderr, exit status 2."""
+
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except (ValueError, TypeError, FileNotFoundError, FileExistsError, ImportError) as err:
+            print(f"slalom-xai {args.command}: error: {err}", file=sys.stderr)
+            return 2
+
+    return wrapped
+
+
+def add_explain(sub) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="explain every text of a corpus (JSONL/CSV/Parquet/HF dataset) into a Parquet run",
+        description="Explain a corpus chunk by chunk into OUT/{positions,texts,failures}/*.parquet. "
+        "A killed run restarted with the same command and --resume skips finished chunks.",
+    )
+    p.add_argument("--model", default="default", help="packaged model name, local folder or Hub id (default: the demo)")
+    p.add_argument("--data", required=True, help="a .jsonl/.csv/.parquet file, a folder of them, or a saved HF dataset")
+    p.add_argument("--out", required=True, help="output folder (must be new, unless --resume)")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--id-column", default="auto", help="default: 'id' if present, else row numbers")
+    p.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    p.add_argument("--chunk-size", type=int, default=64)
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--truncate", action="store_true", help="cut over-length texts instead of failing them")
+    p.add_argument("--method", default="eff", choices=["eff", "fidel", "ana"])
+    p.add_argument("--n-samples", type=int, default=1000)
+    p.add_argument("--granularity", default="token", choices=["token", "word"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--device", default=None, help="e.g. cuda")
+    p.add_argument("--option", type=_option, action="append", default=[], help="a fit option KEY=VALUE (repeatable)")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run on Ray Data: alone, a local Ray instance; or a cluster address ('auto', 'ray://head:10001')",
+    )
+    p.add_argument("--workers", type=int, default=None, help="Ray actors (model copies); default: one per CPU/GPU")
+    p.add_argument("--gpus-per-worker", type=float, default=None)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run_explain)
+
+
+@_one_line_errors
+def run_explain(args: argparse.Namespace) -> int:
+    from ..corpus import ModelLoader, explain_corpus
+
+    engine = "local" if args.ray is None else "ray"
+    id_column = None if args.id_column in ("", "none") else args.id_column
+    # Loaded only once the data and options have passed their checks; on Ray, by each
+    # worker itself, so that nothing but the model's name travels.
+    model, tokenizer = ModelLoader(partial(_load_pair, args.model)), None
+    if engine == "ray" and args.ray != "local":
+        import ray
+
+        ray.init(address=args.ray)
+    run = explain_corpus(
+        model,
+        args.data,
+        args.out,
+        tokenizer,
+        text_column=args.text_column,
+        id_column=id_column,
+        limit=args.limit,
+        chunk_size=args.chunk_size,
+        resume=args.resume,
+        truncate=args.truncate,
+        engine=engine,
+        num_workers=args.workers,
+        num_gpus_per_worker=args.gpus_per_worker,
+        method=args.method,
+        n_samples=args.n_samples,
+        granularity=args.granularity,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        show_progress=not args.no_progress,
+        **dict(args.option),
+    )
+    texts, failures = run.texts(), run.failures()
+    print(
+        f"{run.path}: {texts['id'].nunique()} texts explained, {len(failures)} failed, "
+        f"of {run.manifest['input']['n_rows']} rows; mean |full-text gap| {texts['full_text_gap'].abs().mean():.3f}, "
+        f"{texts['seconds'].sum():.1f} s of model and fit time"
+    )
+    return 0
+
+
+def add_summarize(sub) -> None:
+    p = sub.add_parser(
+        "summarize",
+        help="the global picture of a corpus run: per-token table (CSV), plot (PNG), optional global SLALOM",
+    )
+    p.add_argument("run", help="a folder written by `slalom-xai explain`")
+    p.add_argument("--min-texts", type=int, default=5)
+    p.add_argument("--top", type=int, default=25)
+    p.add_argument("--global-fit", action="store_true", help="also fit a global SLALOM (needs the model)")
+    p.add_argument("--model", default="default")
+    p.set_defaults(func=run_summarize)
+
+
+@_one_line_errors
+def run_summarize(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..corpus import CorpusRun, compare_global_local, global_slalom, plot_words, word_summary
+
+    run = CorpusRun(args.run)
+    summary = word_summary(run, min_texts=args.min_texts)
+    summary.to_csv(run.path / "words.csv")
+    fig = plot_words(summary, top=args.top)
+    fig.savefig(run.path / "words.png", dpi=120)
+    plt.close(fig)
+    print(summary.head(args.top)[["n_texts", "value_mean", "importance_mean", "lin_mean", "lin_se"]].to_string())
+    print(f"wrote {run.path / 'words.csv'} and {run.path / 'words.png'}")
+    if args.global_fit:
+        model, tok = _load_pair(args.model)
+        g = global_slalom(model, run, tok, top=max(args.top, 100), min_texts=args.min_texts)
+        g.to_csv(run.path / "global_slalom.csv")
+        rho = compare_global_local(g, run)
+        print(
+            f"global SLALOM over {rho['n_tokens']} tokens (held-out R² {g.attrs.get('heldout_r2', float('nan')):.3f}): "
+            f"Spearman with the local means: value {rho['value']:.3f}, importance {rho['importance']:.3f}"
+        )
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``explain`` and ``summarize`` to a ``slalom-xai`` sub-parser set."""
+    add_explain(sub)
+    add_summarize(sub)
+
+
+__all__ = ["register", "run_explain", "run_summarize"]

@@ -1,0 +1,367 @@
+"""explain_corpus: formats, chunking/order/engine invariance, resume, failures, global picture."""
+
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import slalom_core as sc
+import torch
+from slalom_core.corpus import (
+    CorpusRun,
+    CorpusSource,
+    cohort_matrix,
+    compare_global_local,
+    explain_corpus,
+    global_slalom,
+    store,
+    text_seed,
+    word_summary,
+)
+from tiny_models import SlalomModel, bert_tokenizer, tiny_classifier
+
+pytest.importorskip("pyarrow")
+
+TEXTS = [
+    "the movie was great",
+    "a boring plot and a bad actor",
+    "i loved the film , the story was fun",
+    "the worst story , very bad",
+    "great fun !",
+    "not good but not awful",
+    "the plot is boring",
+    "best film , best actor",
+    "i hated it",
+    "very good movie",
+    "the film was awful and boring",
+]
+FAST = dict(n_samples=150, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    tok = bert_tokenizer(tmp_path_factory.mktemp("bert"))
+    return tiny_classifier("bert", tok, initializer_range=0.2), tok
+
+
+def write_jsonl(path, texts, ids=None):
+    with open(path, "w") as f:
+        for i, t in enumerate(texts):
+            rec = {"text": t} if ids is None else {"id": ids[i], "text": t}
+            f.write(json.dumps(rec) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_jsonl(tmp_path_factory.mktemp("corpus") / "c.jsonl", TEXTS, [f"r{i}" for i in range(len(TEXTS))])
+
+
+def scores(run):
+    """Scores by (id, position), the part of a run the data determine."""
+    return run.positions().set_index(["id", "label", "position"])[["value", "importance", "lin", "contribution"]]
+
+
+def assert_same_scores(a, b, atol=1e-4):
+    a, b = scores(a), scores(b)
+    assert a.index.equals(b.index)
+    np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), atol=atol)
+
+
+# -- reading ----------------------------------------------------------------------------
+def test_every_format_gives_the_same_rows(tmp_path):
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = [f"x{i}" for i in range(5)]
+    texts = TEXTS[:5]
+    write_jsonl(tmp_path / "a.jsonl", texts, ids)
+    with gzip.open(tmp_path / "a.jsonl.gz", "wt") as f:
+        f.write((tmp_path / "a.jsonl").read_text())
+    pd.DataFrame({"id": ids, "text": texts}).to_csv(tmp_path / "a.csv", index=False)
+    pq.write_table(pa.table({"id": ids, "text": texts, "other": list(range(5))}), tmp_path / "a.parquet")
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": ids[:2], "text": texts[:2]}), folder / "0.parquet")
+    pq.write_table(pa.table({"id": ids[2:], "text": texts[2:]}), folder / "1.parquet")
+    sources = ["a.jsonl", "a.jsonl.gz", "a.csv", "a.parquet", "parts"]
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_dict({"id": ids, "text": texts}).save_to_disk(str(tmp_path / "hf"))
+    sources.append("hf")
+    for name in sources:
+        rows = [r for chunk in CorpusSource(tmp_path / name).scan().chunks(2) for r in chunk]
+        assert [(r.id, r.text) for r in rows] == list(zip(ids, texts)), name
+
+
+def test_ids_from_row_numbers_limit_and_missing_columns(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", TEXTS[:4])
+    src = CorpusSource(path, limit=3).scan()
+    assert src.resolved_id_column is None and src.n_rows == 3
+    assert [r.id for c in src.chunks(2) for r in c] == ["0", "1", "2"]
+    with pytest.raises(ValueError, match="no text column 'review'"):
+        CorpusSource(path, text_column="review").scan()
+    with pytest.raises(ValueError, match="no id column 'key'"):
+        CorpusSource(path, id_column="key").scan()
+    with pytest.raises(FileNotFoundError):
+        CorpusSource(tmp_path / "nope.jsonl")
+    (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": \n')
+    with pytest.raises(ValueError, match="line 2: not valid JSON"):
+        CorpusSource(tmp_path / "bad.jsonl").scan()
+
+
+def test_text_seed_is_stable_across_processes():
+    here = [text_seed(3, "review-17"), text_seed(3, "review-18"), text_seed(4, "review-17")]
+    assert len(set(here)) == 3
+    code = "from slalom_core.corpus import text_seed; print(text_seed(3, 'review-17'))"
+    # A fresh interpreter has another hash() salt: a seed built on hash() would differ.
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(other.stdout) == here[0]
+
+
+def test_explain_batch_takes_one_seed_per_text(bert):
+    model, tok = bert
+    texts = TEXTS[:3]
+    seeds = [text_seed(0, str(i)) for i in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batch = sc.explain_batch(model, texts, tokenizer=tok, n_samples=150, seed=seeds)
+        for text, s, exp in zip(texts, seeds, batch):
+            alone = sc.explain(model, text, tokenizer=tok, n_samples=150, seed=s)
+            assert exp.diagnostics["seed"] == s
+            np.testing.assert_allclose(exp.value, alone.value, atol=1e-5)
+    with pytest.raises(ValueError, match="one seed, or one per text"):
+        sc.explain_batch(model, texts, tokenizer=tok, seed=[1, 2])
+
+
+# -- invariance ---------------------------------------------------------------------------
+def test_scores_do_not_depend_on_chunking_or_order(bert, corpus, tmp_path):
+    model, tok = bert
+    a = explain_corpus(model, corpus, tmp_path / "a", tok, chunk_size=4, **FAST)
+    b = explain_corpus(model, corpus, tmp_path / "b", tok, chunk_size=1, **FAST)
+    lines = corpus.read_text().splitlines()
+    shuffled = write_jsonl(tmp_path / "rev.jsonl", [json.loads(x)["text"] for x in lines[::-1]])
+    ids = [json.loads(x)["id"] for x in lines[::-1]]
+    write_jsonl(shuffled, [json.loads(x)["text"] for x in lines[::-1]], ids)
+    c = explain_corpus(model, shuffled, tmp_path / "c", tok, chunk_size=3, **FAST)
+    assert a.complete and len(a.texts()) == len(TEXTS)
+    assert_same_scores(a, b)
+    assert_same_scores(a, c)
+    # The text's own model output does not depend on what shares its batch beyond float noise.
+    np.testing.assert_allclose(a.texts()["model_output"], c.texts()["model_output"], atol=1e-5)
+    assert (a.texts()["seed"].to_numpy() == [text_seed(0, i) for i in a.texts()["id"]]).all()
+
+
+def test_ray_engine_matches_local(bert, corpus, tmp_path):
+    ray = pytest.importorskip("ray")
+    model, tok = bert
+    local = explain_corpus(model, corpus, tmp_path / "local", tok, chunk_size=4, **FAST)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        dist = explain_corpus(model, corpus, tmp_path / "ray", tok, chunk_size=3, engine="ray", num_workers=2, **FAST)
+    finally:
+        ray.shutdown()
+    assert dist.complete
+    assert_same_scores(local, dist)
+    cols = ["id", "label", "n_positions", "method", "seed", "options"]
+    pd.testing.assert_frame_equal(local.texts()[cols], dist.texts()[cols])
+
+
+def test_ray_needs_an_id_column(bert, tmp_path):
+    model, tok = bert
+    path = write_jsonl(tmp_path / "noid.jsonl", TEXTS[:2])
+    with pytest.raises(ValueError, match="needs an id column"):
+        explain_corpus(model, path, tmp_path / "out", tok, engine="ray", **FAST)
+    assert not (tmp_path / "out").exists()
+
+
+# -- resume ------------------------------------------------------------------------------
+def test_resume_after_a_crash_gives_the_same_files(bert, corpus, tmp_path, monkeypatch):
+    model, tok = bert
+    whole = explain_corpus(model, corpus, tmp_path / "whole", tok, chunk_size=3, **FAST)
+
+    real_write = store.write_chunk
+    calls = {"n": 0}
+
+    def crash_on_third(out, ids, tables):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            # Killed between the parts and the marker: an orphan part is left behind.
+            (out / "positions").mkdir(exist_ok=True)
+            (out / "positions" / f"part-{store.chunk_key(ids)}.parquet").write_bytes(b"half a file")
+            raise KeyboardInterrupt
+        return real_write(out, ids, tables)
+
+    monkeypatch.setattr(store, "write_chunk", crash_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        explain_corpus(model, corpus, tmp_path / "cut", tok, chunk_size=3, **FAST)
+    monkeypatch.setattr(store, "write_chunk", real_write)
+    assert CorpusRun(tmp_path / "cut").n_done == 6
+    with pytest.raises(FileExistsError, match="resume"):
+        explain_corpus(model, corpus, tmp_path / "cut", tok, chunk_size=3, **FAST)
+    with pytest.raises(ValueError, match="options differ"):
+        explain_corpus(model, corpus, tmp_path / "cut", tok, chunk_size=3, resume=True, n_samples=151)
+    resumed = explain_corpus(model, corpus, tmp_path / "cut", tok, chunk_size=3, resume=True, **FAST)
+    assert resumed.complete
+    for name in store.TABLES:
+        assert sorted(p.name for p in (tmp_path / "whole" / name).iterdir()) == sorted(
+            p.name for p in (tmp_path / "cut" / name).iterdir()
+        )
+    drop = ["seconds"]  # wall-clock time is the one column a re-run may change
+    pd.testing.assert_frame_equal(whole.texts().drop(columns=drop), resumed.texts().drop(columns=drop))
+    pd.testing.assert_frame_equal(whole.positions(), resumed.positions())
+
+
+# -- failures ----------------------------------------------------------------------------
+def test_every_row_is_explained_or_failed(bert, tmp_path):
+    model, tok = bert
+    long_text = " ".join(["good"] * 80)  # the tiny BERT takes 64 positions
+    rows = [
+        {"id": "ok", "text": "the movie was great"},
+        {"id": "empty", "text": "   "},
+        {"id": "number", "text": 5},
+        {"id": "none", "text": None},
+        {"id": "long", "text": long_text},
+        {"id": "dup", "text": "a film"},
+        {"id": "dup", "text": "another film"},
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.warns(UserWarning, match="6 of 7 texts could not be explained"):
+        run = explain_corpus(model, path, tmp_path / "out", tok, chunk_size=2, **FAST)
+    fails = run.failures().set_index("id")
+    assert set(run.texts()["id"]) == {"ok"}
+    assert sorted(fails.index) == ["dup", "dup", "empty", "long", "none", "number"]
+    assert fails.loc["empty", "error"] == "ValueError"
+    assert fails.loc["number", "error"] == "TypeError" and "int" in fails.loc["number", "message"]
+    assert "accepts at most" in fails.loc["long", "message"] and "truncate" in fails.loc["long", "message"]
+    assert (fails.loc["dup", "error"] == "DuplicateIdError").all()
+    assert run.complete
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cut = explain_corpus(model, path, tmp_path / "cut", tok, truncate=True, limit=5, **FAST)
+    texts = cut.texts().set_index("id")
+    assert texts.loc["long", "n_positions"] == 62 and texts.loc["long", "truncated_positions"] == 18
+
+
+class Exploding(torch.nn.Module):
+    def forward(self, input_ids, attention_mask):
+        raise AssertionError("the model must not be called")
+
+
+def test_bad_options_and_paths_fail_before_any_model_call(bert, corpus, tmp_path):
+    _, tok = bert
+    model = sc.TorchClassifier(Exploding(), tokenizer=tok)
+    out = tmp_path / "out"
+    cases = [
+        (dict(text_column="review"), ValueError, "no text column"),
+        (dict(method="nope"), ValueError, "unknown"),
+        (dict(n_samples=0), ValueError, "n_samples"),
+        (dict(chunk_size=0), ValueError, "chunk_size"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(engine="spark"), ValueError, "unknown engine"),
+        (dict(output="logodds"), ValueError, "unknown output"),
+        (dict(reference="zero"), ValueError, "reference"),
+    ]
+    for kwargs, err, match in cases:
+        with pytest.raises(err, match=match):
+            explain_corpus(model, corpus, out, show_progress=False, **kwargs)
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="nothing was overwritten"):
+        explain_corpus(model, corpus, out, show_progress=False)
+    with pytest.raises(FileExistsError, match="holds no corpus run"):
+        explain_corpus(model, corpus, out, show_progress=False, resume=True)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_cli_explain_and_its_one_line_errors(tmp_path, capsys):
+    from slalom_core.experiments.cli import main
+
+    path = write_jsonl(tmp_path / "c.jsonl", ["a wonderful film", "dull"], ["a", "b"])
+    code = main(["explain", "--data", str(path), "--out", str(tmp_path / "r"), "--n-samples", "60", "--no-progress"])
+    assert code == 0 and "2 texts explained, 0 failed, of 2 rows" in capsys.readouterr().out
+    code = main(["explain", "--data", str(path), "--out", str(tmp_path / "s"), "--text-column", "review"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no text column 'review'" in err
+
+
+# -- the global picture --------------------------------------------------------------------
+def hand_positions():
+    # Two texts; "good" twice in t1 (one observation for t1), once in t2.
+    rows = [
+        ("t1", 0, "good", 1.0, 0.5, 2.0, 0.3),
+        ("t1", 1, "film", -1.0, -0.5, -0.6, -0.2),
+        ("t1", 2, "good", 1.0, 0.5, 2.0, 0.3),
+        ("t2", 0, "good", 3.0, -0.5, 1.5, 1.0),
+        ("t2", 1, "bad", -2.0, 0.5, -3.0, -1.2),
+    ]
+    df = pd.DataFrame(rows, columns=["id", "position", "token", "value", "importance", "lin", "contribution"])
+    df["label"] = "1"
+    return df
+
+
+def test_word_summary_against_a_hand_computed_case():
+    summary = word_summary(hand_positions())
+    good = summary.loc["good"]
+    assert good["n_texts"] == 2 and good["n_occurrences"] == 3
+    assert good["value_mean"] == pytest.approx(2.0) and good["value_sd"] == pytest.approx(np.sqrt(2.0))
+    assert good["value_se"] == pytest.approx(1.0)
+    assert good["lin_mean"] == pytest.approx(1.75) and good["importance_mean"] == pytest.approx(0.0)
+    assert np.isnan(summary.loc["film", "value_se"])
+    assert list(summary.index) == ["bad", "good", "film"]  # by |mean lin|: 3, 1.75, 0.6
+    assert list(word_summary(hand_positions(), min_texts=2).index) == ["good"]
+
+
+def test_cohort_matrix_and_shap_cohort(bert, corpus, tmp_path):
+    model, tok = bert
+    run = explain_corpus(model, corpus, tmp_path / "r", tok, **FAST)
+    ids, tokens, values, counts, base = cohort_matrix(run, score="contribution", top=500)
+    pos = run.positions()
+    # With every token of the corpus as a column, a text's contributions add up to its
+    # surrogate output minus its base value, as the texts table says.
+    texts = run.texts().set_index("id").loc[ids]
+    np.testing.assert_allclose(values.sum(axis=1), texts["surrogate_output"] - texts["base_value"], atol=1e-9)
+    assert counts.sum() == len(pos)
+    shap = pytest.importorskip("shap")
+    import shap_slalom
+
+    sv = shap_slalom.corpus_explanation(run, score="lin", top=5)
+    assert isinstance(sv, shap.Explanation) and sv.values.shape == (len(TEXTS), 5)
+    assert sv.feature_names == list(word_summary(run, sort_by="n_texts").index[:5])
+    shap.plots.bar(sv, show=False)
+    shap.plots.beeswarm(sv, show=False)
+
+
+def test_global_slalom_recovers_a_true_slalom(tmp_path):
+    tok = bert_tokenizer(tmp_path / "tok")
+    rng = np.random.default_rng(5)
+    n = len(tok)
+    value, importance = rng.normal(0, 1.5, n), rng.normal(0, 1.0, n)
+    special = list(tok.all_special_ids)
+    # [CLS]/[SEP] weigh nothing and are worth nothing: the model is a SLALOM over the words.
+    value[special], importance[special] = 0.0, -30.0
+    model = sc.TorchClassifier(SlalomModel(value, importance), tokenizer=tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = explain_corpus(model, write_jsonl(tmp_path / "c.jsonl", TEXTS), tmp_path / "r", **FAST)
+        g = global_slalom(model, run, top=15, min_texts=2, n_samples=3000, l2_importance=0.0, l2_value=0.0)
+    ids = [tok.convert_tokens_to_ids(t) for t in g.index]
+    np.testing.assert_allclose(g["value"], value[ids], atol=2e-3)  # values ~ N(0, 1.5²)
+    true_s = importance[ids] - importance[ids].mean()
+    np.testing.assert_allclose(g["importance"], true_s, atol=1e-2)
+    rho = compare_global_local(g, run)
+    assert rho["n_tokens"] == len(g) and rho["value"] > 0.9
+
+
+def test_plot_words_draws_both_panels(bert, corpus, tmp_path):
+    from slalom_core.corpus import plot_words
+
+    summary = word_summary(hand_positions())
+    fig = plot_words(summary, top=3)
+    assert len(fig.axes) == 2 and fig.axes[1].get_yticklabels()[0].get_text() in {"bad", "film", "good"}
