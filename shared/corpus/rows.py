@@ -53,6 +53,8 @@ TEXT_COLUMNS = (
     "model_evaluations",
     "tokens_evaluated",
     "seconds",
+    "model_seconds",
+    "fit_seconds",
     "method",
     "n_samples",
     "seed",
@@ -200,6 +202,8 @@ def _add(tables: ChunkTables, text_id: str, exp: SlalomExplanation, words, trunc
         row["model_evaluations"].append(int(d["model_evaluations"]))
         row["tokens_evaluated"].append(int(d["tokens_evaluated"]))
         row["seconds"].append(float(d["total_seconds"]))
+        row["model_seconds"].append(float(d["model_seconds"]))
+        row["fit_seconds"].append(float(d["fit_seconds"]))
         row["method"].append(exp.method)
         row["n_samples"].append(int(d["n_samples"]))
         row["seed"].append(int(d["seed"]))

@@ -102,7 +102,7 @@ def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
     if isinstance(opts.n_samples, bool) or not isinstance(opts.n_samples, int) or opts.n_samples < 1:
         raise ValueError(f"n_samples must be a positive int, got {opts.n_samples!r}")
     if isinstance(opts.seed, bool) or not isinstance(opts.seed, int) or opts.seed < 0:
-        raise ValueError(f"seed must be a non-negative int (a corpus run is always seeded), got {opts.seed!r}")
+        raise ValueError(f"seed must be a non-negative int or None, got {opts.seed!r}")
     if opts.output not in OUTPUT_KINDS:
         raise ValueError(f"unknown output {opts.output!r}; choose one of {OUTPUT_KINDS}")
     if opts.multiclass not in MULTICLASS_MODES:
@@ -169,7 +169,7 @@ def explain_corpus(
     reference: str | float = "empty",
     multiclass: str = "joint",
     granularity: str = "token",
-    seed: int = 0,
+    seed: int | None = 0,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     show_progress: bool = True,
@@ -211,6 +211,8 @@ def explain_corpus(
         method, n_samples, target, output, reference, multiclass, granularity,
             batch_size, device, **fit_options: as in :func:`~slalom_core.explain`.
         seed: the run's seed (each text's seed is derived from it and its id). Default: 0.
+            None draws one from torch's global generator (recorded in the manifest, and
+            reused by ``resume``).
         show_progress: a progress bar over texts (texts/s, ETA).
 
     Returns:
@@ -222,6 +224,14 @@ def explain_corpus(
     """
     from .. import __version__
 
+    if seed is None:
+        # A resumed run keeps the seed its first call drew; a new one draws from torch's
+        # global generator (torch.manual_seed reproduces) and records it in the manifest.
+        old = Path(out) / "manifest.json"
+        if resume and old.exists():
+            seed = json.loads(old.read_text())["options"]["seed"]
+        else:
+            seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
     opts = CorpusOptions(
         method=method,
         n_samples=n_samples,

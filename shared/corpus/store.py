@@ -49,7 +49,8 @@ def schemas():
         "texts": pa.schema(
             [("id", s), ("label", s), ("n_positions", i32), ("n_units", i32), ("truncated_positions", i32)]
             + [(c, f64) for c in ("base_value", "model_output", "surrogate_output", "full_text_gap", "heldout_r2")]
-            + [("converged", pa.bool_()), ("model_evaluations", i64), ("tokens_evaluated", i64), ("seconds", f64)]
+            + [("converged", pa.bool_()), ("model_evaluations", i64), ("tokens_evaluated", i64)]
+            + [("seconds", f64), ("model_seconds", f64), ("fit_seconds", f64)]
             + [("method", s), ("n_samples", i64), ("seed", i64), ("output", s), ("options", s), ("version", s)]
         ),
         "failures": pa.schema([("id", s), ("error", s), ("message", s)]),

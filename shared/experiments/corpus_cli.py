@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 from functools import partial
 
@@ -19,13 +18,12 @@ def _load_pair(spec: str | None):
 
 
 def _option(text: str) -> tuple[str, object]:
-    if "=" not in text:
+    from .bench_cli import _option_value  # the command line's one reading of option values
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+    return key.strip(), _option_value(value.strip())
 
 
 def _one_line_errors(run):

@@ -211,7 +211,7 @@ def test_resume_after_a_crash_gives_the_same_files(bert, corpus, tmp_path, monke
         assert sorted(p.name for p in (tmp_path / "whole" / name).iterdir()) == sorted(
             p.name for p in (tmp_path / "cut" / name).iterdir()
         )
-    drop = ["seconds"]  # wall-clock time is the one column a re-run may change
+    drop = ["seconds", "model_seconds", "fit_seconds"]  # wall-clock times: what a re-run may change
     pd.testing.assert_frame_equal(whole.texts().drop(columns=drop), resumed.texts().drop(columns=drop))
     pd.testing.assert_frame_equal(whole.positions(), resumed.positions())
 
@@ -365,3 +365,17 @@ def test_plot_words_draws_both_panels(bert, corpus, tmp_path):
     summary = word_summary(hand_positions())
     fig = plot_words(summary, top=3)
     assert len(fig.axes) == 2 and fig.axes[1].get_yticklabels()[0].get_text() in {"bad", "film", "good"}
+
+
+def test_seed_none_follows_torch_manual_seed_and_resume_keeps_it(bert, corpus, tmp_path):
+    model, tok = bert
+    runs = []
+    for name in ("a", "b"):
+        torch.manual_seed(7)
+        runs.append(explain_corpus(model, corpus, tmp_path / name, tok, seed=None, limit=3, **FAST))
+    seeds = [r.manifest["options"]["seed"] for r in runs]
+    assert seeds[0] == seeds[1]
+    assert_same_scores(*runs, atol=0)
+    torch.manual_seed(8)
+    again = explain_corpus(model, corpus, tmp_path / "a", tok, seed=None, limit=3, resume=True, **FAST)
+    assert again.manifest["options"]["seed"] == seeds[0]
