@@ -379,3 +379,19 @@ def test_seed_none_follows_torch_manual_seed_and_resume_keeps_it(bert, corpus, t
     torch.manual_seed(8)
     again = explain_corpus(model, corpus, tmp_path / "a", tok, seed=None, limit=3, resume=True, **FAST)
     assert again.manifest["options"]["seed"] == seeds[0]
+
+
+def test_a_local_path_and_a_loader_load_the_model_where_it_runs(bert, corpus, tmp_path):
+    from functools import partial
+
+    from slalom_core.corpus import ModelLoader
+
+    model, tok = bert
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    by_object = explain_corpus(model, corpus, tmp_path / "a", tok, limit=4, **FAST)
+    by_path = explain_corpus(str(tmp_path / "m"), corpus, tmp_path / "b", limit=4, **FAST)
+    loader = ModelLoader(partial(lambda m, t: (m, t), model, tok))
+    by_loader = explain_corpus(loader, corpus, tmp_path / "c", limit=4, **FAST)
+    assert_same_scores(by_object, by_path, atol=1e-6)
+    assert_same_scores(by_object, by_loader, atol=0)
