@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from .options import Interval, IntPair, OneOf, check_option_names, check_options
 from .sampling import balanced_sequences, deletion_neighbourhood, short_sequences, split_holdout
 from .surrogate import counts_from_sequences, dense_slots, normalise_importance, surrogate_forward
 
@@ -66,6 +67,8 @@ LBFGS_MEMORY = 10
 LBFGS_GTOL = 1e-6
 #: ``prior_sd="evidence"``: the start, the range and the most re-fits of the prior's sd.
 EVIDENCE_START, EVIDENCE_RANGE, EVIDENCE_ROUNDS = 0.25, (0.01, 10.0), 8
+# ALS's default relative-improvement stop (fidel with solver="als").
+_ALS_TOL = 1e-6
 
 FitGenerator = Generator[list[np.ndarray], np.ndarray, "FitResult"]
 
@@ -1015,6 +1018,8 @@ class Fitter(ABC):
     """
 
     name: str = ""
+    #: The options the constructor takes and what each may be (see :mod:`.options`).
+    OPTIONS: dict = {}
 
     @abstractmethod
     def run(
@@ -1071,15 +1076,22 @@ class Fitter(ABC):
         return [], [position_units] * int(n_samples)
 
 
-def _check_prior_sd(prior_sd: float | str | None) -> bool:
-    """Validate a ``prior_sd`` option; True for "evidence"."""
-    if isinstance(prior_sd, str):
-        if prior_sd != "evidence":
-            raise ValueError(f"prior_sd must be > 0, None or 'evidence', got {prior_sd!r}")
-        return True
-    if prior_sd is not None and (isinstance(prior_sd, bool) or not prior_sd > 0):
-        raise ValueError(f"prior_sd must be > 0, None or 'evidence', got {prior_sd!r}")
-    return False
+# Option tables (see :mod:`.options`): what each fitter's options may be, checked once,
+# in the constructor, before any model call.
+_POSITIVE = Interval(float, 0, None, "neither")
+_SAMPLED_OPTIONS = {
+    "holdout_fraction": (Interval(float, 0, 0.5, "left"),),
+    "max_iter": (Interval(int, 1, None),),
+    "tol": (_POSITIVE,),
+    "prior_sd": (_POSITIVE, OneOf("evidence", None)),
+    "anchor_weight": (Interval(float, 0, 1, "left"),),
+    "check_samples": (Interval(int, 0, None),),
+}
+
+
+def _given(args: dict, table: dict) -> dict:
+    """The constructor arguments (``locals()`` at its top) that ``table`` declares."""
+    return {k: v for k, v in args.items() if k in table}
 
 
 def _request_priors(prior_sd: float | None, requests: list[FitRequest]) -> list[float] | None:
@@ -1104,6 +1116,8 @@ class _SampledFitter(Fitter):
             neighbourhood (each one is a near-full-length forward pass).
     """
 
+    OPTIONS = _SAMPLED_OPTIONS
+
     def __init__(
         self,
         holdout_fraction: float = 0.1,
@@ -1113,17 +1127,13 @@ class _SampledFitter(Fitter):
         anchor_weight: float = 0.0,
         check_samples: int = 0,
     ) -> None:
-        if not 0 <= holdout_fraction < 0.5:
-            raise ValueError(f"holdout_fraction must be in [0, 0.5), got {holdout_fraction}")
-        self.evidence = _check_prior_sd(prior_sd)
+        if self.OPTIONS is _SAMPLED_OPTIONS:  # eff and fidel check these in their own tables
+            check_options(self.name or "fitter", _SAMPLED_OPTIONS, _given(locals(), _SAMPLED_OPTIONS))
+        self.evidence = prior_sd == "evidence"
         if self.evidence:
             prior_sd = EVIDENCE_START
-        if not 0 <= anchor_weight < 1:
-            raise ValueError(f"anchor_weight must be in [0, 1), got {anchor_weight!r}")
-        if isinstance(check_samples, bool) or not isinstance(check_samples, (int, np.integer)) or check_samples < 0:
-            raise ValueError(f"check_samples must be an int >= 0, got {check_samples!r}")
         self.holdout_fraction = holdout_fraction
-        self.max_iter = max_iter
+        self.max_iter = int(max_iter)
         self.tol = tol
         self.prior_sd = None if prior_sd is None else float(prior_sd)
         self.anchor_weight = float(anchor_weight)
@@ -1297,6 +1307,19 @@ class EffFitter(_SampledFitter):
     """
 
     name = "eff"
+    OPTIONS = {
+        **_SAMPLED_OPTIONS,
+        "sample_length": (Interval(int, 1, None), IntPair(1)),
+        "design": (OneOf(*_EFF_DESIGNS),),
+        "singletons": (OneOf(True, False),),
+        "deletion_share": (Interval(float, 0, 1, "left"),),
+        "solver": (OneOf("lbfgs", "adam"),),
+        "learning_rate": (_POSITIVE,),
+        "l2_importance": (Interval(float, 0, None), OneOf("auto")),
+        # No None here: without a prior, a number l2_importance is the ridge instead.
+        "prior_sd": (_POSITIVE, OneOf("evidence")),
+        "l2_value": (Interval(float, 0, None),),
+    }
 
     def __init__(
         self,
@@ -1315,22 +1338,10 @@ class EffFitter(_SampledFitter):
         anchor_weight: float = 0.0,
         check_samples: int = 0,
     ) -> None:
-        if prior_sd is None:
-            raise ValueError("prior_sd must be > 0 or 'evidence' (no prior: l2_importance=<number>)")
-        _check_prior_sd(prior_sd)  # also where a number l2_importance replaces the prior
-        if isinstance(l2_importance, str) and l2_importance != "auto":
-            raise ValueError(f"l2_importance must be a number or 'auto', got {l2_importance!r}")
-        if not isinstance(l2_importance, str) and not l2_importance >= 0:
-            raise ValueError(f"l2_importance must be >= 0, got {l2_importance!r}")
+        check_options(self.name, self.OPTIONS, _given(locals(), self.OPTIONS))
         super().__init__(
             holdout_fraction, max_iter, tol, prior_sd if l2_importance == "auto" else None, anchor_weight, check_samples
         )
-        if solver not in ("lbfgs", "adam"):
-            raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
-        if design not in _EFF_DESIGNS:
-            raise ValueError(f"unknown design {design!r}; choose one of {sorted(_EFF_DESIGNS)}")
-        if not 0 <= deletion_share < 1:
-            raise ValueError(f"deletion_share must be in [0, 1), got {deletion_share!r}")
         self.sample_length = sample_length if isinstance(sample_length, tuple) else int(sample_length)
         self.design_name = design
         self.singletons = bool(singletons)
@@ -1381,7 +1392,8 @@ class FidelFitter(_SampledFitter):
         solver: "lbfgs" (default, with the prior) or "als" (the prior is not used).
         prior_sd: standard deviation of the prior on s, or "evidence" (see :class:`_SampledFitter`).
         max_iter: solver iterations (default 500).
-        tol: ALS's relative-improvement stop (the quasi-Newton fit stops by its gradient).
+        tol: ALS's relative-improvement stop (default 1e-6); only with ``solver="als"``
+            (the quasi-Newton fit stops by its gradient, so a ``tol`` there is refused).
         holdout_fraction, anchor_weight, check_samples: see :class:`_SampledFitter`.
 
     Example:
@@ -1391,6 +1403,14 @@ class FidelFitter(_SampledFitter):
     """
 
     name = "fidel"
+    OPTIONS = {
+        **_SAMPLED_OPTIONS,
+        "max_delete_fraction": (Interval(float, 0, 1, "right"),),
+        "solver": (OneOf("lbfgs", "als"),),
+        "tol": (_POSITIVE, OneOf(None)),
+        # A prior is checked under ALS too (which uses none), so that a typo never passes.
+        "prior_sd": (_POSITIVE, OneOf("evidence")),
+    }
 
     def __init__(
         self,
@@ -1398,18 +1418,27 @@ class FidelFitter(_SampledFitter):
         solver: str = "lbfgs",
         holdout_fraction: float = 0.1,
         max_iter: int = 500,
-        tol: float = 1e-6,
+        tol: float | None = None,
         prior_sd: float | str = 0.25,
         anchor_weight: float = 0.0,
         check_samples: int = 0,
     ) -> None:
-        if solver not in ("lbfgs", "als"):
-            raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'als'")
-        _check_prior_sd(prior_sd)  # also under ALS, which uses no prior
+        check_options(self.name, self.OPTIONS, _given(locals(), self.OPTIONS))
+        if tol is not None and solver != "als":
+            # The quasi-Newton fit stops by its gradient: a tol= would be accepted and ignored.
+            raise ValueError(
+                "method 'fidel': tol= is ALS's stopping rule; solver='lbfgs' stops by its gradient. "
+                "Pass solver='als' with tol=, or leave tol out"
+            )
         super().__init__(
-            holdout_fraction, max_iter, tol, prior_sd if solver == "lbfgs" else None, anchor_weight, check_samples
+            holdout_fraction,
+            max_iter,
+            _ALS_TOL if tol is None else tol,
+            prior_sd if solver == "lbfgs" else None,
+            anchor_weight,
+            check_samples,
         )
-        self.max_delete_fraction = max_delete_fraction
+        self.max_delete_fraction = float(max_delete_fraction)
         self.solver = solver
 
     def design(self, rng, position_units, n_units, n_samples):
@@ -1539,7 +1568,6 @@ def get_fitter(method: str | Fitter, **options) -> Fitter:
         return method
     if method not in FITTERS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(FITTERS)}")
-    try:
-        return FITTERS[method](**options)
-    except TypeError as err:
-        raise TypeError(f"invalid option for method {method!r}: {err}") from None
+    # Names first (a constructor would raise Python's own TypeError); values in __init__.
+    check_option_names(method, FITTERS[method].OPTIONS, options)
+    return FITTERS[method](**options)

@@ -194,6 +194,15 @@ class ModelAdapter(ABC):
     max_length: int | None = None
     class_names: list[str] | None = None
     batch_size: int = 64
+    #: The least precise floating dtype the model has returned so far (None: not called
+    #: yet, or Python numbers): how closely its probabilities can sum to 1 depends on it.
+    output_dtype: torch.dtype | None = None
+
+    def _note_output_dtype(self, dtype: torch.dtype) -> None:
+        if dtype.is_floating_point and (
+            self.output_dtype is None or torch.finfo(dtype).eps > torch.finfo(self.output_dtype).eps
+        ):
+            self.output_dtype = dtype
 
     def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
         """Positions of a text, or of token ids given without special tokens."""
@@ -360,6 +369,25 @@ def module_of(func: object) -> torch.nn.Module | None:
     return owner if isinstance(owner, torch.nn.Module) else None
 
 
+def check_device(device: torch.device | str) -> torch.device:
+    """``device`` as a ``torch.device`` a model can be moved to and back from.
+
+    Checked before the model is touched: the meta device holds no weights, so a model
+    moved there could never be moved back.
+
+    Example:
+        >>> check_device("cpu")
+        device(type='cpu')
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={device!r} is not a torch device ({err})") from None
+    if dev.type == "meta":
+        raise ValueError("device='meta' holds no weights: a model moved there could not be moved back")
+    return dev
+
+
 @contextlib.contextmanager
 def model_session(
     module: torch.nn.Module | None,
@@ -397,7 +425,7 @@ def model_session(
             f"the model is spread over {sorted(str(d) for d in devices)}; device= would move all of it: "
             "leave device=None to run it where it is"
         )
-    target = torch.device(device) if device is not None else old_device
+    target = check_device(device) if device is not None else old_device
     cfg = getattr(module, "config", None)
     patch_pad = equal_length_batches and cfg is not None and hasattr(cfg, "pad_token_id") and cfg.pad_token_id is None
     moved = False
@@ -516,7 +544,9 @@ class _TorchModel(ModelAdapter):
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
                 raw = self.forward(ids.to(device), mask.to(device))
-                out = score_matrix(raw, len(rows)).detach().to("cpu", torch.float64)
+                out = score_matrix(raw, len(rows)).detach()
+                self._note_output_dtype(out.dtype)
+                out = out.to("cpu", torch.float64)
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
@@ -736,7 +766,10 @@ class StringClassifier(ModelAdapter):
         outs = []
         for start in range(0, len(sequences), self.batch_size):
             texts = [self.decode(s) for s in sequences[start : start + self.batch_size]]
-            outs.append(score_matrix(np.asarray(self.func(texts), dtype=np.float64), len(texts)))
+            arr = np.asarray(self.func(texts))
+            out = score_matrix(arr if arr.dtype.kind == "f" else arr.astype(np.float64), len(texts))
+            self._note_output_dtype(out.dtype)
+            outs.append(out.to(torch.float64))
         if not outs:
             return torch.zeros((0, 0), dtype=torch.float64)
         return torch.cat(outs)
@@ -792,5 +825,5 @@ def as_adapter(
     if device is not None:
         if not hasattr(adapter, "device"):
             raise ValueError(f"{type(adapter).__name__} does not run on a torch device")
-        adapter.device = device
+        adapter.device = check_device(device)
     return adapter
