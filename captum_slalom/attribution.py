@@ -19,12 +19,14 @@ import torch
 from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
 from slalom_core import SCORE_NAMES, SlalomExplanation
+from slalom_core.models import model_max_length
 from torch import Tensor
 
 from ._arguments import (
     FeatureMaskType,
     InputType,
     Rows,
+    check_length,
     check_options,
     engine_targets,
     feature_groups,
@@ -237,8 +239,8 @@ class SlalomAttribution(PerturbationAttribution):
             return_input_shape (bool, optional): as in Lime: True returns scores
                         shaped like the inputs; False returns one score per feature:
                         per feature id of ``feature_mask`` (0 .. max id), else per
-                        position of the ids; 1-D for a single example, else batch x
-                        features.
+                        position of the ids; batch x features (1 x features for a
+                        single example, as Lime).
                         Default: True
             show_progress (bool, optional): Captum's progress bar ("Slalom
                         attribution") over model evaluations.
@@ -315,6 +317,7 @@ class SlalomAttribution(PerturbationAttribution):
             pad_token_id=self.pad_token_id,
         )
         module = slalom_core.module_of(self.forward_func)
+        check_length(rows, model_max_length(module, self.tokenizer))
         targets = engine_targets(rows.targets, first_output(self.forward_func, rows, module))
         explanations, groups = self._fit_rows(
             rows,
@@ -363,7 +366,9 @@ class SlalomAttribution(PerturbationAttribution):
                 groups = feature_groups(rows, row, contiguous=not replace)
                 caller = BatchCaller(self.forward_func, index)
                 if replace:
-                    adapter, seg = replacement_adapter(rows, row, groups, caller, batch_size=batch_size, module=module)
+                    adapter, seg = replacement_adapter(
+                        rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer
+                    )
                 else:
                     adapter, seg = deletion_adapter(
                         rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer

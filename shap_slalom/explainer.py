@@ -97,8 +97,10 @@ class SlalomExplainer(shap.Explainer):
         output: what the model returns, one of :data:`slalom_core.OUTPUT_KINDS`: "auto"
             (default: detected, see above), "logits", "probs", "multilabel_logits",
             "multilabel_probs".
-        seed: random seed of the fit. None (default) draws from torch's global generator, so
-            ``torch.manual_seed`` reproduces, as in Captum; an int fixes every call.
+        seed: random seed of the fit. Default 0: two identical calls give identical
+            explanations, as shap's deterministic explainers (Partition) do. None draws a
+            seed from torch's global generator on every call, so ``torch.manual_seed``
+            reproduces (as in Captum); the seed drawn is in each fit's diagnostics.
         batch_size: sequences per forward pass.
         device: run a torch model there while explaining.
         output_names: class names, if the model does not carry them.
@@ -124,7 +126,7 @@ class SlalomExplainer(shap.Explainer):
         method: str = "eff",
         n_samples: int = sc.DEFAULT_N_SAMPLES,
         output: str = "auto",
-        seed: int | None = None,
+        seed: int | None = 0,
         batch_size: int | None = None,
         device: torch.device | str | None = None,
         output_names: Sequence[str] | None = None,
@@ -226,6 +228,11 @@ class SlalomExplainer(shap.Explainer):
             _, keep, seg = self._positions(t)
             if keep:  # a text with no tokens has nothing to fit (see _row)
                 segs[i] = seg
+                if isinstance(self.adapter, sc.StringClassifier) and self._word_vocab is None:
+                    # The engine's string adapter shows f the user's own text and its original
+                    # substrings once it has segmented the text itself; the masker's
+                    # segmentation alone would leave it re-decoding (lower-cased) ids.
+                    self.adapter.segment(t)
         if not segs:
             return out
         order = list(segs)

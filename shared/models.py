@@ -34,6 +34,8 @@ __all__ = [
     "model_session",
     "module_of",
     "score_matrix",
+    "model_max_length",
+    "check_device",
 ]
 
 GRANULARITIES = ("token", "word")
@@ -622,7 +624,14 @@ def special_token_frame(tokenizer: object) -> tuple[tuple[int, ...], tuple[int, 
     raise ValueError("could not locate the text among the tokenizer's special tokens")
 
 
-def _model_max_length(model: torch.nn.Module, tokenizer: object) -> int | None:
+def model_max_length(model: torch.nn.Module | None, tokenizer: object | None) -> int | None:
+    """The longest input (special tokens included) the model or its tokenizer declares; None if neither does.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> model_max_length(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512)), None)
+        512
+    """
     limits = []
     tok_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(tok_max, int) and tok_max < 1_000_000:  # HF uses ~1e30 for "unknown"
@@ -675,7 +684,7 @@ class HFClassifier(_TorchModel):
         # pad with exactly that id, and where the config has none, never pad at all.
         self.equal_length_batches = cfg_pad is None
         self.pad_id = int(cfg_pad if cfg_pad is not None else (tok_pad if tok_pad is not None else 0))
-        self.max_length = max_length if max_length is not None else _model_max_length(model, tokenizer)
+        self.max_length = max_length if max_length is not None else model_max_length(model, tokenizer)
         id2label = getattr(cfg, "id2label", None)
         n = getattr(cfg, "num_labels", None)
         self.class_names = [str(id2label[i]) for i in range(n)] if id2label and n and len(id2label) == n else None

@@ -123,17 +123,19 @@ def test_lime_positional_order_and_return_input_shape(bert):
     flat = slalom.attribute(ids, None, 1, None, None, 200, 16, False)
     torch.manual_seed(1)
     full = slalom.attribute(ids, None, 1, None, None, 200, 16, True)
-    assert flat.shape == (ids.shape[1],)  # one example: 1-D, one entry per position
-    torch.testing.assert_close(flat, full[0])
+    assert flat.shape == (1, ids.shape[1])  # one example: (1, positions), as Lime's
+    torch.testing.assert_close(flat, full)
+    lime = Lime(f).attribute(ids, baselines=0, target=1, n_samples=10, return_input_shape=False)
+    assert flat.shape == lime.shape
     # With a feature mask: one score per feature id, as Lime's coefficients.
     words = torch.tensor([[0, 1, 1, 2, 3, 4, 5, 6, 6, 7, 8, 9, 10]])[:, : ids.shape[1]]
     words[0, -1] = 0  # [SEP] shares [CLS]'s feature id 0 (no feature: special)
     words[0, 0] = 0
     per_feature = slalom.attribute(ids, target=1, feature_mask=words, return_input_shape=False, n_samples=200, seed=0)
     shaped = slalom.attribute(ids, target=1, feature_mask=words, n_samples=200, seed=0)
-    assert per_feature.shape == (int(words.max()) + 1,)
+    assert per_feature.shape == (1, int(words.max()) + 1)
     for fid in range(1, int(words.max()) + 1):
-        assert torch.allclose(shaped[words == fid], per_feature[fid])
+        assert torch.allclose(shaped[words == fid], per_feature[0, fid])
     # Batch of two: batch x features, as Lime.
     two = slalom.attribute(ids.repeat(2, 1), target=1, return_input_shape=False, n_samples=200, seed=0)
     assert two.shape == (2, ids.shape[1])
@@ -250,3 +252,50 @@ def test_probabilities_are_detected_and_explained_in_log_odds(bert):
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="probs"):
         SlalomAttribution(logits, tokenizer=tok).attribute(ids, target=1, n_samples=200, output="probs")
+
+
+def test_result_tokens_are_the_tokenizers_strings(bert):
+    model, tok = bert
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    res = SlalomAttribution(lambda i: model(input_ids=i).logits, tokenizer=tok).attribute(
+        ids, target=1, n_samples=200, seed=0, return_all=True
+    )
+    assert res.explanations[0].tokens == tok.convert_ids_to_tokens(ids[0, 1:-1].tolist())
+    words = torch.tensor([[0, 1, 1, 2, 3, 4, 5, 6, 6, 7, 8, 9, 0]])[:, : ids.shape[1]]
+    grouped = SlalomAttribution(lambda i: model(input_ids=i).logits, tokenizer=tok).attribute(
+        ids, target=1, n_samples=200, seed=0, return_all=True, feature_mask=words, perturbation="replace", baselines=0
+    )
+    first = tok.convert_ids_to_tokens(ids[0, 1:3].tolist())
+    assert grouped.explanations[0].tokens[0] == " ".join(first)
+
+
+def test_over_length_input_is_a_clear_error(bert):
+    model, tok = bert
+    calls = []
+
+    def f(i):
+        calls.append(i.shape)
+        return model(input_ids=i).logits
+
+    limit = model.config.max_position_embeddings
+    ids = torch.full((1, limit + 5), tok.convert_tokens_to_ids("good"))
+    ids[0, 0], ids[0, -1] = tok.cls_token_id, tok.sep_token_id
+    # The model is reachable (a module, or a tokenizer with a limit): refused before any call.
+    with pytest.raises(ValueError, match=f"at most {limit}"):
+        SlalomAttribution(model, tokenizer=tok).attribute(ids, target=1, n_samples=50, seed=0)
+    # Behind a closure nothing declares the limit: the probe call's failure, in one line.
+    with pytest.raises(ValueError, match="fails on the first example of inputs as given.*longer than") as err:
+        SlalomAttribution(f, tokenizer=tok).attribute(ids, target=1, n_samples=50, seed=0)
+    assert "\n" not in str(err.value)
+    assert len(calls) == 1
+
+
+def test_embeddings_as_inputs_get_a_hint(bert):
+    model, tok = bert
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    embeds = model.get_input_embeddings()(ids)
+    with pytest.raises(ValueError, match="embeddings") as err:
+        SlalomAttribution(lambda e: model(inputs_embeds=e).logits).attribute(embeds, target=1)
+    assert "unsqueeze" not in str(err.value)
+    with pytest.raises(ValueError, match="unsqueeze"):
+        SlalomAttribution(lambda i: model(input_ids=i).logits).attribute(ids[0], target=1)

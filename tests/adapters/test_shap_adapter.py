@@ -669,8 +669,39 @@ def test_notebook_runs(tmp_path):
     assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # shap.plots.text
 
 
-def test_seed_none_follows_torch_manual_seed(gt, tok):
+def test_default_seed_gives_identical_calls(gt, tok):
     explainer = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200)
+    a = explainer(["good film but bad plot"]).values
+    torch.manual_seed(123)  # the default does not depend on torch's global generator
+    b = explainer(["good film but bad plot"]).values
+    np.testing.assert_array_equal(a, b)
+    other = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200, seed=1)(["good film but bad plot"]).values
+    assert not np.array_equal(a, other)
+
+
+def test_string_model_sees_the_users_own_text_through_the_masker(tok):
+    # A case-sensitive f behind an uncased masker: f must see "Great movie" (and its
+    # substrings), not the re-decoded, lower-cased "great movie".
+    seen = []
+
+    def f(texts):
+        seen.extend(texts)
+        return np.array([[0.0, 1.0 if "Great" in t else -1.0] for t in texts])
+
+    explainer = SlalomExplainer(f, shap.maskers.Text(tok), n_samples=40, seed=0, output="logits")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        sv = explainer(["Great movie"])
+    assert "Great movie" in seen and "great movie" not in seen
+    assert all(t in {"", "Great", "movie", "Great movie", "movie Great", "Great Great", "movie movie"} for t in seen)
+    fit = explainer.fit(["Great movie"])[0]
+    assert fit.model_output == pytest.approx(1.0)
+    np.testing.assert_allclose(sv.model_outputs[0], [-1.0, 1.0])
+    assert fit.scores("value")[0] > 0  # "Great" alone gives +1
+
+
+def test_seed_none_follows_torch_manual_seed(gt, tok):
+    explainer = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200, seed=None)
     torch.manual_seed(5)
     a = explainer(["good film but bad plot"]).values
     torch.manual_seed(5)
