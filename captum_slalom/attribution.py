@@ -19,7 +19,8 @@ import torch
 from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
 from slalom_core import SCORE_NAMES, SlalomExplanation
-from slalom_core.models import model_max_length
+from slalom_core.api import NoEmptyInputError
+from slalom_core.models import model_max_length, tokenizer_of
 from torch import Tensor
 
 from ._arguments import (
@@ -128,6 +129,10 @@ class SlalomAttribution(PerturbationAttribution):
                         Default: None
         """
         PerturbationAttribution.__init__(self, forward_func)
+        if tokenizer is None:
+            # An HF model (or its bound forward) loaded from disk carries its tokenizer's
+            # location: its special tokens are then known as with tokenizer=.
+            tokenizer = tokenizer_of(slalom_core.module_of(forward_func))
         if special_token_ids is None and tokenizer is not None:
             special_token_ids = getattr(tokenizer, "all_special_ids", None)
         if pad_token_id is None and tokenizer is not None:
@@ -373,16 +378,27 @@ class SlalomAttribution(PerturbationAttribution):
                     adapter, seg = deletion_adapter(
                         rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer
                     )
-                explanations += slalom_core.explain_batch(
-                    adapter,
-                    [seg],
-                    method=method,
-                    n_samples=n_samples,
-                    target=engine_target,
-                    seed=seed,
-                    show_progress=factory if factory is not None else False,
-                    **fit_options,
-                )
+                try:
+                    explanations += slalom_core.explain_batch(
+                        adapter,
+                        [seg],
+                        method=method,
+                        n_samples=n_samples,
+                        target=engine_target,
+                        seed=seed,
+                        show_progress=factory if factory is not None else False,
+                        **fit_options,
+                    )
+                except NoEmptyInputError as err:
+                    if bool(rows.specials.any()) or self.tokenizer is not None:
+                        raise
+                    # Nothing named the special tokens: a reference= would make [CLS]/[SEP]
+                    # features and change every score, so the advice is to name them.
+                    raise ValueError(
+                        "SlalomAttribution does not know which ids are special tokens (e.g. [CLS], [SEP]), "
+                        "and the model cannot be scored on an input without content tokens (the reference "
+                        "point): pass tokenizer=<the model's tokenizer>, or special_token_ids="
+                    ) from err
                 position_maps.append(groups)
         finally:
             if factory is not None:

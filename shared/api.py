@@ -25,6 +25,7 @@ __all__ = [
     "estimate_cost",
     "DEFAULT_N_SAMPLES",
     "SlalomFitWarning",
+    "NoEmptyInputError",
     "FULL_TEXT_GAP_BOUND",
     "MIN_HELDOUT_R2",
 ]
@@ -137,7 +138,7 @@ def explain_batch(
         # input with no tokens (the default reference point).
         empty = adapter.empty_sequence() if fixed_reference is None else None
         if fixed_reference is None and empty is None:
-            raise ValueError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
+            raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
         seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
         bar = _progress(len(seqs), show_progress, "SLALOM samples")
         t0 = time.perf_counter()
@@ -149,7 +150,9 @@ def explain_batch(
             # Not every model can be called on an input with no tokens: learn whether the
             # texts alone work, so that the error names the real problem.
             adapter.score(seqs[:-1])
-            raise ValueError(_NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")) from err
+            raise NoEmptyInputError(
+                _NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")
+            ) from err
         _check_rows(raw, len(seqs))
         if bar is not None:
             bar.update(len(seqs))
@@ -164,7 +167,7 @@ def explain_batch(
                 "label at a time: give target=<label index>"
             )
         if empty is not None and not torch.isfinite(raw[-1]).all():
-            raise ValueError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
+            raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
         y0 = _as_2d(link.transform(raw))
         elapsed = time.perf_counter() - t0
         base = y0[-1] if empty is not None else _reference_vector(fixed_reference, y0.shape[1], link)
@@ -378,6 +381,16 @@ def estimate_cost(
 
 
 ReferenceOption = str | float | Sequence[float] | np.ndarray
+
+
+class NoEmptyInputError(ValueError):
+    """The default reference point (the model's output on the input with no tokens) cannot
+    be had: the model fails on it, returns a non-finite output, or has no such input.
+
+    A typed error so that an adapter can give the advice that fits its own arguments (the
+    Captum adapter: name the special tokens, rather than pass a reference).
+    """
+
 
 _NO_EMPTY_INPUT = (
     "the default reference point is the model's output on the input with no tokens, but {why}; "

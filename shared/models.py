@@ -35,6 +35,7 @@ __all__ = [
     "module_of",
     "score_matrix",
     "model_max_length",
+    "tokenizer_of",
     "check_device",
 ]
 
@@ -622,6 +623,28 @@ def special_token_frame(tokenizer: object) -> tuple[tuple[int, ...], tuple[int, 
         if full[k : k + len(plain)] == plain:
             return tuple(full[:k]), tuple(full[k + len(plain) :])
     raise ValueError("could not locate the text among the tokenizer's special tokens")
+
+
+def tokenizer_of(model: object) -> object | None:
+    """The tokenizer saved with a Hugging Face model, when it can be found without a download.
+
+    A model loaded with ``from_pretrained`` records where it came from
+    (``config.name_or_path``); its tokenizer is read from there, from local files only.
+    None for anything else (a plain module, a function, a model built from a config).
+
+    Example:
+        >>> tokenizer_of(torch.nn.Linear(2, 2)) is None
+        True
+    """
+    path = getattr(getattr(model, "config", None), "name_or_path", None)
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception:  # no tokenizer saved there, or not in the local cache: none found
+        return None
 
 
 def model_max_length(model: torch.nn.Module | None, tokenizer: object | None) -> int | None:

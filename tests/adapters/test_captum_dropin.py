@@ -189,8 +189,8 @@ def test_gpt2_without_pad_token_works_with_the_defaults(tok_dir):
     lime = Lime(f).attribute(ids, target=1, n_samples=20)  # Lime's defaults work
     assert torch.isfinite(lime).all()
     # The reference input is GPT-2's end-of-text token, read from the tokenizer; without
-    # one there is no input without tokens, and the error says what to pass instead.
-    with pytest.raises(ValueError, match="reference="):
+    # one there is no input without tokens, and the error says to pass the tokenizer.
+    with pytest.raises(ValueError, match="tokenizer="):
         SlalomAttribution(model.forward).attribute(ids, target=1, n_samples=100)
     # A closure: batches > 1 fail inside GPT-2, so SLALOM falls back to one per call.
     with pytest.warns(UserWarning, match="one sample per call"):
@@ -299,3 +299,30 @@ def test_embeddings_as_inputs_get_a_hint(bert):
     assert "unsqueeze" not in str(err.value)
     with pytest.raises(ValueError, match="unsqueeze"):
         SlalomAttribution(lambda i: model(input_ids=i).logits).attribute(ids[0], target=1)
+
+
+def test_without_tokenizer_the_hf_models_own_tokenizer_is_found(bert, tmp_path):
+    # An HF model as the forward function, no tokenizer=: its tokenizer is reachable from
+    # its config (saved model), so [CLS]/[SEP] stay in place as with tokenizer=tok.
+    from transformers import AutoModelForSequenceClassification
+
+    model, tok = bert
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    got = SlalomAttribution(loaded).attribute(ids, target=1, n_samples=300, seed=0)
+    expected, _ = _engine_contribution(model, tok, ids, seed=0)
+    assert got[0, 0] == 0 and got[0, -1] == 0
+    torch.testing.assert_close(got[0, 1:-1], expected, atol=1e-4, rtol=1e-4)
+
+
+def test_without_any_special_token_source_the_error_says_tokenizer(bert):
+    # Nothing says which ids are [CLS]/[SEP] and the model cannot read an input without
+    # tokens: the advice is tokenizer=, not reference= (which would make [CLS]/[SEP]
+    # features and change every score).
+    model, tok = bert
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    with pytest.raises(ValueError, match="tokenizer=") as err:
+        SlalomAttribution(lambda i: model(input_ids=i).logits).attribute(ids, target=1, n_samples=100, seed=0)
+    assert "reference=<number>" not in str(err.value)
