@@ -154,8 +154,15 @@ def test_diagnostics_and_dict(bert):
     out = json.loads(json.dumps(exp.to_dict()))
     assert out["tokens"] == exp.tokens
     assert len(exp.unit_table()) == exp.surrogate.n_units
-    assert exp.base_value + exp.contribution.sum() == pytest.approx(exp.surrogate_output)
-    assert exp.base_value + exp.shapley().sum() == pytest.approx(exp.surrogate_output)
+    # The scores against the SLALOM formula, by hand: alpha = softmax of the positions'
+    # importances, contribution = alpha * v; their sum is the surrogate's own forward pass
+    # on the full text, and so (efficiency) is the sum of its Shapley values.
+    alpha = np.exp(exp.importance) / np.exp(exp.importance).sum()
+    np.testing.assert_allclose(exp.contribution, alpha * exp.value, rtol=1e-12)
+    full = float(exp.surrogate.predict_sequences([exp.unit_index.tolist()])[0])
+    assert full != 0.0  # (this random BERT's outputs are small: compared relative to them)
+    assert exp.contribution.sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
+    assert exp.shapley().sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
     for name in sc.SCORE_NAMES:
         assert exp.scores(name).shape == (5,)
 
