@@ -561,8 +561,9 @@ def explain(
             :class:`ModelAdapter` (:class:`TorchClassifier`, :class:`StringClassifier`).
         text_or_ids: the text, or its token ids without special tokens.
         tokenizer: the model's tokenizer (special tokens and padding are read from it).
-        method: "eff" (short random samples, gradient descent; fast), "fidel" (deletions
-            from the full text, alternating least squares; faithful near the input) or
+        method: "eff" (short random samples, gradient fit; fast), "fidel" (deletions
+            from the full text, quasi-Newton fit with a prior on the importances, or
+            ``solver="als"`` for alternating least squares; faithful near the input) or
             "ana" (2U − 1 evaluations, closed form). Default: "eff".
         n_samples: model evaluations to fit on (ignored by "ana"). Default: 1000.
         target: None explains the log-odds of class 1 of a binary model (0: of class 0).
