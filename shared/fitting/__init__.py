@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..options import check_option_names
 from ..surrogate import _predict_sparse, count_matrix, pad_sequences
-from .als import fit_als
+from .als import _importance_gradient, fit_als
 from .ana import AnaFitter
 from .constants import (
     EVIDENCE_RANGE,
@@ -90,6 +90,7 @@ __all__ = [
     "_lbfgs_direction",
     "_adam",
     "_predict_sparse",
+    "_importance_gradient",
 ]
 
 

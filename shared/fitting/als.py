@@ -71,12 +71,7 @@ def fit_als(
         return value, float(((a @ value - yt) ** 2).mean())
 
     def grad_s(value: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        """Gradient of the MSE w.r.t. s for fixed v (unscaled)."""
-        a = attention(s)
-        f = a @ value
-        r = f - yt
-        # dF_bk/ds_u = a_bu (v_uk − F_bk)
-        return (a * (r @ value.T)).sum(dim=0) - a.T @ (r * f).sum(dim=1)
+        return _importance_gradient(attention(s), value, yt)
 
     def backtrack(s: torch.Tensor, direction: torch.Tensor, loss: float):
         """First step 1, 1/2, 1/4 … along ``direction`` whose reduced MSE is not larger."""
@@ -140,3 +135,16 @@ def fit_als(
             break
     imp = imp - imp.mean()
     return value.cpu().numpy(), imp.cpu().numpy(), {"iterations": it, "converged": converged, "loss": loss}
+
+
+def _importance_gradient(a: torch.Tensor, value: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Gradient w.r.t. s of ½·Σ (F − y)² for fixed values, from the attention weights.
+
+    ``a`` (B, U) are the samples' attention weights ``c_bu exp(s_u) / Σ_u' c_bu' exp(s_u')``,
+    ``value`` (U, K), ``y`` (B, K). With F = a·v, dF_bk/ds_u = a_bu (v_uk − F_bk), so the
+    gradient is Σ_bk r_bk a_bu (v_uk − F_bk) with r = F − y. ALS uses it for its steepest-
+    descent fallback and its convergence test.
+    """
+    f = a @ value
+    r = f - y
+    return (a * (r @ value.T)).sum(dim=0) - a.T @ (r * f).sum(dim=1)
