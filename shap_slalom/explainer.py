@@ -22,10 +22,10 @@ from .models import LogOddsModel
 
 __all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY"]
 
-#: Scores an Explanation can carry (``score=``); their units are in slalom_core.scores.
-SCORES = ("contribution", "value", "importance", "lin", "removal", "shapley")
-#: Scores that add up (with the base value) to an output: safe for waterfall plots.
-ADDITIVE_SCORES = ("contribution", "shapley")
+#: Scores an Explanation can carry (``score=``), and those that add up (with the base value)
+#: to an output: the engine's score table (:data:`slalom_core.SCORES`), read, not restated.
+SCORES = sc.SCORE_NAMES
+ADDITIVE_SCORES = sc.ADDITIVE_SCORES
 #: Choices of ``additivity=``, what ``base_values + values.sum()`` equals for additive scores:
 #: "model" (default) = the model's own output f(x), as for shap's explainers; the base value
 #: is then the reference point plus the fit's residual f(x) − surrogate(x). "surrogate" = the
@@ -310,7 +310,9 @@ class SlalomExplainer(shap.Explainer):
         else:
             s = np.asarray(fit.scores(score), dtype=np.float64)
             if k == 2:
-                s = np.stack([s, s] if score == "importance" else [-s, s], axis=1)
+                # One fit of F = log p1/p0 explains both classes; the table says each
+                # score's sign for class 0 (importances are shared).
+                s = np.stack([sc.SCORES[score].class0_sign * s, s], axis=1)
             elif k > 2 and s.ndim == 1:
                 s = np.repeat(s[:, None], k, axis=1)  # importance: one per token, shared by classes
         values = np.zeros((n,) + s.shape[1:])

@@ -155,12 +155,6 @@ class SlalomSurrogate:
         """Surrogate output for sequences of unit indices."""
         return self.predict(counts_from_sequences(sequences, self.n_units))
 
-    # -- derived scores per unit ------------------------------------------------------
-    def lin(self) -> np.ndarray:
-        """The paper's linearised score v·exp(s) per unit (Sec. 5.4, Eq. 65)."""
-        w = np.exp(self.importance)
-        return self.value * (w[:, None] if self.multiclass else w)
-
 
 def normalise_importance(importance: np.ndarray, gamma: float = 0.0) -> np.ndarray:
     """Shift importances so that they sum to ``gamma`` (softmax is shift-invariant)."""
