@@ -257,8 +257,8 @@ class SlalomExplainer(shap.Explainer):
         if kind is None:
             # The engine decided from this call's outputs; every later call keeps it, so
             # that one explainer always explains the same units.
-            how = _each(fits[0])[0].diagnostics["output"]
-            self.model.pin(how.split(" ")[0], how)
+            diag = _each(fits[0])[0].diagnostics
+            self.model.pin(diag["output_kind"], diag["output"])
         for j, i in enumerate(order):
             for f in _each(fits[j]):
                 f.diagnostics["output"] = self.model.output_description

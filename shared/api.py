@@ -271,6 +271,9 @@ def explain_batch(
             "total_seconds": p.model_seconds + p.fit_seconds,
             "reference": "empty input" if empty is not None else "given",
             "output": output_how,
+            # What the raw outputs were read as (an OUTPUT_KINDS entry), for callers that
+            # keep the decision for later calls; "output" says how it was decided.
+            "output_kind": kind,
             "prior_sd": getattr(fitter, "prior_sd", None),
         }
         if call_usage is not None:

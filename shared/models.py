@@ -795,11 +795,20 @@ class StringClassifier(ModelAdapter):
         return self.tokenizer.decode(list(key), skip_special_tokens=True)
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
+        return self.score_texts([self.decode(s) for s in sequences])
+
+    def score_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """The black box's raw outputs (B, K), float64, on texts as given, in batches.
+
+        Example:
+            >>> StringClassifier(lambda t: [[len(x)] for x in t]).score_texts(["ab", ""]).tolist()
+            [[2.0], [0.0]]
+        """
         outs = []
-        for start in range(0, len(sequences), self.batch_size):
-            texts = [self.decode(s) for s in sequences[start : start + self.batch_size]]
-            arr = np.asarray(self.func(texts))
-            out = score_matrix(arr if arr.dtype.kind == "f" else arr.astype(np.float64), len(texts))
+        for start in range(0, len(texts), self.batch_size):
+            batch = [str(t) for t in texts[start : start + self.batch_size]]
+            arr = np.asarray(self.func(batch))
+            out = score_matrix(arr if arr.dtype.kind == "f" else arr.astype(np.float64), len(batch))
             self._note_output_dtype(out.dtype)
             outs.append(out.to(torch.float64))
         if not outs:

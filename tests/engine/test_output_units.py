@@ -226,7 +226,7 @@ def test_half_precision_softmax_is_read_as_probabilities(dtype):
     assert float((sums - 1).abs().max()) > sc.link.PROB_SUM_TOL
     with pytest.warns(sc.SlalomOutputWarning, match="look like probabilities"):
         got = _explain(probs)
-    assert got.diagnostics["output"] == "probs (detected)"
+    assert got.diagnostics["output"] == "probs (detected)" and got.diagnostics["output_kind"] == "probs"
     ref = _explain(lambda ids, mask: torch.log(probs(ids, mask).double()), output="logits")
     _same_scores(got, ref, atol=1e-9)
     # An explicit output="probs" accepts the same rounding.
