@@ -49,7 +49,7 @@ from .fidel import FidelFitter
 from .fitter import Fitter
 from .gradient import fit_gradient, fit_gradient_batch
 from .laplace import laplace_standard_errors
-from .objective import _Batch, _mse_and_grads, _Objective, _pack
+from .objective import _Batch, _mse_and_grads, _Objective, _objective, _pack, _PosteriorObjective, _RidgeObjective
 from .protocol import FitGenerator, FitRequest, FitResult
 from .sampled import single_threaded_fits
 from .solvers import _adam, _lbfgs, _lbfgs_direction
@@ -86,6 +86,9 @@ __all__ = [
     "_pack",
     "_mse_and_grads",
     "_Objective",
+    "_objective",
+    "_RidgeObjective",
+    "_PosteriorObjective",
     "_lbfgs",
     "_lbfgs_direction",
     "_adam",

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from .constants import EXACT_FIT, FIT_DTYPE, GRAD_TOL, IMPORTANCE_BOUND
-from .objective import _initial_values, _mse_and_grads, _Objective, _pack
+from .objective import _initial_values, _mse_and_grads, _objective, _pack
 from .solvers import _adam, _lbfgs
 
 
@@ -70,7 +70,7 @@ def fit_gradient_batch(
         FIT_DTYPE,
     )
     n_t, n_units, n_out = batch.shape
-    objective = _Objective(batch, l2_importance=l2_importance, l2_value=l2_value, prior_sd=prior_sd)
+    objective = _objective(batch, l2_importance=l2_importance, l2_value=l2_value, prior_sd=prior_sd)
     value0 = _initial_values(batch)
     imp0 = torch.zeros(n_t, n_units, dtype=FIT_DTYPE, device=dev)
     if inits is not None and any(i is not None for i in inits):

@@ -129,15 +129,25 @@ def _initial_values(batch: _Batch) -> torch.Tensor:
     return init * batch.unit_mask[..., None]
 
 
+def _objective(
+    batch: _Batch, *, l2_importance: float, l2_value: float, prior_sd: float | list[float] | None
+) -> _Objective:
+    """The posterior objective under a prior on the importances, else the ridge objective."""
+    if prior_sd is None:
+        return _RidgeObjective(batch, l2_importance=l2_importance, l2_value=l2_value)
+    return _PosteriorObjective(batch, prior_sd=prior_sd)
+
+
 class _Objective:
     """The gradient fits' objective per text, on a flat (T, P) parameter matrix.
 
     The first U·K entries of a row are the values, the last U the importances. The MSE is
     taken in units of the targets' variance (1 − R² on the samples), so that a tolerance
-    means the same for models with large or small log-odds.
+    means the same for models with large or small log-odds. Subclasses add the
+    regularisation (:meth:`_penalise`): a ridge, or a prior.
     """
 
-    def __init__(self, batch: _Batch, *, l2_importance: float, l2_value: float, prior_sd: float | None) -> None:
+    def __init__(self, batch: _Batch) -> None:
         self.batch = batch
         n_t, n_units, n_out = batch.shape
         self.n_val = n_units * n_out
@@ -149,14 +159,80 @@ class _Objective:
         self.scale = 1.0 / var.clamp_min(1e-12)
         # The values' prior is on the scale of the targets' size around the reference (their
         # second moment, not their variance: a text of one token has constant targets).
-        size_v = 1.0 / ((batch.y**2).sum(dim=(1, 2)) / n_el).clamp_min(1e-12)
-        self.prior_sd = prior_sd
-        if prior_sd is not None:
-            sd = torch.as_tensor(prior_sd, dtype=batch.y.dtype, device=batch.y.device)  # one, or one per text
-            self.prior = 1.0 / (batch.n_rows * sd**2)
-            self.prior_v = size_v / (batch.n_rows * VALUE_PRIOR_SD**2)
+        self.size_v = 1.0 / ((batch.y**2).sum(dim=(1, 2)) / n_el).clamp_min(1e-12)
+
+    def unpack(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n_t, n_units, n_out = self.batch.shape
+        value = theta[:, : self.n_val].view(n_t, n_units, n_out)
+        if self.centre:
+            value = value - value.mean(dim=-1, keepdim=True)
+        return value, theta[:, self.n_val :]
+
+    def __call__(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(objective (T,), gradient (T, P), relative MSE (T,))."""
+        value, imp = self.unpack(theta)
+        mse, gv, gs = _mse_and_grads(self.batch, value, imp)
+        rel = mse * self.scale
+        if self.centre:
+            gv = gv - gv.mean(dim=-1, keepdim=True)
+        obj, gv, gs = self._penalise(rel, gv, gs, value, imp)
+        return obj, torch.cat([gv.flatten(1), gs], dim=1), rel
+
+    def _penalise(
+        self, rel: torch.Tensor, gv: torch.Tensor, gs: torch.Tensor, value: torch.Tensor, imp: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(objective, value gradient, importance gradient) from the relative MSE and its gradients."""
+        raise NotImplementedError
+
+
+class _RidgeObjective(_Objective):
+    """Relative MSE plus ridges on the values and the importances (no prior)."""
+
+    def __init__(self, batch: _Batch, *, l2_importance: float, l2_value: float) -> None:
+        super().__init__(batch)
         self.l2_importance = l2_importance
         self.l2_value = l2_value
+
+    def _penalise(self, rel, gv, gs, value, imp):
+        # A weak ridge on values (in units of the targets' variance): a unit whose
+        # weight is tiny next to its partners barely moves F, so its value would wander.
+        # A ridge on s: with few samples a unit seen only beside one partner can trade
+        # an ever larger importance against its value without changing the fit; the
+        # ridge picks the smallest such s instead of letting it run off.
+        sc = self.scale
+        vv = (value * value).sum(dim=(1, 2))
+        ss = (imp * imp).sum(dim=1)
+        n_v = self.batch.n_units * value.shape[-1]
+        obj = rel + self.l2_value * sc * vv / n_v + self.l2_importance * ss / self.batch.n_units
+        gv = gv * sc[:, None, None] + (2.0 * self.l2_value * sc / n_v)[:, None, None] * value
+        gs = gs * sc[:, None] + (2.0 * self.l2_importance / self.batch.n_units)[:, None] * imp
+        return obj, gv, gs
+
+
+class _PosteriorObjective(_Objective):
+    """Negative log posterior: profiled noise, a Gaussian prior on the importances (sd
+    ``prior_sd``, one or one per text) and a weak one on the values."""
+
+    def __init__(self, batch: _Batch, *, prior_sd: float | list[float]) -> None:
+        super().__init__(batch)
+        self.prior_sd = prior_sd
+        sd = torch.as_tensor(prior_sd, dtype=batch.y.dtype, device=batch.y.device)  # one, or one per text
+        self.prior = 1.0 / (batch.n_rows * sd**2)
+        self.prior_v = self.size_v / (batch.n_rows * VALUE_PRIOR_SD**2)
+
+    def _penalise(self, rel, gv, gs, value, imp):
+        # Negative log posterior per n/2 samples, noise variance profiled out:
+        # d log(L) = dL/L. The floor keeps exact fits finite. Priors sit outside the
+        # log, so that exact data is still fitted exactly: s ~ N(0, prior_sd²), and the
+        # values a weak N(0, (VALUE_PRIOR_SD · sd(y))²) for the same reason as the ridge.
+        sc = self.scale
+        vv = (value * value).sum(dim=(1, 2))
+        ss = (imp * imp).sum(dim=1)
+        floor = rel + 1e-12
+        obj = torch.log(floor) + self.prior * ss + self.prior_v * vv
+        gv = gv * (sc / floor)[:, None, None] + (2.0 * self.prior_v)[:, None, None] * value
+        gs = gs * (sc / floor)[:, None] + (2.0 * self.prior)[:, None] * imp
+        return obj, gv, gs
 
     def curvature(self, theta: torch.Tensor) -> torch.Tensor:
         """The diagonal of the objective's Gauss–Newton Hessian at ``theta`` (T, P).
@@ -165,7 +241,7 @@ class _Objective:
         next to a near-neutral partner barely moves F): quasi-Newton steps on variables
         rescaled by the root of this diagonal need far fewer iterations. Repeated units in
         one sample are treated as independent slots (a preconditioner need not be exact).
-        Defined for the prior's objective, the only one that is preconditioned.
+        Only the prior's objective is preconditioned.
         """
         batch = self.batch
         n_t, n_units, n_out = batch.shape
@@ -183,41 +259,3 @@ class _Objective:
         d_s = d_s * data[:, None] + 2.0 * p_s[:, None]
         d = torch.cat([d_v, d_s], dim=1)
         return torch.where(d > 0, d, torch.ones_like(d))
-
-    def unpack(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n_t, n_units, n_out = self.batch.shape
-        value = theta[:, : self.n_val].view(n_t, n_units, n_out)
-        if self.centre:
-            value = value - value.mean(dim=-1, keepdim=True)
-        return value, theta[:, self.n_val :]
-
-    def __call__(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(objective (T,), gradient (T, P), relative MSE (T,))."""
-        value, imp = self.unpack(theta)
-        mse, gv, gs = _mse_and_grads(self.batch, value, imp)
-        sc = self.scale
-        rel = mse * sc
-        if self.centre:
-            gv = gv - gv.mean(dim=-1, keepdim=True)
-        vv = (value * value).sum(dim=(1, 2))
-        ss = (imp * imp).sum(dim=1)
-        if self.prior_sd is None:
-            # A weak ridge on values (in units of the targets' variance): a unit whose
-            # weight is tiny next to its partners barely moves F, so its value would wander.
-            # A ridge on s: with few samples a unit seen only beside one partner can trade
-            # an ever larger importance against its value without changing the fit; the
-            # ridge picks the smallest such s instead of letting it run off.
-            n_v = self.batch.n_units * value.shape[-1]
-            obj = rel + self.l2_value * sc * vv / n_v + self.l2_importance * ss / self.batch.n_units
-            gv = gv * sc[:, None, None] + (2.0 * self.l2_value * sc / n_v)[:, None, None] * value
-            gs = gs * sc[:, None] + (2.0 * self.l2_importance / self.batch.n_units)[:, None] * imp
-        else:
-            # Negative log posterior per n/2 samples, noise variance profiled out:
-            # d log(L) = dL/L. The floor keeps exact fits finite. Priors sit outside the
-            # log, so that exact data is still fitted exactly: s ~ N(0, prior_sd²), and the
-            # values a weak N(0, (VALUE_PRIOR_SD · sd(y))²) for the same reason as the ridge.
-            floor = rel + 1e-12
-            obj = torch.log(floor) + self.prior * ss + self.prior_v * vv
-            gv = gv * (sc / floor)[:, None, None] + (2.0 * self.prior_v)[:, None, None] * value
-            gs = gs * (sc / floor)[:, None] + (2.0 * self.prior)[:, None] * imp
-        return obj, torch.cat([gv.flatten(1), gs], dim=1), rel

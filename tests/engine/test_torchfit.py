@@ -53,8 +53,9 @@ def test_hand_written_gradients_match_autograd(n_out):
         _, idx, mask, y = random_problem(rng, n_units, n_samples, n_out)
         problems.append((idx, mask, y, n_units, rng.random(n_samples) + 0.5))
     batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
-    for prior_sd in (0.5, 2.0):
-        obj = fitting._Objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+    for prior_sd in (0.5, 2.0, None):  # the posterior objective, and the ridge one (no prior)
+        obj = fitting._objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        assert isinstance(obj, fitting._RidgeObjective if prior_sd is None else fitting._PosteriorObjective)
         theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1])))
         theta[:, obj.n_val :] *= batch.unit_mask  # padded units sit at s = 0
         theta[:, : obj.n_val] *= batch.unit_mask.repeat_interleave(n_out, dim=1)
@@ -85,7 +86,7 @@ def test_preconditioner_is_the_gauss_newton_diagonal():
         problems.append((*fitting.pad_sequences(samples), rng.normal(size=(n_samples, 1)), n_units, None))
     batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
     for prior_sd in (0.5, 2.0):
-        obj = fitting._Objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        obj = fitting._objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
         theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1]))) * batch.unit_mask.repeat(1, 2)
         got = obj.curvature(theta)
         for t, (_, _, y, _, _) in enumerate(problems):
