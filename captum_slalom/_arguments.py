@@ -162,15 +162,30 @@ def parse_rows(
     )
 
 
+def check_length(rows: Rows, limit: int | None) -> None:
+    """Raise before any model call if a row is longer than the model accepts (``limit``)."""
+    longest = int(rows.valid.sum(dim=1).max()) if rows.n_rows else 0
+    if limit is not None and longest > limit:
+        raise ValueError(
+            f"a row of inputs has {longest} tokens (special tokens included) but the model accepts at most "
+            f"{limit}; truncate the inputs (e.g. tokenizer(..., truncation=True))"
+        )
+
+
 def _input_tensors(inputs: InputType, replace: bool) -> tuple[Tensor, ...]:
     tensors = inputs if isinstance(inputs, tuple) else (inputs,)
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise TypeError("inputs must be a tensor of token ids or a tuple of tensors whose first holds the ids")
     ids = tensors[0]
-    if ids.ndim != 2:
+    if ids.ndim == 3 and (ids.dtype.is_floating_point or ids.dtype.is_complex):
+        # inputs_embeds: SLALOM deletes and samples tokens, which embeddings do not name.
         raise ValueError(
-            f"the token ids must be batch x length, got shape {tuple(ids.shape)} (add a batch dim with unsqueeze(0))"
+            f"inputs look like embeddings (batch x length x dim, shape {tuple(ids.shape)}); SLALOM needs "
+            "the token ids (batch x length): pass input_ids and let forward_func embed them"
         )
+    if ids.ndim != 2:
+        hint = " (add a batch dim with unsqueeze(0))" if ids.ndim == 1 else ""
+        raise ValueError(f"the token ids must be batch x length, got shape {tuple(ids.shape)}{hint}")
     for t in tensors[1:]:
         if tuple(t.shape[:2]) != tuple(ids.shape):
             raise ValueError(

@@ -261,6 +261,13 @@ class _ReplacementForward:
         return self.caller(tuple(inputs), args, batch)
 
 
+def _feature_names(tokenizer: object | None, row_ids: list[int], groups: list[np.ndarray]) -> list[str]:
+    """Each feature's display string: its tokens (the tokenizer's strings, else the ids), joined."""
+    convert = getattr(tokenizer, "convert_ids_to_tokens", None)
+    names = [str(t) for t in convert(row_ids)] if convert is not None else [str(i) for i in row_ids]
+    return [" ".join(names[p] for p in g.tolist()) for g in groups]
+
+
 def first_output(forward_func: Callable[..., Any], rows: Rows, module: torch.nn.Module | None) -> object:
     """``forward_func`` on the first row, called as Captum calls it (model restored after).
 
@@ -268,7 +275,16 @@ def first_output(forward_func: Callable[..., Any], rows: Rows, module: torch.nn.
     """
     with slalom_core.model_session(module), torch.no_grad():
         args = tuple(b(1, None, None) for b in row_arg_builders(rows.args, 0, rows.n_rows, rows.length, None))
-        return forward_func(*(t[:1] for t in rows.tensors), *args)
+        try:
+            return forward_func(*(t[:1] for t in rows.tensors), *args)
+        except Exception as err:
+            # The inputs as the user gave them, before any perturbation: not SLALOM's doing.
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise ValueError(
+                f"forward_func fails on the first example of inputs as given, before any perturbation "
+                f"({type(err).__name__}: {first}); check the inputs (longer than the model accepts? "
+                "a missing additional_forward_args?)"
+            ) from err
 
 
 def deletion_adapter(
@@ -320,7 +336,7 @@ def deletion_adapter(
     )
     seg = Segmentation(
         unit_ids=[tuple(row_ids[p] for p in g.tolist()) for g in groups],
-        tokens=[" ".join(str(row_ids[p]) for p in g.tolist()) for g in groups],
+        tokens=_feature_names(tokenizer, row_ids, groups),
     )
     adapter = TorchClassifier(
         forward,
@@ -346,6 +362,7 @@ def replacement_adapter(
     *,
     batch_size: int,
     module: torch.nn.Module | None,
+    tokenizer: object | None = None,
 ) -> tuple[TorchClassifier, Segmentation]:
     """The engine's view of ``row`` when absent features take the baselines.
 
@@ -358,10 +375,8 @@ def replacement_adapter(
     feature_of_position = torch.full((rows.length,), n_features, dtype=torch.long, device=ids.device)
     for g, positions in enumerate(groups):
         feature_of_position[torch.as_tensor(positions, device=ids.device)] = g
-    row_ids = ids[row].tolist()
     seg = Segmentation(
-        unit_ids=[(g,) for g in range(n_features)],
-        tokens=[" ".join(str(row_ids[p]) for p in positions.tolist()) for positions in groups],
+        unit_ids=[(g,) for g in range(n_features)], tokens=_feature_names(tokenizer, ids[row].tolist(), groups)
     )
     forward = _ReplacementForward(
         [t[row : row + 1] for t in rows.tensors],

@@ -106,4 +106,4 @@ def per_feature(attributions: Tensor, fmask: Tensor | None) -> Tensor:
         # Every position of a feature holds the feature's score; special/padding
         # positions hold 0 and never share an id with a feature (checked in feature_groups).
         out.scatter_(1, fmask.clamp_min(0), attributions)
-    return out[0] if out.shape[0] == 1 else out
+    return out  # batch x features, also for one example (as Lime's)

@@ -19,12 +19,15 @@ import torch
 from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
 from slalom_core import SCORE_NAMES, SlalomExplanation
+from slalom_core.api import NoEmptyInputError
+from slalom_core.models import model_max_length, tokenizer_of
 from torch import Tensor
 
 from ._arguments import (
     FeatureMaskType,
     InputType,
     Rows,
+    check_length,
     check_options,
     engine_targets,
     feature_groups,
@@ -126,6 +129,10 @@ class SlalomAttribution(PerturbationAttribution):
                         Default: None
         """
         PerturbationAttribution.__init__(self, forward_func)
+        if tokenizer is None:
+            # An HF model (or its bound forward) loaded from disk carries its tokenizer's
+            # location: its special tokens are then known as with tokenizer=.
+            tokenizer = tokenizer_of(slalom_core.module_of(forward_func))
         if special_token_ids is None and tokenizer is not None:
             special_token_ids = getattr(tokenizer, "all_special_ids", None)
         if pad_token_id is None and tokenizer is not None:
@@ -237,8 +244,8 @@ class SlalomAttribution(PerturbationAttribution):
             return_input_shape (bool, optional): as in Lime: True returns scores
                         shaped like the inputs; False returns one score per feature:
                         per feature id of ``feature_mask`` (0 .. max id), else per
-                        position of the ids; 1-D for a single example, else batch x
-                        features.
+                        position of the ids; batch x features (1 x features for a
+                        single example, as Lime).
                         Default: True
             show_progress (bool, optional): Captum's progress bar ("Slalom
                         attribution") over model evaluations.
@@ -315,6 +322,7 @@ class SlalomAttribution(PerturbationAttribution):
             pad_token_id=self.pad_token_id,
         )
         module = slalom_core.module_of(self.forward_func)
+        check_length(rows, model_max_length(module, self.tokenizer))
         targets = engine_targets(rows.targets, first_output(self.forward_func, rows, module))
         explanations, groups = self._fit_rows(
             rows,
@@ -363,21 +371,34 @@ class SlalomAttribution(PerturbationAttribution):
                 groups = feature_groups(rows, row, contiguous=not replace)
                 caller = BatchCaller(self.forward_func, index)
                 if replace:
-                    adapter, seg = replacement_adapter(rows, row, groups, caller, batch_size=batch_size, module=module)
+                    adapter, seg = replacement_adapter(
+                        rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer
+                    )
                 else:
                     adapter, seg = deletion_adapter(
                         rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer
                     )
-                explanations += slalom_core.explain_batch(
-                    adapter,
-                    [seg],
-                    method=method,
-                    n_samples=n_samples,
-                    target=engine_target,
-                    seed=seed,
-                    show_progress=factory if factory is not None else False,
-                    **fit_options,
-                )
+                try:
+                    explanations += slalom_core.explain_batch(
+                        adapter,
+                        [seg],
+                        method=method,
+                        n_samples=n_samples,
+                        target=engine_target,
+                        seed=seed,
+                        show_progress=factory if factory is not None else False,
+                        **fit_options,
+                    )
+                except NoEmptyInputError as err:
+                    if bool(rows.specials.any()) or self.tokenizer is not None:
+                        raise
+                    # Nothing named the special tokens: a reference= would make [CLS]/[SEP]
+                    # features and change every score, so the advice is to name them.
+                    raise ValueError(
+                        "SlalomAttribution does not know which ids are special tokens (e.g. [CLS], [SEP]), "
+                        "and the model cannot be scored on an input without content tokens (the reference "
+                        "point): pass tokenizer=<the model's tokenizer>, or special_token_ids="
+                    ) from err
                 position_maps.append(groups)
         finally:
             if factory is not None:

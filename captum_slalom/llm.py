@@ -157,6 +157,7 @@ class SlalomLLMAttribution(LLMAttribution):
             >>> res.seq_attr_dict  # doctest: +SKIP
         """
         if isinstance(self.attr_method, SlalomAttribution):
+            _check_not_empty(inp, target, self.tokenizer)
             given = kwargs.pop("baselines", None)
             if given is not None and not (isinstance(given, (int, float)) and given == 0):
                 raise ValueError(
@@ -193,3 +194,14 @@ class SlalomLLMAttribution(LLMAttribution):
             forward_in_tokens=forward_in_tokens,
             **kwargs,
         )
+
+
+def _check_not_empty(inp: Any, target: str | Tensor | None, tokenizer: Any) -> None:
+    """An empty prompt has nothing to explain and an empty target no log-probability: say so
+    before any model call (Captum's own failures there are shape errors deep in the model)."""
+    if isinstance(target, str) and not tokenizer(target, add_special_tokens=False)["input_ids"]:
+        raise ValueError(f"the target is empty ({target!r}): give the text whose log-probability is explained")
+    if isinstance(target, Tensor) and target.numel() == 0:
+        raise ValueError("the target is empty (no token ids): give the text whose log-probability is explained")
+    if getattr(inp, "n_itp_features", 1) == 0:
+        raise ValueError("the prompt is empty: it has no token to explain")

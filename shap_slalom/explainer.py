@@ -22,10 +22,10 @@ from .models import LogOddsModel
 
 __all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY"]
 
-#: Scores an Explanation can carry (``score=``); their units are in slalom_core.scores.
-SCORES = ("contribution", "value", "importance", "lin", "removal", "shapley")
-#: Scores that add up (with the base value) to an output: safe for waterfall plots.
-ADDITIVE_SCORES = ("contribution", "shapley")
+#: Scores an Explanation can carry (``score=``), and those that add up (with the base value)
+#: to an output: the engine's score table (:data:`slalom_core.SCORES`), read, not restated.
+SCORES = sc.SCORE_NAMES
+ADDITIVE_SCORES = sc.ADDITIVE_SCORES
 #: Choices of ``additivity=``, what ``base_values + values.sum()`` equals for additive scores:
 #: "model" (default) = the model's own output f(x), as for shap's explainers; the base value
 #: is then the reference point plus the fit's residual f(x) − surrogate(x). "surrogate" = the
@@ -97,8 +97,10 @@ class SlalomExplainer(shap.Explainer):
         output: what the model returns, one of :data:`slalom_core.OUTPUT_KINDS`: "auto"
             (default: detected, see above), "logits", "probs", "multilabel_logits",
             "multilabel_probs".
-        seed: random seed of the fit. None (default) draws from torch's global generator, so
-            ``torch.manual_seed`` reproduces, as in Captum; an int fixes every call.
+        seed: random seed of the fit. Default 0: two identical calls give identical
+            explanations, as shap's deterministic explainers (Partition) do. None draws a
+            seed from torch's global generator on every call, so ``torch.manual_seed``
+            reproduces (as in Captum); the seed drawn is in each fit's diagnostics.
         batch_size: sequences per forward pass.
         device: run a torch model there while explaining.
         output_names: class names, if the model does not carry them.
@@ -124,7 +126,7 @@ class SlalomExplainer(shap.Explainer):
         method: str = "eff",
         n_samples: int = sc.DEFAULT_N_SAMPLES,
         output: str = "auto",
-        seed: int | None = None,
+        seed: int | None = 0,
         batch_size: int | None = None,
         device: torch.device | str | None = None,
         output_names: Sequence[str] | None = None,
@@ -226,6 +228,11 @@ class SlalomExplainer(shap.Explainer):
             _, keep, seg = self._positions(t)
             if keep:  # a text with no tokens has nothing to fit (see _row)
                 segs[i] = seg
+                if isinstance(self.adapter, sc.StringClassifier) and self._word_vocab is None:
+                    # The engine's string adapter shows f the user's own text and its original
+                    # substrings once it has segmented the text itself; the masker's
+                    # segmentation alone would leave it re-decoding (lower-cased) ids.
+                    self.adapter.segment(t)
         if not segs:
             return out
         order = list(segs)
@@ -250,8 +257,8 @@ class SlalomExplainer(shap.Explainer):
         if kind is None:
             # The engine decided from this call's outputs; every later call keeps it, so
             # that one explainer always explains the same units.
-            how = _each(fits[0])[0].diagnostics["output"]
-            self.model.pin(how.split(" ")[0], how)
+            diag = _each(fits[0])[0].diagnostics
+            self.model.pin(diag["output_kind"], diag["output"])
         for j, i in enumerate(order):
             for f in _each(fits[j]):
                 f.diagnostics["output"] = self.model.output_description
@@ -303,7 +310,9 @@ class SlalomExplainer(shap.Explainer):
         else:
             s = np.asarray(fit.scores(score), dtype=np.float64)
             if k == 2:
-                s = np.stack([s, s] if score == "importance" else [-s, s], axis=1)
+                # One fit of F = log p1/p0 explains both classes; the table says each
+                # score's sign for class 0 (importances are shared).
+                s = np.stack([sc.SCORES[score].class0_sign * s, s], axis=1)
             elif k > 2 and s.ndim == 1:
                 s = np.repeat(s[:, None], k, axis=1)  # importance: one per token, shared by classes
         values = np.zeros((n,) + s.shape[1:])

@@ -71,8 +71,7 @@ class LogOddsModel:
         """The wrapped model's raw outputs, (B, K) float64."""
         texts = [str(t) for t in texts]
         if isinstance(self.adapter, sc.StringClassifier):
-            out = np.asarray(self.adapter.func(texts), dtype=np.float64)
-            return sc.score_matrix(out, len(texts)).numpy()
+            return self.adapter.score_texts(texts).numpy()
         tok = self.adapter.tokenizer
         ids = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
         with self.adapter.session():
@@ -97,7 +96,7 @@ class LogOddsModel:
         self._n_outputs = raw.shape[1]
         t = torch.from_numpy(raw)
         if self.output_kind is None:
-            kind, how, note = sc.resolve_output("auto", t)
+            kind, how, note = sc.resolve_output("auto", t, dtype=self.adapter.output_dtype)
             if note is not None:
                 warn_user(note, sc.SlalomOutputWarning)
             self.pin(kind, how)

@@ -41,7 +41,7 @@ from .models import (
     score_matrix,
     segment_text,
 )
-from .scores import DEFAULT_SCORE, SCORE_NAMES
+from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score
 from .surrogate import SlalomSurrogate
 
 __version__ = "0.1.0"
@@ -56,6 +56,9 @@ __all__ = [
     "SlalomExplanation",
     "SlalomSurrogate",
     "SCORE_NAMES",
+    "SCORES",
+    "ADDITIVE_SCORES",
+    "Score",
     "DEFAULT_SCORE",
     "OutputLink",
     "OUTPUT_KINDS",

@@ -16,6 +16,7 @@ from .explanation import SlalomExplanation
 from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
 from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_output, warn_user
 from .models import ModelAdapter, Segmentation, as_adapter
+from .options import Interval, check_options
 from .surrogate import SlalomSurrogate
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "estimate_cost",
     "DEFAULT_N_SAMPLES",
     "SlalomFitWarning",
+    "NoEmptyInputError",
     "FULL_TEXT_GAP_BOUND",
     "MIN_HELDOUT_R2",
 ]
@@ -112,6 +114,8 @@ def explain_batch(
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
     """
+    target = _check_target(target)
+    check_options("explain", _CALL_OPTIONS, {"gamma": gamma})
     adapter, fitter, plans, fixed_reference = _prepare(
         model, texts, tokenizer, method, n_samples, reference, granularity, batch_size, device, fit_options
     )
@@ -134,7 +138,7 @@ def explain_batch(
         # input with no tokens (the default reference point).
         empty = adapter.empty_sequence() if fixed_reference is None else None
         if fixed_reference is None and empty is None:
-            raise ValueError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
+            raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
         seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
         bar = _progress(len(seqs), show_progress, "SLALOM samples")
         t0 = time.perf_counter()
@@ -146,22 +150,24 @@ def explain_batch(
             # Not every model can be called on an input with no tokens: learn whether the
             # texts alone work, so that the error names the real problem.
             adapter.score(seqs[:-1])
-            raise ValueError(_NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")) from err
+            raise NoEmptyInputError(
+                _NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")
+            ) from err
         _check_rows(raw, len(seqs))
         if bar is not None:
             bar.update(len(seqs))
         # What the outputs are is decided once, from round zero, for every text of the call.
-        kind, output_how, note = resolve_output(output, raw, config_output_kind(adapter))
+        kind, output_how, note = resolve_output(output, raw, config_output_kind(adapter), adapter.output_dtype)
         if note is not None:
             warn_user(note, SlalomOutputWarning)
-        link = OutputLink(raw.shape[1], kind, target, adapter.class_names, multiclass)
+        link = OutputLink(raw.shape[1], kind, target, adapter.class_names, multiclass, adapter.output_dtype)
         if link.multilabel and raw.shape[1] > 1 and target is None:
             raise ValueError(
                 f"a multi-label model ({raw.shape[1]} independent labels, output={kind!r}) is explained one "
                 "label at a time: give target=<label index>"
             )
         if empty is not None and not torch.isfinite(raw[-1]).all():
-            raise ValueError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
+            raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
         y0 = _as_2d(link.transform(raw))
         elapsed = time.perf_counter() - t0
         base = y0[-1] if empty is not None else _reference_vector(fixed_reference, y0.shape[1], link)
@@ -265,6 +271,9 @@ def explain_batch(
             "total_seconds": p.model_seconds + p.fit_seconds,
             "reference": "empty input" if empty is not None else "given",
             "output": output_how,
+            # What the raw outputs were read as (an OUTPUT_KINDS entry), for callers that
+            # keep the decision for later calls; "output" says how it was decided.
+            "output_kind": kind,
             "prior_sd": getattr(fitter, "prior_sd", None),
         }
         if call_usage is not None:
@@ -376,6 +385,16 @@ def estimate_cost(
 
 ReferenceOption = str | float | Sequence[float] | np.ndarray
 
+
+class NoEmptyInputError(ValueError):
+    """The default reference point (the model's output on the input with no tokens) cannot
+    be had: the model fails on it, returns a non-finite output, or has no such input.
+
+    A typed error so that an adapter can give the advice that fits its own arguments (the
+    Captum adapter: name the special tokens, rather than pass a reference).
+    """
+
+
 _NO_EMPTY_INPUT = (
     "the default reference point is the model's output on the input with no tokens, but {why}; "
     "pass reference=<number> (the output the scores are measured from, in log-odds; "
@@ -394,19 +413,38 @@ class SlalomFitWarning(UserWarning):
     far from the model on the explained text, or invalid pairs in ana)."""
 
 
-#: Largest dense fitting state one text may need (bytes); checked before any model call.
+#: Largest fitting state one text may need (bytes); checked before any model call.
 MAX_FIT_BYTES = 4 * 2**30
+# Memory a sampled fit holds per sample, measured (peak RSS growth, eff and fidel, 1e5
+# samples, 3 and 20 units): ~1.0 KiB on 3 units, ~2.2 KiB on 20. Most of it is per-sample
+# Python objects (the sample arrays, token-id lists, output rows), not the dense arrays, so
+# a short text with 10**7 samples needs ~10 GiB although its dense state is 1 GiB.
+_BYTES_PER_SAMPLE = 768
+_BYTES_PER_SAMPLE_UNIT = 80
 
 
 def _check_memory(method: str, n_samples: int, n_units: int) -> None:
-    # A fit keeps every sample: counts, attention weights and the standard errors'
-    # Jacobian are (n_samples x units) float64 each, about four such arrays at once.
-    need = 4 * 8 * int(n_samples) * max(n_units, 1)
+    need = int(n_samples) * (_BYTES_PER_SAMPLE + _BYTES_PER_SAMPLE_UNIT * max(n_units, 1))
     if method != "ana" and need > MAX_FIT_BYTES:
         raise ValueError(
             f"n_samples={n_samples} on a text with {n_units} units needs about {need / 2**30:.1f} GiB "
             f"to fit (limit {MAX_FIT_BYTES / 2**30:.0f} GiB, slalom_core.api.MAX_FIT_BYTES); use fewer samples"
         )
+
+
+# explain's own numeric options, checked with the fitters' (see .options).
+_CALL_OPTIONS = {"gamma": (Interval(float, None, None),)}
+
+
+def _check_target(target: object) -> int | None:
+    """``target`` as a plain int (numpy and 0-d tensor integers too) or None, before any call."""
+    if isinstance(target, torch.Tensor) and target.numel() == 1 and not target.dtype.is_floating_point:
+        target = target.item()
+    if target is None:
+        return None
+    if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
+        raise TypeError(f"target must be an int class index or None, got {target!r}")
+    return int(target)
 
 
 def _check_reference(reference: ReferenceOption) -> np.ndarray | None:
@@ -526,8 +564,9 @@ def explain(
             :class:`ModelAdapter` (:class:`TorchClassifier`, :class:`StringClassifier`).
         text_or_ids: the text, or its token ids without special tokens.
         tokenizer: the model's tokenizer (special tokens and padding are read from it).
-        method: "eff" (short random samples, gradient descent; fast), "fidel" (deletions
-            from the full text, alternating least squares; faithful near the input) or
+        method: "eff" (short random samples, gradient fit; fast), "fidel" (deletions
+            from the full text, quasi-Newton fit with a prior on the importances, or
+            ``solver="als"`` for alternating least squares; faithful near the input) or
             "ana" (2U − 1 evaluations, closed form). Default: "eff".
         n_samples: model evaluations to fit on (ignored by "ana"). Default: 1000.
         target: None explains the log-odds of class 1 of a binary model (0: of class 0).

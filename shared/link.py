@@ -23,6 +23,7 @@ The ``output`` vocabulary (:data:`OUTPUT_KINDS`):
 
 from __future__ import annotations
 
+import numbers
 import sys
 import warnings
 from collections.abc import Sequence
@@ -38,18 +39,35 @@ __all__ = [
     "resolve_output",
     "config_output_kind",
     "PROB_SUM_TOL",
+    "prob_sum_tolerance",
     "warn_user",
 ]
 
 #: What ``output=`` accepts; every kind but "auto" names what the raw outputs are.
 OUTPUT_KINDS = ("auto", "logits", "probs", "multilabel_logits", "multilabel_probs")
 MULTICLASS_MODES = ("joint", "ovr")
-#: "auto" reads rows as probabilities when they sum to 1 within this.
+#: "auto" reads rows as probabilities when they sum to 1 within this (float32 and wider).
 PROB_SUM_TOL = 1e-4
-# An explicit "probs" is the user's word: accept half-precision softmax rounding, reject
-# outputs that are plainly something else.
+# An explicit "probs" is the user's word: accept more rounding, reject outputs that are
+# plainly something else.
 _PROB_CHECK_TOL = 1e-3
 _EPS = 1e-12
+
+
+def prob_sum_tolerance(dtype: torch.dtype | None, n_outputs: int, floor: float = PROB_SUM_TOL) -> float:
+    """How far from 1 a row of ``n_outputs`` probabilities in ``dtype`` may sum.
+
+    Each probability is rounded to within half its dtype's epsilon, so K of them sum to 1
+    within about K epsilons: float16 softmax rows miss 1 by up to ~1e-3 (bfloat16 ~1e-2),
+    which a float32 tolerance would read as logits. ``floor`` bounds it below.
+
+    Example:
+        >>> prob_sum_tolerance(torch.float32, 2), prob_sum_tolerance(torch.float16, 2)
+        (0.0001, 0.001953125)
+    """
+    if dtype is None or not dtype.is_floating_point:
+        return floor
+    return max(floor, n_outputs * torch.finfo(dtype).eps)
 
 
 class SlalomOutputWarning(UserWarning):
@@ -103,7 +121,9 @@ def config_output_kind(model: object) -> str | None:
     return None
 
 
-def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) -> tuple[str, str, str | None]:
+def resolve_output(
+    output: str, raw: torch.Tensor, declared: str | None = None, dtype: torch.dtype | None = None
+) -> tuple[str, str, str | None]:
     """Decide what the raw outputs ``raw`` (N, K) are; call it once per explain call.
 
     Args:
@@ -112,6 +132,9 @@ def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) 
             input), before any fitting.
         declared: what the model itself declares (see :func:`config_output_kind`); used by
             "auto" only.
+        dtype: the dtype the model returned ``raw`` in (before any conversion to float64):
+            rows of a half-precision softmax sum to 1 only within its rounding
+            (:func:`prob_sum_tolerance`). None: float32 or wider.
 
     Returns:
         ``(kind, description, warning)``: the kind for :class:`OutputLink`; a description
@@ -135,7 +158,8 @@ def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) 
         return "logits", "logits (detected)", None
     n, k = raw.shape
     in_unit = bool(((raw >= 0) & (raw <= 1)).all())
-    if k >= 2 and in_unit and bool(((raw.sum(dim=1) - 1).abs() <= PROB_SUM_TOL).all()):
+    off_one = float((raw.sum(dim=1) - 1).abs().max())
+    if k >= 2 and in_unit and off_one <= prob_sum_tolerance(dtype, k):
         note = (
             f"the model's outputs look like probabilities (all {n} rows seen first are non-negative "
             f"and sum to 1), so SLALOM explains their log-odds; pass output='logits' if they are "
@@ -148,11 +172,19 @@ def resolve_output(output: str, raw: torch.Tensor, declared: str | None = None) 
         # are wrong units: say which reading was taken and how to change it. An exact 0 is
         # taken as a sign of logits (a sigmoid reaches 0 only below about -100), so that
         # models written as logits [0, F] are not flagged.
-        maybe = "the probability of the positive class" if k == 1 else "one probability per label (multi-label)"
-        fix = "output='probs'" if k == 1 else "output='multilabel_probs'"
+        if k == 1:
+            maybe = "the probability of the positive class, pass output='probs'"
+        elif off_one <= 0.05:
+            # Rows that nearly sum to 1 are most likely class probabilities in low precision.
+            maybe = (
+                f"class probabilities (the rows sum to 1 within {off_one:.1g}), pass output='probs'; "
+                "if they are one probability per label (multi-label), output='multilabel_probs'"
+            )
+        else:
+            maybe = "one probability per label (multi-label), pass output='multilabel_probs'"
         note = (
-            f"every output seen lies in (0, 1]: they are read as logits; if they are {maybe}, "
-            f"pass {fix}, or output='logits' to silence this warning"
+            f"every output seen lies in (0, 1]: they are read as logits; if they are {maybe}; "
+            "or output='logits' to silence this warning"
         )
     return "logits", "logits (detected)", note
 
@@ -189,6 +221,8 @@ class OutputLink:
     target: int | None = None
     class_names: Sequence[str] | None = None
     multiclass: str = "joint"
+    #: the dtype the raw outputs came in (see :func:`resolve_output`); None: float32 or wider.
+    dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         if self.output == "auto":
@@ -202,8 +236,9 @@ class OutputLink:
         # One logit still means two classes; one multi-label output is one label.
         n_classes = self.n_outputs if self.multilabel else max(self.n_outputs, 2)
         if self.target is not None:
-            if isinstance(self.target, bool) or not isinstance(self.target, int):
+            if isinstance(self.target, bool) or not isinstance(self.target, numbers.Integral):
                 raise TypeError(f"target must be an int class index or None, got {self.target!r}")
+            self.target = int(self.target)
             if not 0 <= self.target < n_classes:
                 raise ValueError(f"target {self.target} is not a class of this model (it has {n_classes} classes)")
         if not self.multilabel and self.multiclass == "ovr" and self.n_outputs > 2 and self.target is None:
@@ -242,7 +277,7 @@ class OutputLink:
                 f"{raw[row].tolist()[:8]} (outside [0, 1]); pass output='logits' (or 'auto')"
             )
         if self.output == "probs" and self.n_outputs >= 2:
-            off = (raw.sum(dim=1) - 1).abs() > _PROB_CHECK_TOL
+            off = (raw.sum(dim=1) - 1).abs() > prob_sum_tolerance(self.dtype, self.n_outputs, _PROB_CHECK_TOL)
             if off.any():
                 row = int(off.nonzero()[0])
                 raise ValueError(
@@ -281,7 +316,7 @@ class OutputLink:
         """
         if self.multiclass == "ovr" and self.n_outputs > 2 and not self.multilabel:
             raise ValueError("multiclass='ovr' explains one class against the rest: use transform()")
-        y = OutputLink(self.n_outputs, self.output, class_names=self.class_names).transform(raw)
+        y = OutputLink(self.n_outputs, self.output, class_names=self.class_names, dtype=self.dtype).transform(raw)
         if self.n_outputs == 2 and not self.multilabel:
             return torch.stack([-y, y], dim=1)
         return y

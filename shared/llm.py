@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .link import warn_user
-from .models import _model_max_length, _TorchModel, special_token_frame
+from .models import _TorchModel, model_max_length, special_token_frame
 
 __all__ = ["PromptClassifier", "PADDINGS"]
 
@@ -179,7 +179,7 @@ class PromptClassifier(_TorchModel):
                 "(use padding='right', exact for any causal model)"
             )
         self._tail = max(len(ids) for ids in label_ids)  # positions read per row
-        limit = max_length if max_length is not None else _model_max_length(model, tokenizer)
+        limit = max_length if max_length is not None else model_max_length(model, tokenizer)
         # The longest label's tokens but the last are read as input too.
         self.max_length = None if limit is None else int(limit) - (self._tail - 1)
         if self.max_length is not None and self.max_length < len(self.prefix_ids) + len(self.suffix_ids):

@@ -34,6 +34,9 @@ __all__ = [
     "model_session",
     "module_of",
     "score_matrix",
+    "model_max_length",
+    "tokenizer_of",
+    "check_device",
 ]
 
 GRANULARITIES = ("token", "word")
@@ -194,6 +197,15 @@ class ModelAdapter(ABC):
     max_length: int | None = None
     class_names: list[str] | None = None
     batch_size: int = 64
+    #: The least precise floating dtype the model has returned so far (None: not called
+    #: yet, or Python numbers): how closely its probabilities can sum to 1 depends on it.
+    output_dtype: torch.dtype | None = None
+
+    def _note_output_dtype(self, dtype: torch.dtype) -> None:
+        if dtype.is_floating_point and (
+            self.output_dtype is None or torch.finfo(dtype).eps > torch.finfo(self.output_dtype).eps
+        ):
+            self.output_dtype = dtype
 
     def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
         """Positions of a text, or of token ids given without special tokens."""
@@ -360,6 +372,25 @@ def module_of(func: object) -> torch.nn.Module | None:
     return owner if isinstance(owner, torch.nn.Module) else None
 
 
+def check_device(device: torch.device | str) -> torch.device:
+    """``device`` as a ``torch.device`` a model can be moved to and back from.
+
+    Checked before the model is touched: the meta device holds no weights, so a model
+    moved there could never be moved back.
+
+    Example:
+        >>> check_device("cpu")
+        device(type='cpu')
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={device!r} is not a torch device ({err})") from None
+    if dev.type == "meta":
+        raise ValueError("device='meta' holds no weights: a model moved there could not be moved back")
+    return dev
+
+
 @contextlib.contextmanager
 def model_session(
     module: torch.nn.Module | None,
@@ -397,7 +428,7 @@ def model_session(
             f"the model is spread over {sorted(str(d) for d in devices)}; device= would move all of it: "
             "leave device=None to run it where it is"
         )
-    target = torch.device(device) if device is not None else old_device
+    target = check_device(device) if device is not None else old_device
     cfg = getattr(module, "config", None)
     patch_pad = equal_length_batches and cfg is not None and hasattr(cfg, "pad_token_id") and cfg.pad_token_id is None
     moved = False
@@ -516,7 +547,9 @@ class _TorchModel(ModelAdapter):
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
                 raw = self.forward(ids.to(device), mask.to(device))
-                out = score_matrix(raw, len(rows)).detach().to("cpu", torch.float64)
+                out = score_matrix(raw, len(rows)).detach()
+                self._note_output_dtype(out.dtype)
+                out = out.to("cpu", torch.float64)
             for j, i in enumerate(batch):
                 results[i] = out[j]
         return torch.stack(results)  # type: ignore[arg-type]
@@ -592,7 +625,36 @@ def special_token_frame(tokenizer: object) -> tuple[tuple[int, ...], tuple[int, 
     raise ValueError("could not locate the text among the tokenizer's special tokens")
 
 
-def _model_max_length(model: torch.nn.Module, tokenizer: object) -> int | None:
+def tokenizer_of(model: object) -> object | None:
+    """The tokenizer saved with a Hugging Face model, when it can be found without a download.
+
+    A model loaded with ``from_pretrained`` records where it came from
+    (``config.name_or_path``); its tokenizer is read from there, from local files only.
+    None for anything else (a plain module, a function, a model built from a config).
+
+    Example:
+        >>> tokenizer_of(torch.nn.Linear(2, 2)) is None
+        True
+    """
+    path = getattr(getattr(model, "config", None), "name_or_path", None)
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception:  # no tokenizer saved there, or not in the local cache: none found
+        return None
+
+
+def model_max_length(model: torch.nn.Module | None, tokenizer: object | None) -> int | None:
+    """The longest input (special tokens included) the model or its tokenizer declares; None if neither does.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> model_max_length(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512)), None)
+        512
+    """
     limits = []
     tok_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(tok_max, int) and tok_max < 1_000_000:  # HF uses ~1e30 for "unknown"
@@ -645,7 +707,7 @@ class HFClassifier(_TorchModel):
         # pad with exactly that id, and where the config has none, never pad at all.
         self.equal_length_batches = cfg_pad is None
         self.pad_id = int(cfg_pad if cfg_pad is not None else (tok_pad if tok_pad is not None else 0))
-        self.max_length = max_length if max_length is not None else _model_max_length(model, tokenizer)
+        self.max_length = max_length if max_length is not None else model_max_length(model, tokenizer)
         id2label = getattr(cfg, "id2label", None)
         n = getattr(cfg, "num_labels", None)
         self.class_names = [str(id2label[i]) for i in range(n)] if id2label and n and len(id2label) == n else None
@@ -733,10 +795,22 @@ class StringClassifier(ModelAdapter):
         return self.tokenizer.decode(list(key), skip_special_tokens=True)
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
+        return self.score_texts([self.decode(s) for s in sequences])
+
+    def score_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """The black box's raw outputs (B, K), float64, on texts as given, in batches.
+
+        Example:
+            >>> StringClassifier(lambda t: [[len(x)] for x in t]).score_texts(["ab", ""]).tolist()
+            [[2.0], [0.0]]
+        """
         outs = []
-        for start in range(0, len(sequences), self.batch_size):
-            texts = [self.decode(s) for s in sequences[start : start + self.batch_size]]
-            outs.append(score_matrix(np.asarray(self.func(texts), dtype=np.float64), len(texts)))
+        for start in range(0, len(texts), self.batch_size):
+            batch = [str(t) for t in texts[start : start + self.batch_size]]
+            arr = np.asarray(self.func(batch))
+            out = score_matrix(arr if arr.dtype.kind == "f" else arr.astype(np.float64), len(batch))
+            self._note_output_dtype(out.dtype)
+            outs.append(out.to(torch.float64))
         if not outs:
             return torch.zeros((0, 0), dtype=torch.float64)
         return torch.cat(outs)
@@ -792,5 +866,5 @@ def as_adapter(
     if device is not None:
         if not hasattr(adapter, "device"):
             raise ValueError(f"{type(adapter).__name__} does not run on a torch device")
-        adapter.device = device
+        adapter.device = check_device(device)
     return adapter

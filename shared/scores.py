@@ -10,15 +10,78 @@ All functions take per-position value ``v`` ((n,) or (n, C)) and importance ``s`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .surrogate import dense_slots, softmax_weights, surrogate_forward
 
-__all__ = ["SCORE_NAMES", "DEFAULT_SCORE", "attention", "contribution", "removal", "lin", "shapley"]
+__all__ = [
+    "Score",
+    "SCORES",
+    "SCORE_NAMES",
+    "ADDITIVE_SCORES",
+    "DEFAULT_SCORE",
+    "attention",
+    "contribution",
+    "removal",
+    "lin",
+    "shapley",
+]
 
-SCORE_NAMES = ("value", "importance", "lin", "removal", "contribution", "shapley")
+
+@dataclass(frozen=True)
+class Score:
+    """What one score is: the row of the score table every entry point reads.
+
+    Attributes:
+        name: the score's name (``score=`` in every adapter).
+        formula: how it is computed from the fitted value v and importance s.
+        unit: what its numbers are in.
+        additive: the scores of a text sum, with the reference point, to an output (the
+            surrogate's); safe for waterfall plots.
+        from_base: measured from ``base_value`` (the reference point); False for a score
+            with no zero of its own (importance).
+        class0_sign: for a binary model, class 0's score is this times class 1's (log-odds
+            of class 0 are minus those of class 1; importances are shared).
+        per: "token" (a property of the unique token, broadcast to its positions) or
+            "position" (each position is a player: a repeated token counts twice).
+
+    Example:
+        >>> SCORES["contribution"].additive, SCORES["importance"].class0_sign
+        (True, 1)
+    """
+
+    name: str
+    formula: str
+    unit: str
+    additive: bool
+    from_base: bool
+    class0_sign: int
+    per: str
+
+
+#: The one table of scores (all computed from the fitted surrogate, no model call).
+#: Adding a score means one row here and its function below.
+SCORES: dict[str, Score] = {
+    s.name: s
+    for s in (
+        Score("value", "v_i", "log-odds from the reference point", False, True, -1, "token"),
+        Score("importance", "s_i (mean-zero over the text's units)", "log-weight", False, False, 1, "token"),
+        Score("lin", "v_i·exp(s_i)", "log-odds from the reference point × weight", False, True, -1, "token"),
+        Score(
+            "removal", "α_i(v_i − F)/(1 − α_i) = F(t) − F(t∖i)", "log-odds (a difference)", False, False, -1, "position"
+        ),
+        Score(
+            "contribution", "α_i·v_i, α = softmax(s)", "log-odds from the reference point", True, True, -1, "position"
+        ),
+        Score("shapley", "Shapley values of S ↦ F(S)", "log-odds from the reference point", True, True, -1, "position"),
+    )
+}
+SCORE_NAMES = tuple(SCORES)
+#: Scores that add up, with the reference point, to the surrogate's output.
+ADDITIVE_SCORES = tuple(n for n, s in SCORES.items() if s.additive)
 
 #: The one score every adapter returns unless told otherwise: alpha_i * v_i, exact (no
 #: sampling), in log-odds measured from the reference point, and additive (sums with the

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["SlalomSurrogate", "surrogate_forward", "softmax_weights", "dense_slots", "counts_from_sequences"]
+__all__ = [
+    "SlalomSurrogate",
+    "surrogate_forward",
+    "softmax_weights",
+    "dense_slots",
+    "counts_from_sequences",
+    "pad_sequences",
+    "count_matrix",
+]
 
 
 def surrogate_forward(
@@ -147,12 +155,6 @@ class SlalomSurrogate:
         """Surrogate output for sequences of unit indices."""
         return self.predict(counts_from_sequences(sequences, self.n_units))
 
-    # -- derived scores per unit ------------------------------------------------------
-    def lin(self) -> np.ndarray:
-        """The paper's linearised score v·exp(s) per unit (Sec. 5.4, Eq. 65)."""
-        w = np.exp(self.importance)
-        return self.value * (w[:, None] if self.multiclass else w)
-
 
 def normalise_importance(importance: np.ndarray, gamma: float = 0.0) -> np.ndarray:
     """Shift importances so that they sum to ``gamma`` (softmax is shift-invariant)."""
@@ -175,3 +177,43 @@ def counts_from_sequences(sequences: list[list[int]], n_units: int) -> np.ndarra
         .reshape(len(sequences), n_units)
         .astype(np.float64)
     )
+
+
+# Samples as the fits see them: padded unit-index matrices and count matrices.
+def pad_sequences(sequences: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(B, L) unit-index matrix (padding index 0) and a 0/1 mask of real slots.
+
+    A sparse view of the count matrix: each slot is one occurrence, so repeated units
+    count as often as they occur, and the cost of a gradient is B·L, not B·U.
+
+    Example:
+        >>> idx, mask = pad_sequences([np.array([2]), np.array([0, 1])])
+        >>> idx.tolist(), mask.tolist()
+        ([[2, 0], [0, 1]], [[1.0, 0.0], [1.0, 1.0]])
+    """
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+    width = max(int(lengths.max()) if len(lengths) else 0, 1)
+    mask_bool = np.arange(width)[None, :] < lengths[:, None]
+    idx = np.zeros((len(sequences), width), dtype=np.int64)
+    if len(sequences):
+        # One scatter of all slots at once, row-major like the mask.
+        idx[mask_bool] = np.concatenate(sequences)
+    return idx, mask_bool.astype(np.float64)
+
+
+def count_matrix(sequences: list[np.ndarray], n_units: int) -> np.ndarray:
+    """Dense (B, U) occurrence counts (see :func:`counts_from_sequences`)."""
+    return counts_from_sequences(sequences, n_units)
+
+
+def _predict_sparse(
+    idx: np.ndarray, mask: np.ndarray, value: np.ndarray, importance: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Surrogate outputs (B, K) and the per-slot attention weights (B, L), in numpy."""
+    pred, alpha = surrogate_forward(
+        torch.from_numpy(np.asarray(value, dtype=np.float64)),
+        torch.from_numpy(np.asarray(importance, dtype=np.float64)),
+        torch.from_numpy(idx),
+        torch.from_numpy(mask),
+    )
+    return pred.numpy(), alpha.numpy()

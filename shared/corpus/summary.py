@@ -175,7 +175,7 @@ def global_slalom(
         gen = fitter.run(np.random.default_rng(seed), np.arange(n_units), n_units, int(n_samples))
         samples = next(gen)
         raw = adapter.score([[]] + token_ids(samples))
-        kind, how, _ = resolve_output(output, raw, config_output_kind(adapter))
+        kind, how, _ = resolve_output(output, raw, config_output_kind(adapter), adapter.output_dtype)
         link = OutputLink(raw.shape[1], kind, target, adapter.class_names, "joint")
         y = link.transform(raw).numpy().reshape(raw.shape[0], -1)
         base, y = y[0], y[1:] - y[0]

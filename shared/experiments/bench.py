@@ -83,7 +83,7 @@ import torch
 
 from ..api import explain_batch
 from ..link import OutputLink
-from ..models import HFClassifier, score_matrix
+from ..models import HFClassifier, model_session, score_matrix
 from . import evaluation as ev
 from .baselines import RUNNERS, SLALOM_SCORES, MethodSkipped, check_available
 from .data import read_jsonl
@@ -306,6 +306,31 @@ class BenchConfig:
                 raise ValueError(f"{name} must be >= 1")
         if self.max_tokens is not None and self.max_tokens < self.min_tokens:
             raise ValueError("max_tokens must be >= min_tokens")
+        self._check_slalom_options()
+
+    def _check_slalom_options(self) -> None:
+        """Every SLALOM option is taken, with a valid value, by a SLALOM method that is run.
+
+        An option no fitter takes would otherwise be dropped while the run records it as used.
+        """
+        from ..fitting import get_fitter
+
+        if not self.slalom_options:
+            return
+        fitters = [m.split("-", 1)[1] for m in self.methods if METHODS[m].family == "slalom"]
+        if not fitters:
+            raise ValueError(f"slalom options {sorted(self.slalom_options)} given, but no SLALOM method is run")
+        taken: set[str] = set()
+        for name in fitters:
+            options = _fitter_options(name, self.slalom_options)
+            get_fitter(name, **options)  # the values, checked before any model is loaded
+            taken |= set(options)
+        unused = sorted(set(self.slalom_options) - taken)
+        if unused:
+            raise ValueError(
+                f"slalom option(s) {unused} are taken by none of the SLALOM methods run ({', '.join(fitters)}); "
+                "see each fitter's OPTIONS (slalom_core.FITTERS[name].OPTIONS)"
+            )
 
 
 @dataclass
@@ -582,13 +607,10 @@ def _run_slalom(ctx: _Context, insts: Sequence[Instance], method: str) -> list[t
 
 
 def _fitter_options(method: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The subset of ``options`` that this fitter's constructor accepts."""
-    import inspect
-
+    """The subset of ``options`` that this fitter declares (the rest is for other fitters)."""
     from ..fitting import FITTERS
 
-    params = inspect.signature(FITTERS[method].__init__).parameters
-    return {k: v for k, v in options.items() if k in params}
+    return {k: v for k, v in options.items() if k in FITTERS[method].OPTIONS}
 
 
 def _warm_up(ctx: _Context, key: str, inst: Instance) -> None:
@@ -742,13 +764,17 @@ def run_benchmark(
         torch.set_num_threads(int(config.threads))
     if model is None:
         model, tokenizer, name = load_model(config.model, device=config.device)
-    else:
-        if tokenizer is None:
-            raise ValueError("a model passed directly needs its tokenizer")
-        if config.device is not None:
-            model.to(config.device)
-        model.eval()
-        name = model_name or config.model
+        return _run(config, model, tokenizer, name, write)
+    if tokenizer is None:
+        raise ValueError("a model passed directly needs its tokenizer")
+    # The caller's model: run in eval mode (on config.device) and given back as it came,
+    # every submodule's mode and its device restored, even if the benchmark fails.
+    with model_session(model, config.device):
+        return _run(config, model, tokenizer, model_name or config.model, write)
+
+
+def _run(config: BenchConfig, model: torch.nn.Module, tokenizer: object, name: str, write: bool) -> BenchResult:
+    """The body of :func:`run_benchmark` once the model is loaded (and in eval mode)."""
     ctx = _Context(config, model, tokenizer)
 
     limit = None

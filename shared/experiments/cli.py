@@ -114,8 +114,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``slalom-xai <command> ...``: exit status 0, or 1 with a one-line error.
+
+    Errors a user can fix (a missing file, a model that cannot be loaded, an invalid
+    option found at run time) are printed as one line, not a traceback; set
+    ``SLALOM_XAI_TRACEBACK=1`` to see the traceback.
+
+    Example:
+        >>> main(["demo", "--out", "demo_output"])  # doctest: +SKIP
+        0
+    """
+    import os
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ValueError, TypeError, OSError, RuntimeError) as err:
+        if os.environ.get("SLALOM_XAI_TRACEBACK"):
+            raise
+        print(f"slalom-xai {args.command}: error: {type(err).__name__}: {' '.join(str(err).split())}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

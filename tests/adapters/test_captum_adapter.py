@@ -685,3 +685,15 @@ def test_notebook_runs_with_small_settings():
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "NOTEBOOK OK" in text
+
+
+@pytest.mark.parametrize("prompt, target", [("", "bad plot"), ("the movie was", ""), ("the movie was", "   ")])
+def test_llm_empty_prompt_or_target_is_a_clear_error(tiny_lm, prompt, target):
+    model, tok = tiny_lm
+    calls = []
+    model.transformer.register_forward_hook(lambda *a: calls.append(1))
+    llm_attr = SlalomLLMAttribution(SlalomAttribution(model), tok)
+    with pytest.raises(ValueError, match="the (prompt|target) is empty") as err:
+        llm_attr.attribute(TextTokenInput(prompt, tok), target=target, n_samples=20, seed=0)
+    assert "\n" not in str(err.value)
+    assert calls == []

@@ -123,17 +123,19 @@ def test_lime_positional_order_and_return_input_shape(bert):
     flat = slalom.attribute(ids, None, 1, None, None, 200, 16, False)
     torch.manual_seed(1)
     full = slalom.attribute(ids, None, 1, None, None, 200, 16, True)
-    assert flat.shape == (ids.shape[1],)  # one example: 1-D, one entry per position
-    torch.testing.assert_close(flat, full[0])
+    assert flat.shape == (1, ids.shape[1])  # one example: (1, positions), as Lime's
+    torch.testing.assert_close(flat, full)
+    lime = Lime(f).attribute(ids, baselines=0, target=1, n_samples=10, return_input_shape=False)
+    assert flat.shape == lime.shape
     # With a feature mask: one score per feature id, as Lime's coefficients.
     words = torch.tensor([[0, 1, 1, 2, 3, 4, 5, 6, 6, 7, 8, 9, 10]])[:, : ids.shape[1]]
     words[0, -1] = 0  # [SEP] shares [CLS]'s feature id 0 (no feature: special)
     words[0, 0] = 0
     per_feature = slalom.attribute(ids, target=1, feature_mask=words, return_input_shape=False, n_samples=200, seed=0)
     shaped = slalom.attribute(ids, target=1, feature_mask=words, n_samples=200, seed=0)
-    assert per_feature.shape == (int(words.max()) + 1,)
+    assert per_feature.shape == (1, int(words.max()) + 1)
     for fid in range(1, int(words.max()) + 1):
-        assert torch.allclose(shaped[words == fid], per_feature[fid])
+        assert torch.allclose(shaped[words == fid], per_feature[0, fid])
     # Batch of two: batch x features, as Lime.
     two = slalom.attribute(ids.repeat(2, 1), target=1, return_input_shape=False, n_samples=200, seed=0)
     assert two.shape == (2, ids.shape[1])
@@ -187,8 +189,8 @@ def test_gpt2_without_pad_token_works_with_the_defaults(tok_dir):
     lime = Lime(f).attribute(ids, target=1, n_samples=20)  # Lime's defaults work
     assert torch.isfinite(lime).all()
     # The reference input is GPT-2's end-of-text token, read from the tokenizer; without
-    # one there is no input without tokens, and the error says what to pass instead.
-    with pytest.raises(ValueError, match="reference="):
+    # one there is no input without tokens, and the error says to pass the tokenizer.
+    with pytest.raises(ValueError, match="tokenizer="):
         SlalomAttribution(model.forward).attribute(ids, target=1, n_samples=100)
     # A closure: batches > 1 fail inside GPT-2, so SLALOM falls back to one per call.
     with pytest.warns(UserWarning, match="one sample per call"):
@@ -250,3 +252,77 @@ def test_probabilities_are_detected_and_explained_in_log_odds(bert):
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="probs"):
         SlalomAttribution(logits, tokenizer=tok).attribute(ids, target=1, n_samples=200, output="probs")
+
+
+def test_result_tokens_are_the_tokenizers_strings(bert):
+    model, tok = bert
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    res = SlalomAttribution(lambda i: model(input_ids=i).logits, tokenizer=tok).attribute(
+        ids, target=1, n_samples=200, seed=0, return_all=True
+    )
+    assert res.explanations[0].tokens == tok.convert_ids_to_tokens(ids[0, 1:-1].tolist())
+    words = torch.tensor([[0, 1, 1, 2, 3, 4, 5, 6, 6, 7, 8, 9, 0]])[:, : ids.shape[1]]
+    grouped = SlalomAttribution(lambda i: model(input_ids=i).logits, tokenizer=tok).attribute(
+        ids, target=1, n_samples=200, seed=0, return_all=True, feature_mask=words, perturbation="replace", baselines=0
+    )
+    first = tok.convert_ids_to_tokens(ids[0, 1:3].tolist())
+    assert grouped.explanations[0].tokens[0] == " ".join(first)
+
+
+def test_over_length_input_is_a_clear_error(bert):
+    model, tok = bert
+    calls = []
+
+    def f(i):
+        calls.append(i.shape)
+        return model(input_ids=i).logits
+
+    limit = model.config.max_position_embeddings
+    ids = torch.full((1, limit + 5), tok.convert_tokens_to_ids("good"))
+    ids[0, 0], ids[0, -1] = tok.cls_token_id, tok.sep_token_id
+    # The model is reachable (a module, or a tokenizer with a limit): refused before any call.
+    with pytest.raises(ValueError, match=f"at most {limit}"):
+        SlalomAttribution(model, tokenizer=tok).attribute(ids, target=1, n_samples=50, seed=0)
+    # Behind a closure nothing declares the limit: the probe call's failure, in one line.
+    with pytest.raises(ValueError, match="fails on the first example of inputs as given.*longer than") as err:
+        SlalomAttribution(f, tokenizer=tok).attribute(ids, target=1, n_samples=50, seed=0)
+    assert "\n" not in str(err.value)
+    assert len(calls) == 1
+
+
+def test_embeddings_as_inputs_get_a_hint(bert):
+    model, tok = bert
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    embeds = model.get_input_embeddings()(ids)
+    with pytest.raises(ValueError, match="embeddings") as err:
+        SlalomAttribution(lambda e: model(inputs_embeds=e).logits).attribute(embeds, target=1)
+    assert "unsqueeze" not in str(err.value)
+    with pytest.raises(ValueError, match="unsqueeze"):
+        SlalomAttribution(lambda i: model(input_ids=i).logits).attribute(ids[0], target=1)
+
+
+def test_without_tokenizer_the_hf_models_own_tokenizer_is_found(bert, tmp_path):
+    # An HF model as the forward function, no tokenizer=: its tokenizer is reachable from
+    # its config (saved model), so [CLS]/[SEP] stay in place as with tokenizer=tok.
+    from transformers import AutoModelForSequenceClassification
+
+    model, tok = bert
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    got = SlalomAttribution(loaded).attribute(ids, target=1, n_samples=300, seed=0)
+    expected, _ = _engine_contribution(model, tok, ids, seed=0)
+    assert got[0, 0] == 0 and got[0, -1] == 0
+    torch.testing.assert_close(got[0, 1:-1], expected, atol=1e-4, rtol=1e-4)
+
+
+def test_without_any_special_token_source_the_error_says_tokenizer(bert):
+    # Nothing says which ids are [CLS]/[SEP] and the model cannot read an input without
+    # tokens: the advice is tokenizer=, not reference= (which would make [CLS]/[SEP]
+    # features and change every score).
+    model, tok = bert
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    with pytest.raises(ValueError, match="tokenizer=") as err:
+        SlalomAttribution(lambda i: model(input_ids=i).logits).attribute(ids, target=1, n_samples=100, seed=0)
+    assert "reference=<number>" not in str(err.value)

@@ -220,11 +220,18 @@ def test_batch_of_different_lengths_matches_single_texts(gt_explainer, tok):
     assert sv.compute_time > 0
 
 
-def test_fit_summary_exposes_residual(gt_explainer):
+def test_fit_summary_exposes_residual(gt, gt_explainer):
     fits = gt_explainer.fit(TEXTS)
     table = SlalomExplainer.fit_summary(fits)
     assert list(table["tokens"]) == [f.n_positions for f in fits]
-    np.testing.assert_allclose(table["residual"], table["model_output"] - table["surrogate_output"])
+    # The residual against its parts computed independently: f(x) from the ground-truth
+    # model itself, the surrogate's output from its own forward pass on the full text.
+    f_x = np.array([gt.log_odds(t) for t in TEXTS])
+    surrogate = np.array(
+        [f.base_value + float(f.surrogate.predict_sequences([f.unit_index.tolist()])[0]) for f in fits]
+    )
+    np.testing.assert_allclose(table["model_output"], f_x, atol=1e-9)
+    np.testing.assert_allclose(table["residual"], f_x - surrogate, atol=1e-9)
     assert (table["heldout_r2"] > 0.99).all()
     # The default: base + sum(values) is the model's own output (what shap's plots call f(x));
     # the base is reference + residual, and both parts are reported on their own.
@@ -234,8 +241,10 @@ def test_fit_summary_exposes_residual(gt_explainer):
     np.testing.assert_allclose(sv.reference_values[:, 1], [f.base_value for f in fits])
     for i, text in enumerate(TEXTS):
         row = sv[i, :, "POS"]
-        assert row.base_values == pytest.approx(fits[i].base_value + table["residual"][i], abs=1e-12)
-        assert row.base_values + row.values.sum() == pytest.approx(gt_explainer.model([text])[0, 1], abs=1e-12)
+        # The reference point is the model on the empty input (even odds for this model).
+        assert fits[i].base_value == pytest.approx(gt.log_odds(""), abs=1e-12)
+        assert row.base_values == pytest.approx(fits[i].base_value + f_x[i] - surrogate[i], abs=1e-9)
+        assert row.base_values + row.values.sum() == pytest.approx(gt.log_odds(text), abs=1e-9)
     # additivity="surrogate": the base is the reference point, values add up to the surrogate.
     raw = gt_explainer.to_explanation(TEXTS, fits, additivity="surrogate")
     np.testing.assert_allclose(raw.residual_values, sv.residual_values)
@@ -260,7 +269,7 @@ def test_all_scores_and_shapley_efficiency(gt_explainer):
     assert lin.residual_values[0, 1] == pytest.approx(fits[0].full_text_gap)  # reported all the same
 
 
-def test_explain_row_protocol(gt_explainer, tok):
+def test_explain_row_protocol(gt, gt_explainer, tok):
     row = gt_explainer.explain_row(
         TEXT, max_evals=400, main_effects=False, error_bounds=False, batch_size=10, outputs=None, silent=True
     )
@@ -268,9 +277,18 @@ def test_explain_row_protocol(gt_explainer, tok):
     assert row["mask_shapes"] == [(n,)]
     assert row["values"].shape == (n, 2)
     assert row["output_names"] == ["NEG", "POS"]
-    f_x = gt_explainer.model([TEXT])[0]
-    np.testing.assert_allclose(row["expected_values"] + row["values"].sum(axis=0), f_x, atol=1e-12)
     assert isinstance(row["slalom"], sc.SlalomExplanation)
+    # The base value is the reference point plus the residual, each computed here on its
+    # own: f(x) from the ground-truth model, the surrogate from its own forward pass.
+    fit = row["slalom"]
+    f_x = gt.log_odds(TEXT)
+    surrogate = fit.base_value + float(fit.surrogate.predict_sequences([fit.unit_index.tolist()])[0])
+    np.testing.assert_allclose(
+        row["expected_values"], np.array([-1.0, 1.0]) * (fit.base_value + f_x - surrogate), atol=1e-9
+    )
+    np.testing.assert_allclose(
+        row["values"].sum(axis=0), np.array([-1.0, 1.0]) * (surrogate - fit.base_value), atol=1e-9
+    )
 
 
 def test_regex_masker_and_single_output(tok):
@@ -669,8 +687,39 @@ def test_notebook_runs(tmp_path):
     assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # shap.plots.text
 
 
-def test_seed_none_follows_torch_manual_seed(gt, tok):
+def test_default_seed_gives_identical_calls(gt, tok):
     explainer = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200)
+    a = explainer(["good film but bad plot"]).values
+    torch.manual_seed(123)  # the default does not depend on torch's global generator
+    b = explainer(["good film but bad plot"]).values
+    np.testing.assert_array_equal(a, b)
+    other = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200, seed=1)(["good film but bad plot"]).values
+    assert not np.array_equal(a, other)
+
+
+def test_string_model_sees_the_users_own_text_through_the_masker(tok):
+    # A case-sensitive f behind an uncased masker: f must see "Great movie" (and its
+    # substrings), not the re-decoded, lower-cased "great movie".
+    seen = []
+
+    def f(texts):
+        seen.extend(texts)
+        return np.array([[0.0, 1.0 if "Great" in t else -1.0] for t in texts])
+
+    explainer = SlalomExplainer(f, shap.maskers.Text(tok), n_samples=40, seed=0, output="logits")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        sv = explainer(["Great movie"])
+    assert "Great movie" in seen and "great movie" not in seen
+    assert all(t in {"", "Great", "movie", "Great movie", "movie Great", "Great Great", "movie movie"} for t in seen)
+    fit = explainer.fit(["Great movie"])[0]
+    assert fit.model_output == pytest.approx(1.0)
+    np.testing.assert_allclose(sv.model_outputs[0], [-1.0, 1.0])
+    assert fit.scores("value")[0] > 0  # "Great" alone gives +1
+
+
+def test_seed_none_follows_torch_manual_seed(gt, tok):
+    explainer = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200, seed=None)
     torch.manual_seed(5)
     a = explainer(["good film but bad plot"]).values
     torch.manual_seed(5)

@@ -1,6 +1,7 @@
 """explain / explain_batch: bad inputs, determinism, batching, targets, results."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,8 +155,15 @@ def test_diagnostics_and_dict(bert):
     out = json.loads(json.dumps(exp.to_dict()))
     assert out["tokens"] == exp.tokens
     assert len(exp.unit_table()) == exp.surrogate.n_units
-    assert exp.base_value + exp.contribution.sum() == pytest.approx(exp.surrogate_output)
-    assert exp.base_value + exp.shapley().sum() == pytest.approx(exp.surrogate_output)
+    # The scores against the SLALOM formula, by hand: alpha = softmax of the positions'
+    # importances, contribution = alpha * v; their sum is the surrogate's own forward pass
+    # on the full text, and so (efficiency) is the sum of its Shapley values.
+    alpha = np.exp(exp.importance) / np.exp(exp.importance).sum()
+    np.testing.assert_allclose(exp.contribution, alpha * exp.value, rtol=1e-12)
+    full = float(exp.surrogate.predict_sequences([exp.unit_index.tolist()])[0])
+    assert full != 0.0  # (this random BERT's outputs are small: compared relative to them)
+    assert exp.contribution.sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
+    assert exp.shapley().sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
     for name in sc.SCORE_NAMES:
         assert exp.scores(name).shape == (5,)
 
@@ -166,3 +174,22 @@ def test_repeated_tokens_share_parameters(bert):
     the = [i for i, t in enumerate(exp.tokens) if t == "the"]
     assert len(the) == 3 and len(set(exp.unit_index[the].tolist())) == 1
     assert len(set(exp.value[the].tolist())) == 1
+
+
+def test_score_table_matches_the_engine_and_the_readme():
+    # The table's class-0 sign is what explaining class 0 of a binary model gives.
+    v, s = random_slalom(30, seed=6)
+    net = SlalomModel(v, s)
+    clf = sc.TorchClassifier(lambda ids, mask: torch.cat([torch.zeros(ids.shape[0], 1), net(ids, mask)], 1))
+    pos = sc.explain(clf, [3, 7, 11, 7, 19], method="ana", seed=0, target=1)
+    neg = sc.explain(clf, [3, 7, 11, 7, 19], method="ana", seed=0, target=0)
+    for name, score in sc.SCORES.items():
+        assert np.abs(pos.scores(name)).max() > 1e-3
+        np.testing.assert_allclose(neg.scores(name), score.class0_sign * pos.scores(name), atol=1e-9)
+        # additive scores add up, with the reference point, to the surrogate's output
+        total = pos.base_value + pos.scores(name).sum()
+        full = pos.base_value + float(pos.surrogate.predict_sequences([pos.unit_index.tolist()])[0])
+        assert (abs(total - full) < 1e-9) == score.additive
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for score in sc.SCORES.values():
+        assert f"| `{score.name}` | {score.formula} | {score.unit} |" in readme

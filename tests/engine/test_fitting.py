@@ -85,7 +85,7 @@ def test_eff_design_layouts():
     # balanced: 43 pairs = 86 slots over 7 units -> 12 or 13 each
     counts = np.bincount(np.concatenate(samples[7:]), minlength=7)
     assert counts.min() >= 12 and counts.max() <= 13
-    with pytest.raises(ValueError, match="unknown design"):
+    with pytest.raises(ValueError, match="design=.sobol. is invalid"):
         sc.get_fitter("eff", design="sobol")
 
 

@@ -85,3 +85,84 @@ def test_huge_n_samples_fail_before_any_model_call():
     with pytest.raises(ValueError, match="GiB"):
         slalom_core.explain(TorchClassifier(f), list(range(50)), n_samples=10**9, seed=0)
     assert calls == []
+
+
+def _counting_model(vocab: int = VOCAB):
+    v, s = random_slalom(vocab, seed=3)
+    net = SlalomModel(v, s)
+    calls = []
+
+    def f(ids, mask):
+        calls.append(tuple(ids.shape))
+        return net(ids, mask)
+
+    return f, calls
+
+
+def test_short_text_with_ten_million_samples_refused_before_any_model_call():
+    f, calls = _counting_model()
+    with pytest.raises(ValueError, match="GiB"):
+        slalom_core.explain(TorchClassifier(f), [3, 5, 7], n_samples=10**7, seed=0)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        (dict(sample_length=0), "sample_length"),
+        (dict(sample_length=(3, 1)), "sample_length"),
+        (dict(method="fidel", max_delete_fraction=2.0), "max_delete_fraction"),
+        (dict(method="fidel", max_delete_fraction=0.0), "max_delete_fraction"),
+        (dict(max_iter=-5), "max_iter"),
+        (dict(method="fidel", max_iter=2.5), "max_iter"),
+        (dict(method="fidel", tol=1e-3), "tol"),
+        (dict(tol=float("nan")), "tol"),
+        (dict(learning_rate=0.0), "learning_rate"),
+        (dict(l2_value=-1.0), "l2_value"),
+        (dict(holdout_fraction=float("nan")), "holdout_fraction"),
+        (dict(gamma=float("nan")), "gamma"),
+        (dict(gamma="1"), "gamma"),
+        (dict(method="ana", sample_length=2), "sample_length"),
+    ],
+)
+def test_bad_options_refused_before_any_model_call(options, match):
+    f, calls = _counting_model()
+    with pytest.raises((ValueError, TypeError), match=match):
+        slalom_core.explain(TorchClassifier(f), [3, 5, 7, 9], n_samples=50, seed=0, **options)
+    assert calls == []
+
+
+def test_fidel_tol_is_used_by_als():
+    # tol= is refused where it would be ignored, and does change ALS's stopping point.
+    f, _ = _counting_model()
+    a = slalom_core.explain(TorchClassifier(f), [3, 5, 7, 9], method="fidel", solver="als", tol=1e-1, seed=0)
+    b = slalom_core.explain(TorchClassifier(f), [3, 5, 7, 9], method="fidel", solver="als", tol=1e-12, seed=0)
+    assert a.diagnostics["fit_iterations"] < b.diagnostics["fit_iterations"]
+
+
+def test_numpy_integer_target_is_a_class_index():
+    f, _ = _counting_model()
+    clf = TorchClassifier(lambda ids, mask: torch.cat([torch.zeros(ids.shape[0], 1), f(ids, mask)], 1))
+    a = slalom_core.explain(clf, [3, 5, 7], method="ana", target=np.int64(0), seed=0)
+    b = slalom_core.explain(clf, [3, 5, 7], method="ana", target=0, seed=0)
+    np.testing.assert_allclose(a.value, b.value)
+    assert a.target == 0 and type(a.target) is int
+    np.testing.assert_allclose(a.model_output, -f(torch.tensor([[3, 5, 7]]), torch.ones(1, 3)).item())
+    with pytest.raises(TypeError, match="target"):
+        slalom_core.explain(clf, [3, 5, 7], method="ana", target=1.0, seed=0)
+
+
+@pytest.mark.parametrize("device", ["meta", "no-such-device"])
+def test_device_the_model_cannot_use_leaves_it_untouched(device):
+    v, s = random_slalom(VOCAB, seed=3)
+    net = SlalomModel(v, s).train()
+    before = {k: t.clone() for k, t in net.state_dict().items()}
+    calls = []
+    net.register_forward_hook(lambda *a: calls.append(1))
+    with pytest.raises((ValueError, RuntimeError), match="device"):
+        slalom_core.explain(TorchClassifier(net), [3, 5, 7], method="ana", seed=0, device=device)
+    assert calls == []
+    assert net.training
+    for k, t in net.state_dict().items():
+        assert t.device.type == "cpu"
+        torch.testing.assert_close(t, before[k])

@@ -211,3 +211,32 @@ def test_per_class_outputs_every_class_in_the_explained_units():
         sc.OutputLink(3, target=1, multiclass="ovr").per_class(three)
     with pytest.raises(FloatingPointError):
         sc.OutputLink(2).per_class(torch.tensor([[0.0, float("nan")]]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_softmax_is_read_as_probabilities(dtype):
+    # A half-precision softmax sums to 1 only within its rounding (~1e-3 for float16): it
+    # must still be read as probabilities (log-odds explained), not as logits (p1 - p0).
+    m = _logit_model(3, seed=4)
+    probs = lambda ids, mask: torch.softmax(m(ids, mask).to(dtype), dim=1)
+    # The rows the engine sees first (the full text, the empty input) and the singles:
+    # some miss 1 by more than the float32 tolerance.
+    rows = [IDS] + [[i] for i in IDS]
+    sums = torch.cat([probs(torch.tensor([r]), torch.ones(1, len(r))).double().sum(1) for r in rows])
+    assert float((sums - 1).abs().max()) > sc.link.PROB_SUM_TOL
+    with pytest.warns(sc.SlalomOutputWarning, match="look like probabilities"):
+        got = _explain(probs)
+    assert got.diagnostics["output"] == "probs (detected)" and got.diagnostics["output_kind"] == "probs"
+    ref = _explain(lambda ids, mask: torch.log(probs(ids, mask).double()), output="logits")
+    _same_scores(got, ref, atol=1e-9)
+    # An explicit output="probs" accepts the same rounding.
+    _same_scores(_explain(probs, output="probs"), ref, atol=1e-9)
+
+
+def test_rows_near_one_read_as_logits_suggest_output_probs():
+    # Rows that sum to 1 only roughly are read as logits; the warning names output='probs'
+    # (the class-probability reading), not only the multi-label one.
+    m = _logit_model(3, seed=4)
+    rough = lambda ids, mask: torch.softmax(m(ids, mask), dim=1) * 1.004
+    with pytest.warns(sc.SlalomOutputWarning, match="output='probs'"):
+        _explain(rough)

@@ -53,8 +53,9 @@ def test_hand_written_gradients_match_autograd(n_out):
         _, idx, mask, y = random_problem(rng, n_units, n_samples, n_out)
         problems.append((idx, mask, y, n_units, rng.random(n_samples) + 0.5))
     batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
-    for prior_sd in (0.5, 2.0):
-        obj = fitting._Objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+    for prior_sd in (0.5, 2.0, None):  # the posterior objective, and the ridge one (no prior)
+        obj = fitting._objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        assert isinstance(obj, fitting._RidgeObjective if prior_sd is None else fitting._PosteriorObjective)
         theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1])))
         theta[:, obj.n_val :] *= batch.unit_mask  # padded units sit at s = 0
         theta[:, : obj.n_val] *= batch.unit_mask.repeat_interleave(n_out, dim=1)
@@ -85,7 +86,7 @@ def test_preconditioner_is_the_gauss_newton_diagonal():
         problems.append((*fitting.pad_sequences(samples), rng.normal(size=(n_samples, 1)), n_units, None))
     batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
     for prior_sd in (0.5, 2.0):
-        obj = fitting._Objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        obj = fitting._objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
         theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1]))) * batch.unit_mask.repeat(1, 2)
         got = obj.curvature(theta)
         for t, (_, _, y, _, _) in enumerate(problems):
@@ -229,3 +230,58 @@ def test_unregularised_fit_keeps_neutral_units_off_the_plateau(seed):
     # the neutral words share one importance, below the decisive words' (none is parked)
     assert np.ptp(s[:4]) < 0.5, s
     assert s[:4].max() < s[[5, 6, 8, 9]].min(), s
+
+
+def _two_loop(grad, pairs, gamma):
+    """H·grad by Nocedal's two-loop recursion (H0 = gamma·I), pairs oldest first."""
+    q = grad.clone()
+    alphas = []
+    for s, y in reversed(pairs):
+        rho = 1.0 / float(y @ s)
+        a = rho * float(s @ q)
+        alphas.append((a, rho, s, y))
+        q = q - a * y
+    r = gamma * q
+    for a, rho, s, y in reversed(alphas):
+        b = rho * float(y @ r)
+        r = r + s * (a - b)
+    return r
+
+
+def test_compact_lbfgs_direction_equals_the_two_loop_recursion():
+    # Curvature pairs from a random SPD Hessian; in the compact form an invalid pair is
+    # stored as zeros, and it must contribute nothing (the two-loop recursion skips it).
+    gen = torch.Generator().manual_seed(0)
+    p, k = 7, 4
+    m = torch.randn(p, p, generator=gen, dtype=torch.float64)
+    hess = m @ m.T + p * torch.eye(p, dtype=torch.float64)
+    s_mem = torch.randn(k, p, generator=gen, dtype=torch.float64)
+    y_mem = s_mem @ hess
+    valid = torch.tensor([True, False, True, True])
+    s_mem[~valid], y_mem[~valid] = 0.0, 0.0
+    grad = torch.randn(p, generator=gen, dtype=torch.float64)
+    gamma = float(s_mem[-1] @ y_mem[-1]) / float(y_mem[-1] @ y_mem[-1])
+    got = fitting._lbfgs_direction(
+        grad[None], s_mem[None], y_mem[None], valid[None], torch.tensor([gamma], dtype=torch.float64)
+    )[0]
+    pairs = [(s_mem[i], y_mem[i]) for i in range(k) if valid[i]]
+    expected = _two_loop(grad, pairs, gamma)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+    # and it is not the plain scaled gradient: the pairs change the direction.
+    assert float((got - gamma * grad).abs().max()) > 1e-3
+
+
+def test_als_importance_gradient_equals_autograd():
+    rng = np.random.default_rng(3)
+    n_units, n_out = 6, 2
+    counts = torch.as_tensor(rng.integers(0, 3, size=(40, n_units)), dtype=torch.float64)
+    counts[counts.sum(1) == 0, 0] = 1.0
+    value = torch.as_tensor(rng.normal(size=(n_units, n_out)))
+    y = torch.as_tensor(rng.normal(size=(40, n_out)))
+    s = torch.as_tensor(rng.normal(size=n_units), dtype=torch.float64).requires_grad_(True)
+    w = counts * torch.exp(s)
+    a = w / w.sum(dim=1, keepdim=True)
+    loss = 0.5 * ((a @ value - y) ** 2).sum()
+    (expected,) = torch.autograd.grad(loss, s)
+    got = fitting._importance_gradient(a.detach(), value, y)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)

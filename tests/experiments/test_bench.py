@@ -286,3 +286,45 @@ def test_engine_import_stays_free_of_captum_and_shap():
     code = "import sys, slalom_core, slalom_core.experiments.bench, slalom_core.experiments.bench_cli; print('captum' in sys.modules, 'shap' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_slalom_options_no_method_takes_are_refused():
+    # An option no SLALOM fitter run takes was dropped but recorded as used in results.json.
+    with pytest.raises(ValueError, match=r"\['foo'\].*none of the SLALOM methods"):
+        BenchConfig(data="x", methods=("slalom-eff",), slalom_options={"foo": 1}).validate()
+    with pytest.raises(ValueError, match="no SLALOM method"):
+        BenchConfig(data="x", methods=("random",), slalom_options={"sample_length": 3}).validate()
+    with pytest.raises(ValueError, match="sample_length=0"):
+        BenchConfig(data="x", methods=("slalom-eff",), slalom_options={"sample_length": 0}).validate()
+    # An option of one of the fitters run is fine (fidel's max_delete_fraction with eff).
+    BenchConfig(
+        data="x", methods=("slalom-eff", "slalom-fidel"), slalom_options={"max_delete_fraction": 0.3}
+    ).validate()
+
+
+def test_cli_option_no_method_takes_is_an_error(bench_files, tmp_path, capsys):
+    argv = ["--data", bench_files["data"], "--methods", "slalom-eff", "--slalom-option", "foo=1"]
+    assert bench_main([*argv, "--out", str(tmp_path)]) == 2
+    assert "foo" in capsys.readouterr().err
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_run_benchmark_gives_a_train_mode_model_back(bench_files, tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(bench_files["model"]).train()
+    tok = AutoTokenizer.from_pretrained(bench_files["model"])
+    modes = [m.training for m in model.modules()]
+    run_benchmark(_config(bench_files, tmp_path, n=2, methods=("random",)), model=model, tokenizer=tok, write=False)
+    assert [m.training for m in model.modules()] == modes and model.training
+
+
+def test_cli_runtime_error_is_one_line(tmp_path, capsys):
+    from slalom_core.experiments.cli import main
+
+    missing = tmp_path / "no_such.jsonl"
+    status = main(["bench", "--data", str(missing), "--methods", "random", "--out", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 1
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "no_such.jsonl" in errors[0] and "Traceback" not in err

@@ -1,0 +1,110 @@
+"""The :class:`Fitter` interface (a generator protocol) and the option tables fitters declare."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator
+
+import numpy as np
+import torch
+
+from ..options import Interval, OneOf
+from .protocol import FitGenerator, FitRequest
+
+
+class Fitter(ABC):
+    """A fitting algorithm, selected by name (see :data:`FITTERS`).
+
+    :meth:`run` is a generator. It receives the text's positions as unit indices and the
+    model's target on the full text (measured from the reference point), yields lists of
+    samples for the model to score, is sent their (B, K) targets back, and returns a
+    :class:`FitResult`. :meth:`steps` is the same generator, except that it may also yield
+    :class:`FitRequest` objects, answered by :meth:`solve_batch` (the driver collects the
+    requests of many texts and solves them together).
+
+    Example:
+        >>> fitter = get_fitter("fidel")
+        >>> isinstance(fitter, Fitter), fitter.name
+        (True, 'fidel')
+    """
+
+    name: str = ""
+    #: The options the constructor takes and what each may be (see :mod:`.options`).
+    OPTIONS: dict = {}
+
+    @abstractmethod
+    def run(
+        self,
+        rng: np.random.Generator,
+        position_units: np.ndarray,
+        n_units: int,
+        n_samples: int,
+        full_target: np.ndarray | None = None,
+    ) -> FitGenerator:
+        """Generator: yields sample lists, receives (B, K) targets, returns a FitResult."""
+
+    def steps(
+        self,
+        rng: np.random.Generator,
+        position_units: np.ndarray,
+        n_units: int,
+        n_samples: int,
+        full_target: np.ndarray | None = None,
+    ) -> Generator:
+        """Like :meth:`run`, but fits may be yielded as :class:`FitRequest` (default: none are)."""
+        return self.run(rng, position_units, n_units, n_samples, full_target)
+
+    def solve_batch(
+        self, requests: list[FitRequest], device: torch.device | str | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+        """Solve the fit requests of several texts at once; ``(value, importance, info)`` each."""
+        raise NotImplementedError(f"{type(self).__name__} yields no fit requests")
+
+    def min_samples(self, n_units: int) -> int:
+        return 1
+
+    def planned_samples(
+        self,
+        rng: np.random.Generator,
+        position_units: np.ndarray,
+        n_units: int,
+        n_samples: int,
+        unit_lengths: np.ndarray | None = None,
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The samples :meth:`steps` will ask for, before any model call, for cost estimates.
+
+        Returns ``(known, bounds)``: samples known in advance (given the same ``rng`` state
+        as :meth:`steps` gets), and one upper bound (a sample at least as long) per sample
+        that depends on model outputs and so cannot be known yet. ``unit_lengths`` (tokens
+        per unit) lets a bound be tighter than the full text. Default: ``n_samples``
+        samples, each bounded by the full text.
+
+        Example:
+            >>> known, bounds = get_fitter("fidel").planned_samples(np.random.default_rng(0), np.arange(4), 4, 10)
+            >>> len(known), len(bounds)
+            (10, 0)
+        """
+        return [], [position_units] * int(n_samples)
+
+
+# Option tables (see :mod:`.options`): what each fitter's options may be, checked once,
+# in the constructor, before any model call.
+_POSITIVE = Interval(float, 0, None, "neither")
+_SAMPLED_OPTIONS = {
+    "holdout_fraction": (Interval(float, 0, 0.5, "left"),),
+    "max_iter": (Interval(int, 1, None),),
+    "tol": (_POSITIVE,),
+    "prior_sd": (_POSITIVE, OneOf("evidence", None)),
+    "anchor_weight": (Interval(float, 0, 1, "left"),),
+    "check_samples": (Interval(int, 0, None),),
+}
+
+
+def _given(args: dict, table: dict) -> dict:
+    """The constructor arguments (``locals()`` at its top) that ``table`` declares."""
+    return {k: v for k, v in args.items() if k in table}
+
+
+def _request_priors(prior_sd: float | None, requests: list[FitRequest]) -> list[float] | None:
+    """Each request's prior sd (its own where it carries one), or None when the fitter has no prior."""
+    return None if prior_sd is None else [prior_sd if r.prior_sd is None else r.prior_sd for r in requests]

@@ -1,0 +1,109 @@
+"""Laplace standard errors of a fitted surrogate's values and importances."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..surrogate import dense_slots, surrogate_forward
+from .constants import FIT_DTYPE
+
+
+def laplace_standard_errors(
+    counts: np.ndarray,
+    y: np.ndarray,
+    value: np.ndarray,
+    importance: np.ndarray,
+    *,
+    prior_sd: float | None = None,
+    weights: np.ndarray | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Standard errors of the fitted values (U, K) and mean-zero importances (U,).
+
+    A Laplace approximation of the posterior at the fit: Gauss–Newton curvature
+    JᵀWJ / σ² of the squared error, with σ² the (weighted) residual variance, plus the prior
+    precision 1 / prior_sd² on each importance. The covariance is taken in the subspace the
+    reported parameters live in (importances summing to zero; for K > 1 classes, values
+    summing to zero over classes), where the softmax's shift-invariance leaves no free
+    direction. An SE close to ``prior_sd`` means the data did not determine that
+    importance; with no prior an undetermined direction gives an infinite SE. Linear
+    algebra in torch (float64), on ``device`` (default: the CPU).
+
+    Args:
+        counts: (B, U) occurrence counts of the fitted samples; y: (B, K) targets.
+        value, importance: the fit.
+        prior_sd: the prior's standard deviation of s (None: no prior).
+        weights: the fit's sample weights (mean one).
+        device: where to compute.
+
+    Example:
+        >>> c = np.array([[1, 0], [0, 1], [1, 1], [1, 1]], dtype=float)
+        >>> y = np.array([[1.0], [-1.0], [0.1], [-0.1]])
+        >>> se_v, se_s = laplace_standard_errors(c, y, np.array([[1.0], [-1.0]]), np.zeros(2))
+        >>> bool(se_s[0] > 0 and np.isclose(se_s[0], se_s[1]))
+        True
+    """
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+
+    def tens(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(a, dtype=np.float64), device=dev)
+
+    c, yt, v, s = tens(counts), tens(y), tens(value), tens(importance)
+    n_samples, n_units = c.shape
+    n_out = v.shape[1]
+    f, a = surrogate_forward(v, s, *dense_slots(c))  # (B, K), (B, U)
+    wts = (
+        torch.ones(n_samples, dtype=FIT_DTYPE, device=dev)
+        if weights is None
+        else tens(weights) / float(np.mean(weights))
+    )
+    sigma2 = float((wts[:, None] * (f - yt) ** 2).sum()) / yt.numel()
+    if sigma2 <= 1e-300:
+        # Exact data: the likelihood is a spike; report zeros rather than 0/0.
+        return np.zeros_like(np.asarray(value, dtype=np.float64)), np.zeros(n_units)
+    n_val = n_units * n_out
+    n_par = n_val + n_units
+    # Jacobian rows per (sample, class): dF_bk/dv_uk = a_bu, dF_bk/ds_u = a_bu (v_uk − F_bk).
+    eye_k = torch.eye(n_out, dtype=FIT_DTYPE, device=dev)
+    jac_v = (a[:, None, :, None] * eye_k[None, :, None, :]).reshape(n_samples, n_out, n_val)
+    jac_s = a[:, None, :] * (v.T[None, :, :] - f[:, :, None])
+    jac = torch.cat([jac_v, jac_s], dim=2).reshape(n_samples * n_out, n_par)
+    rw = wts.repeat_interleave(n_out)
+    prec = (jac * rw[:, None]).T @ jac / sigma2
+    if prior_sd is not None:
+        prec[n_val:, n_val:] += torch.eye(n_units, dtype=FIT_DTYPE, device=dev) / prior_sd**2
+    # The reported parameters satisfy Cᵀθ = 0 (mean-zero s; class-centred v).
+    zeros = torch.zeros(n_val + n_units, 1, dtype=FIT_DTYPE, device=dev)
+    cons = [torch.cat([zeros[:n_val], torch.ones_like(zeros[n_val:])])]
+    if n_out > 1:
+        per_unit = torch.kron(torch.eye(n_units, dtype=FIT_DTYPE, device=dev), torch.ones_like(zeros[:n_out]))
+        cons.append(torch.cat([per_unit, torch.zeros_like(per_unit[:n_units])]))
+    cons_m = torch.cat(cons, dim=1)
+    chol, not_pd = torch.linalg.cholesky_ex(prec)
+    pivots = torch.diagonal(chol) ** 2
+    if prior_sd is not None and not bool(not_pd) and float(pivots.min()) > 1e-10 * float(pivots.max()):
+        # Well-posed (a prior, and every unit seen): the covariance in the subspace is that
+        # of the Gaussian conditioned on Cᵀθ = 0, Σ − ΣC (CᵀΣC)⁻¹ CᵀΣ with Σ = prec⁻¹; a
+        # Cholesky factor gives it 5x faster than the eigendecomposition below. Without a
+        # prior, the softmax's shift is a null direction of prec: that path handles it.
+        cov = torch.cholesky_inverse(chol)
+        cov_c = cov @ cons_m
+        var = torch.diagonal(cov) - (cov_c * torch.linalg.solve(cons_m.T @ cov_c, cov_c.T).T).sum(dim=1)
+    else:
+        # Otherwise some direction may be undetermined: eigen-decompose prec in an
+        # orthonormal basis of the subspace.
+        q, _ = torch.linalg.qr(cons_m, mode="complete")
+        basis = q[:, cons_m.shape[1] :]  # (P, P - #constraints)
+        reduced = basis.T @ prec @ basis
+        evals, evecs = torch.linalg.eigh((reduced + reduced.T) / 2)
+        floor = float(evals.max()) * 1e-12 if evals.numel() else 0.0
+        ok = evals > floor
+        inv = torch.where(ok, 1.0 / torch.where(ok, evals, torch.ones_like(evals)), torch.zeros_like(evals))
+        # Diagonal of basis · V diag(1/λ) Vᵀ · basisᵀ without forming the full covariance; an
+        # undetermined direction (0 · inf) makes every parameter it touches infinitely uncertain.
+        sq = (basis @ evecs) ** 2  # (P, r)
+        var = (sq * inv).sum(dim=1)
+        var = torch.where(((sq > 0) & ~ok).any(dim=1), torch.full_like(var, float("inf")), var)
+    se = torch.sqrt(var.clamp_min(0.0)).cpu().numpy()
+    return se[:n_val].reshape(n_units, n_out), se[n_val:]
