@@ -217,15 +217,10 @@ def compare_global_local(global_fit, run, *, label: str | None = None) -> dict:
     """
     local = word_summary(run, label=label).reindex(global_fit.index)
 
-    def spearman(a, b) -> float:
-        ra, rb = (np.argsort(np.argsort(x)).astype(float) for x in (a, b))
-        ra, rb = ra - ra.mean(), rb - rb.mean()
-        denom = np.sqrt((ra**2).sum() * (rb**2).sum())
-        return float((ra * rb).sum() / denom) if denom > 0 else float("nan")
-
     return {
-        "value": spearman(global_fit["value"].to_numpy(), local["value_mean"].to_numpy()),
-        "importance": spearman(global_fit["importance"].to_numpy(), local["importance_mean"].to_numpy()),
+        # pandas ranks ties by their mean rank and skips tokens missing on either side.
+        "value": float(global_fit["value"].corr(local["value_mean"], method="spearman")),
+        "importance": float(global_fit["importance"].corr(local["importance_mean"], method="spearman")),
         "n_tokens": len(global_fit),
     }
 
