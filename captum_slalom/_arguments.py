@@ -70,7 +70,7 @@ def check_options(
         raise ValueError(f"perturbations_per_eval must be a positive int, got {perturbations_per_eval!r}")
     if return_all and not return_input_shape:
         raise ValueError("return_all gives input-shaped scores: leave return_input_shape=True")
-    if perturbation == "replace" and method == "eff" and int(fit_options.get("sample_length", 2)) > 2:
+    if perturbation == "replace" and method in ("eff", "hybrid") and int(fit_options.get("sample_length", 2)) > 2:
         raise ValueError(
             "with perturbation='replace', a sample is a set of present features, so a "
             "feature drawn twice cannot count twice: use sample_length <= 2"

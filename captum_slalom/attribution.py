@@ -175,7 +175,7 @@ class SlalomAttribution(PerturbationAttribution):
         show_progress: bool = False,
         *,
         score: str = slalom_core.DEFAULT_SCORE,
-        method: str = "eff",
+        method: str = slalom_core.DEFAULT_METHOD,
         seed: int | None = None,
         perturbation: str = "delete",
         special_token_ids: Sequence[int] | None = None,

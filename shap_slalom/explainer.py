@@ -123,7 +123,7 @@ class SlalomExplainer(shap.Explainer):
         masker: Any = None,
         *,
         tokenizer: Any = None,
-        method: str = "eff",
+        method: str = sc.DEFAULT_METHOD,
         n_samples: int = sc.DEFAULT_N_SAMPLES,
         output: str = "auto",
         seed: int | None = 0,

@@ -11,7 +11,15 @@ Example:
     >>> exp.value, exp.importance, exp.lin  # doctest: +SKIP
 """
 
-from .api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, SlalomFitWarning, estimate_cost, explain, explain_batch
+from .api import (
+    DEFAULT_METHOD,
+    DEFAULT_N_SAMPLES,
+    FULL_TEXT_GAP_BOUND,
+    SlalomFitWarning,
+    estimate_cost,
+    explain,
+    explain_batch,
+)
 from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
 from .explanation import SlalomExplanation
 from .fitting import (
@@ -21,6 +29,7 @@ from .fitting import (
     FidelFitter,
     FitResult,
     Fitter,
+    HybridFitter,
     fit_als,
     fit_gradient,
     get_fitter,
@@ -51,6 +60,7 @@ __all__ = [
     "explain_batch",
     "estimate_cost",
     "DEFAULT_N_SAMPLES",
+    "DEFAULT_METHOD",
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
@@ -85,6 +95,7 @@ __all__ = [
     "EffFitter",
     "FidelFitter",
     "AnaFitter",
+    "HybridFitter",
     "FITTERS",
     "get_fitter",
     "fit_gradient",

@@ -24,6 +24,7 @@ __all__ = [
     "explain_batch",
     "estimate_cost",
     "DEFAULT_N_SAMPLES",
+    "DEFAULT_METHOD",
     "SlalomFitWarning",
     "NoEmptyInputError",
     "FULL_TEXT_GAP_BOUND",
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 DEFAULT_N_SAMPLES = 1000
+#: The fitting method when none is named: chosen from the cost/quality front of the designs
+#: (docs/results.md §19), by explain, explain_batch, estimate_cost and both adapters alike.
+DEFAULT_METHOD = "eff"
 
 TextLike = str | Sequence[int] | torch.Tensor | Segmentation
 # show_progress: True for the engine's own tqdm bar, or a factory ``total -> bar`` so that a
@@ -88,7 +92,7 @@ def explain_batch(
     texts: Sequence[TextLike],
     tokenizer: object | None = None,
     *,
-    method: str | Fitter = "eff",
+    method: str | Fitter = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
     target: int | None = None,
     output: str = "auto",
@@ -353,7 +357,7 @@ def estimate_cost(
     texts: TextLike | Sequence[TextLike],
     tokenizer: object | None = None,
     *,
-    method: str | Fitter = "eff",
+    method: str | Fitter = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
     seed: int | Sequence[int] = 0,
     reference: ReferenceOption = "empty",
@@ -542,7 +546,7 @@ def explain(
     text_or_ids: TextLike,
     tokenizer: object | None = None,
     *,
-    method: str | Fitter = "eff",
+    method: str | Fitter = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
     target: int | None = None,
     output: str = "auto",

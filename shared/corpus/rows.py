@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..api import explain_batch
+from ..api import DEFAULT_METHOD, explain_batch
 from ..explanation import SlalomExplanation
 from ..models import ModelAdapter, Segmentation, segment_text
 from .source import Row
@@ -83,7 +83,7 @@ def text_seed(seed: int, text_id: str) -> int:
 class CorpusOptions:
     """What every text of a run is explained with (the arguments of ``explain_batch``)."""
 
-    method: str = "eff"
+    method: str = DEFAULT_METHOD
     n_samples: int = 1000
     seed: int = 0
     target: int | None = None

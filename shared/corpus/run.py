@@ -9,7 +9,14 @@ from pathlib import Path
 
 import torch
 
-from ..api import DEFAULT_N_SAMPLES, FULL_TEXT_GAP_BOUND, MIN_HELDOUT_R2, SlalomFitWarning, _check_reference
+from ..api import (
+    DEFAULT_METHOD,
+    DEFAULT_N_SAMPLES,
+    FULL_TEXT_GAP_BOUND,
+    MIN_HELDOUT_R2,
+    SlalomFitWarning,
+    _check_reference,
+)
 from ..fitting import get_fitter
 from ..link import MULTICLASS_MODES, OUTPUT_KINDS, SlalomOutputWarning, warn_user
 from ..models import GRANULARITIES, ModelAdapter, as_adapter
@@ -162,7 +169,7 @@ def explain_corpus(
     ray_address: str | None = None,
     num_workers: int | None = None,
     num_gpus_per_worker: float | None = None,
-    method: str = "eff",
+    method: str = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
     target: int | None = None,
     output: str = "auto",

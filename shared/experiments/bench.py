@@ -11,6 +11,8 @@ Methods (``--methods`` keys; a row per score in the tables):
 ``slalom-eff``      this engine, short random samples (rows ``/value``, ``/importance``,
                     ``/lin``, ``/removal``: one fit gives all four)
 ``slalom-fidel``    this engine, deletions from the full text (same four rows)
+``slalom-hybrid``   this engine, the default: short samples plus a few deletions, fitted
+                    together (same four rows)
 ``slalom-ana``      this engine, the analytical 2U − 1 design (each unit alone, then each
                     with one reference unit); ignores ``n_samples``
 ``reference``       PyPI ``slalom-explanations`` 0.1.2 (the authors' code, SLALOM-eff);
@@ -152,6 +154,14 @@ METHODS: dict[str, MethodInfo] = {
             SLALOM_SCORES,
             frozenset({"importance"}),
             "n_samples deletions from the full text",
+        ),
+        MethodInfo(
+            "slalom-hybrid",
+            "slalom-hybrid",
+            "slalom",
+            SLALOM_SCORES,
+            frozenset({"importance"}),
+            "n_samples: short random sequences plus a few deletions from the full text",
         ),
         MethodInfo(
             "slalom-ana",

@@ -15,6 +15,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..api import DEFAULT_METHOD
+from ..fitting import FITTERS
+
 DEMO_SENTENCES = (
     "The acting was wonderful and the story kept me hooked until the very end.",
     "A dull, predictable plot and wooden dialogue; I nearly fell asleep.",
@@ -99,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(minilm-imdb, the default, or zeroshot)",
     )
     demo.add_argument("--text", action="append", help="a text to explain (repeatable); default: built-in examples")
-    demo.add_argument("--method", default="eff", choices=["eff", "fidel", "ana"])
+    demo.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS))
     demo.add_argument("--n-samples", type=int, default=1000)
     demo.add_argument("--granularity", default="token", choices=["token", "word"])
     demo.add_argument("--seed", type=int, default=0)

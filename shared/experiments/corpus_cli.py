@@ -8,6 +8,9 @@ import functools
 import sys
 from functools import partial
 
+from ..api import DEFAULT_METHOD
+from ..fitting import FITTERS
+
 
 def _load_pair(spec: str | None):
     # Module-level (not a lambda) so that a ModelLoader built on it pickles to Ray workers.
@@ -56,7 +59,7 @@ def add_explain(sub) -> None:
     p.add_argument("--chunk-size", type=int, default=64)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--truncate", action="store_true", help="cut over-length texts instead of failing them")
-    p.add_argument("--method", default="eff", choices=["eff", "fidel", "ana"])
+    p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS))
     p.add_argument("--n-samples", type=int, default=1000)
     p.add_argument("--granularity", default="token", choices=["token", "word"])
     p.add_argument("--seed", type=int, default=0)

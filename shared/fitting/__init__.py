@@ -48,6 +48,7 @@ from .eff import EffFitter
 from .fidel import FidelFitter
 from .fitter import Fitter
 from .gradient import fit_gradient, fit_gradient_batch
+from .hybrid import HybridFitter
 from .laplace import laplace_standard_errors
 from .objective import _Batch, _mse_and_grads, _Objective, _objective, _pack, _PosteriorObjective, _RidgeObjective
 from .protocol import FitGenerator, FitRequest, FitResult
@@ -62,6 +63,7 @@ __all__ = [
     "EffFitter",
     "FidelFitter",
     "AnaFitter",
+    "HybridFitter",
     "FITTERS",
     "get_fitter",
     "fit_gradient",
@@ -97,7 +99,12 @@ __all__ = [
 ]
 
 
-FITTERS: dict[str, type[Fitter]] = {"eff": EffFitter, "fidel": FidelFitter, "ana": AnaFitter}
+FITTERS: dict[str, type[Fitter]] = {
+    "eff": EffFitter,
+    "fidel": FidelFitter,
+    "ana": AnaFitter,
+    "hybrid": HybridFitter,
+}
 
 
 def get_fitter(method: str | Fitter, **options) -> Fitter:

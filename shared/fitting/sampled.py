@@ -45,12 +45,19 @@ def single_threaded_fits() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _fit_quality(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
-    """MSE and R² (pooled over output columns); R² is NaN when the targets are constant."""
+def _fit_quality(y: np.ndarray, pred: np.ndarray, weights: np.ndarray | None = None) -> tuple[float, float]:
+    """(Weighted) MSE and R² (pooled over output columns); R² is NaN when the targets are constant.
+
+    With a design's weights the check counts each sample as the fit does, so that a few
+    heavily weighted context samples are judged as much as the many light ones.
+    """
     if len(y) == 0:
         return float("nan"), float("nan")
-    sse = float(np.sum((pred - y) ** 2))
-    sst = float(np.sum((y - y.mean(axis=0, keepdims=True)) ** 2))
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
+    w = (w / w.mean())[:, None]
+    mean = (w * y).sum(axis=0, keepdims=True) / w.sum()
+    sse = float(np.sum(w * (pred - y) ** 2))
+    sst = float(np.sum(w * (y - mean) ** 2))
     return sse / y.size, (1.0 - sse / sst) if sst > 1e-12 * y.size else float("nan")
 
 
@@ -148,14 +155,25 @@ class _SampledFitter(Fitter):
             result.diagnostics["n_check"] = len(checks)
         return result
 
-    def _with_anchor(self, samples, y, position_units, full_target):
+    def design_weights(self, samples: list[np.ndarray], n_positions: int) -> np.ndarray | None:
+        """Per-sample weights of the design (None: every sample counts the same)."""
+        return None
+
+    def design_diagnostics(self, n_samples: int, n_positions: int) -> dict:
+        """What the design was on this text, for the explanation's diagnostics."""
+        return {}
+
+    def _with_anchor(self, samples, y, weights, position_units, full_target):
         """Append the full text as one observation carrying ``anchor_weight`` of the weight."""
         if self.anchor_weight <= 0 or full_target is None:
-            return samples, y, None
-        n = len(samples)
-        weights = np.ones(n + 1)
-        weights[-1] = self.anchor_weight / (1.0 - self.anchor_weight) * n
-        return samples + [np.asarray(position_units)], np.vstack([y, np.reshape(full_target, (1, -1))]), weights
+            return samples, y, weights
+        weights = np.ones(len(samples)) if weights is None else np.asarray(weights, dtype=np.float64)
+        anchor = self.anchor_weight / (1.0 - self.anchor_weight) * weights.sum()
+        return (
+            samples + [np.asarray(position_units)],
+            np.vstack([y, np.reshape(full_target, (1, -1))]),
+            np.append(weights, anchor),
+        )
 
     def _prior_fit(self, request: FitRequest):
         """Generator: fits ``request``; returns (value, importance, info, the prior's sd).
@@ -186,26 +204,33 @@ class _SampledFitter(Fitter):
     def _fit(self, rng, samples, y, n_units, position_units, full_target):
         """Generator: yields the held-out fit's and the final fit's requests, returns the result."""
         fit_idx, hold_idx = split_holdout(rng, len(samples), self.holdout_fraction)
-        diag: dict = {}
+        w_design = self.design_weights(samples, len(position_units))
+        diag: dict = self.design_diagnostics(len(samples), len(position_units))
         init = None
         sd = self.prior_sd
         if len(hold_idx):
             # With prior_sd="evidence" the sd is chosen here, without the held-out samples,
             # so that the held-out R² judges the whole procedure.
             train, y_train, w_train = self._with_anchor(
-                [samples[i] for i in fit_idx], y[fit_idx], position_units, full_target
+                [samples[i] for i in fit_idx],
+                y[fit_idx],
+                None if w_design is None else w_design[fit_idx],
+                position_units,
+                full_target,
             )
             value, imp, info, sd = yield from self._prior_fit(FitRequest(train, y_train, n_units, None, w_train))
             hold = [samples[i] for i in hold_idx]
             pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
-            diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(y[hold_idx], pred)
+            diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(
+                y[hold_idx], pred, None if w_design is None else w_design[hold_idx]
+            )
             diag["n_heldout"] = int(len(hold_idx))
             init = (value, imp)
         else:
             diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
             diag["n_heldout"] = 0
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
-        all_samples, y_all, weights = self._with_anchor(samples, y, position_units, full_target)
+        all_samples, y_all, weights = self._with_anchor(samples, y, w_design, position_units, full_target)
         final = FitRequest(all_samples, y_all, n_units, init, weights, sd)
         if len(hold_idx):
             value, imp, info = yield final
@@ -214,7 +239,7 @@ class _SampledFitter(Fitter):
         if self.evidence:
             diag["prior_sd"] = sd
         pred, _ = _predict_sparse(*pad_sequences(samples), value, imp)
-        diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred)
+        diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred, w_design)
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)
         se_v, se_s = laplace_standard_errors(

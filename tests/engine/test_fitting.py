@@ -34,7 +34,7 @@ def test_ana_recovers_parameters_exactly(vocab, n_classes):
     np.testing.assert_allclose(exp.lin, true_v * np.exp(true_s)[(...,) + (None,) * (true_v.ndim - 1)], atol=1e-4)
 
 
-@pytest.mark.parametrize("method", ["eff", "fidel"])
+@pytest.mark.parametrize("method", ["eff", "fidel", "hybrid"])
 @pytest.mark.parametrize("vocab", [3, 30, 120])
 @pytest.mark.parametrize("n_classes", [1, 3])
 def test_sampled_fits_reach_high_heldout_r2(method, vocab, n_classes):
@@ -51,7 +51,7 @@ def test_sampled_fits_reach_high_heldout_r2(method, vocab, n_classes):
     d = exp.diagnostics
     assert d["n_heldout"] > 0
     assert d["heldout_r2"] >= 0.99, d
-    if method == "eff":
+    if method in ("eff", "hybrid"):
         # short samples identify the parameters: values match the truth too (a unit with
         # tiny importance next to heavy ones is seen only weakly, hence the median)
         pos_ids = np.array([t[0] for t in exp.token_ids])
@@ -87,6 +87,54 @@ def test_eff_design_layouts():
     assert counts.min() >= 12 and counts.max() <= 13
     with pytest.raises(ValueError, match="design=.sobol. is invalid"):
         sc.get_fitter("eff", design="sobol")
+
+
+def _is_subsequence(sample, text) -> bool:
+    it = iter(text.tolist())
+    return all(any(u == t for t in it) for u in sample.tolist())
+
+
+def test_hybrid_design_layout_and_weights():
+    rng = np.random.default_rng(0)
+    pos = np.array([0, 1, 2, 1, 3, 4, 5, 6, 7, 8])  # 10 positions over 9 units
+    fitter = sc.get_fitter("hybrid", context_share=0.1, context_weight=0.4)
+    samples = fitter.design(rng, pos, 9, 100)
+    assert len(samples) == 100
+    # pairs first, then 10 deletion samples: the text in order with 1 to 5 positions removed
+    assert all(len(x) == 2 for x in samples[:90])
+    assert all(5 <= len(x) <= 9 and _is_subsequence(x, pos) for x in samples[90:])
+    w = fitter.design_weights(samples, len(pos))
+    assert w.sum() == pytest.approx(100)
+    assert w[90:].sum() / w.sum() == pytest.approx(0.4)
+    assert np.ptp(w[:90]) == 0 and np.ptp(w[90:]) == 0
+    # subsets: sub-texts in order, 2 to n - 1 positions long
+    subs = sc.get_fitter("hybrid", context="subsets", context_share=0.5).design(rng, pos, 9, 40)[20:]
+    assert len(subs) == 20 and all(2 <= len(x) <= 9 and _is_subsequence(x, pos) for x in subs)
+    # unweighted: every sample the same; a one-position text has no context to sample
+    assert sc.get_fitter("hybrid", context_weight=None).design_weights(samples, len(pos)) is None
+    one = fitter.design(rng, np.array([0]), 1, 10)
+    assert len(one) == 10 and fitter.design_weights(one, 1) is None
+    with pytest.raises(ValueError, match="context=.windows. is invalid"):
+        sc.get_fitter("hybrid", context="windows")
+    with pytest.raises(TypeError, match="deletion_share"):
+        sc.get_fitter("hybrid", deletion_share=0.1)
+
+
+def test_hybrid_recovers_a_true_slalom_and_matches_its_text():
+    """On a true SLALOM every design is exact: the values, the importances' ranking and the
+    output on the text itself are what the data determine."""
+    from scipy.stats import spearmanr
+
+    v, s = random_slalom(40, seed=12)
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    ids = text_over(40, 80, seed=5)
+    exp = sc.explain(model, ids, method="hybrid", n_samples=600, seed=0, prior_sd=1.0, reference=0.0, output="logits")
+    pos_ids = np.array([t[0] for t in exp.token_ids])
+    assert np.median(np.abs(exp.value - v[pos_ids])) < 0.02
+    assert spearmanr(exp.importance, s[pos_ids])[0] >= 0.95
+    assert abs(exp.full_text_gap) < 0.05 * (1 + abs(exp.model_output))
+    assert exp.diagnostics["model_evaluations"] == 601  # + the full text (reference=0.0: no empty input)
+    assert exp.diagnostics["n_context"] == 36 and exp.diagnostics["design"] == "564 short samples + 36 deletions"
 
 
 def test_eff_prior_shrinks_noisy_importances_but_not_exact_ones():

@@ -57,7 +57,7 @@ def assert_scores_close(a, b, rel):
         np.testing.assert_allclose(a[name], b[name], atol=rel * scale, rtol=0, err_msg=name)
 
 
-@pytest.mark.parametrize("method", ["eff", "fidel", "ana"])
+@pytest.mark.parametrize("method", ["eff", "fidel", "ana", "hybrid"])
 def test_constant_offset_moves_only_base_value(bert, method):
     model, tok = bert
     kw = dict(tokenizer=tok, method=method, n_samples=300, seed=0)
@@ -85,7 +85,7 @@ def test_reference_zero_gives_the_papers_raw_scores(bert):
     np.testing.assert_allclose(raw_shifted.value, raw.value + 3.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("method", ["eff", "fidel", "ana"])
+@pytest.mark.parametrize("method", ["eff", "fidel", "ana", "hybrid"])
 def test_model_that_ignores_its_input_scores_zero(method):
     const = sc.TorchClassifier(lambda ids, mask: torch.tensor([[0.3, 1.7]], dtype=torch.float64).expand(len(ids), 2))
     exp = sc.explain(const, [4, 5, 6, 5, 7], method=method, n_samples=100, seed=0)
@@ -94,7 +94,7 @@ def test_model_that_ignores_its_input_scores_zero(method):
         assert np.abs(score).max() < 1e-6, name
 
 
-@pytest.mark.parametrize("method", ["eff", "fidel", "ana"])
+@pytest.mark.parametrize("method", ["eff", "fidel", "ana", "hybrid"])
 def test_additive_scores_add_up_to_the_surrogate(bert, method):
     model, tok = bert
     with warnings.catch_warnings():
@@ -182,7 +182,7 @@ def assert_same_explanations(a_list, b_list, rel=1e-3):
         assert_scores_close(all_scores(a), all_scores(b), rel)
 
 
-@pytest.mark.parametrize("method", ["eff", "fidel"])
+@pytest.mark.parametrize("method", ["eff", "fidel", "hybrid"])
 def test_batching_does_not_change_the_answer(bert, method):
     model, tok = bert
     texts = ["the movie was great", "i hated the boring plot and the actor , it was awful", "fun"]
@@ -323,7 +323,7 @@ def minilm():
     return load_default_model()
 
 
-@pytest.mark.parametrize("method", ["eff", "fidel"])
+@pytest.mark.parametrize("method", ["eff", "fidel", "hybrid"])
 def test_minilm_offset_and_batching_invariance(minilm, method):
     model, tok = minilm
     texts = ["a wonderful, moving film with great acting", "the plot was dull and the ending awful"]

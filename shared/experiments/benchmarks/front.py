@@ -1,0 +1,251 @@
+"""The cost/quality front of SLALOM designs: one command, the same texts for every design,
+paired differences against a reference design.
+
+For each design (a method, a budget and options) and each text, one ``explain`` call (one
+text at a time, so that seconds are per explanation) is measured for:
+
+- cost: wall seconds, model tokens read, model evaluations;
+- the surrogate on the text: ``gap`` = |model − surrogate| on the full text and ``signal`` =
+  |model − base value| (the front reports the ratio of their means, as §12 does);
+- fit: the design's own held-out R² and ``check_r2``, the R² on fresh deletion samples of the
+  text (the same ``--check-samples`` samples for every design, scored once per text, never
+  fitted);
+- faithfulness: ERASER deletion AOPC (comprehensiveness) and insertion AOPC (sufficiency) of
+  ``lin`` and ``value``, tokens deleted, towards the predicted class;
+- agreement: Yelp-HAT ROC-AUC of ``importance`` and |``lin``| (``--data`` with
+  ``human_attention``), Naive-Bayes Spearman of ``value`` and ``lin`` (``--nb-train``);
+- ``determined``: the share of positions whose importance SE is below half the prior's sd.
+
+Rows are mean ± s.e. over texts; a second table gives, for every design, the paired
+difference to ``--baseline`` on the same texts (mean ± s.e. of the per-text difference),
+which is what decides between designs. Not a test: timings depend on the machine.
+
+    python -m slalom_core.experiments.benchmarks.front --model models/minilm-imdb \\
+        --data ../shared/data/imdb_test.jsonl --nb-train ../shared/data/imdb_train.jsonl.gz \\
+        --n 30 --min-tokens 120 --max-tokens 250 --out bench_output/front_imdb
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import slalom_core as sc
+import torch
+from slalom_core.experiments import evaluation as ev
+from slalom_core.experiments.bench import build_nb_table, load_model, select_instances
+from slalom_core.experiments.data import read_jsonl
+from slalom_core.sampling import deletion_neighbourhood
+from slalom_core.surrogate import _predict_sparse, pad_sequences
+
+#: name -> (method, n_samples, options). Names: method-budget, then the hybrid's context
+#: (del = deletions, sub = subsets) and its share of the budget in %, the context samples'
+#: share of the weight (w, in %; "wnone" = each sample the same), the anchor's (a, in %),
+#: and the deletions' largest fraction (d, in %) where it is not 50.
+DESIGNS: dict[str, tuple[str, int, dict]] = {
+    "eff-1000": ("eff", 1000, {}),
+    "eff-1000-a10": ("eff", 1000, {"anchor_weight": 0.1}),
+    "hybrid-1000-del6-w50-a10": ("hybrid", 1000, {}),
+    "hybrid-1000-del6-w50-a0": ("hybrid", 1000, {"anchor_weight": 0.0}),
+    "hybrid-1000-del6-w25-a10": ("hybrid", 1000, {"context_weight": 0.25}),
+    "hybrid-1000-del6-w75-a10": ("hybrid", 1000, {"context_weight": 0.75}),
+    "hybrid-1000-del6-wnone-a10": ("hybrid", 1000, {"context_weight": None}),
+    "hybrid-1000-del6-w50-a10-d20": ("hybrid", 1000, {"max_delete_fraction": 0.2}),
+    "hybrid-1000-del3-w50-a10": ("hybrid", 1000, {"context_share": 0.03}),
+    "hybrid-1000-sub25-w50-a10": ("hybrid", 1000, {"context": "subsets", "context_share": 0.25}),
+    "fidel-200": ("fidel", 200, {}),
+    "fidel-250": ("fidel", 250, {}),
+    "fidel-500": ("fidel", 500, {}),
+    "fidel-1000": ("fidel", 1000, {}),
+    "fidel-250-d20": ("fidel", 250, {"max_delete_fraction": 0.2}),
+}
+
+#: (column, higher is better) in table order.
+METRICS: tuple[tuple[str, bool], ...] = (
+    ("seconds", False),
+    ("tokens", False),
+    ("gap", False),
+    ("heldout_r2", True),
+    ("check_r2", True),
+    ("del_lin", True),
+    ("del_value", True),
+    ("ins_lin", False),
+    ("hat_importance", True),
+    ("hat_lin", True),
+    ("nb_value", True),
+    ("nb_lin", True),
+    ("determined", True),
+)
+
+
+def _log_odds(adapter: sc.HFClassifier, seqs: list[list[int]]) -> np.ndarray:
+    logits = adapter.score(seqs).double()
+    return (logits[:, 1] - logits[:, 0]).numpy()
+
+
+def measure(adapter, tok, inst, design, *, seed, check, check_y, nb_table, threads) -> dict:
+    """One design on one text: the row of per-text numbers the front aggregates."""
+    method, n_samples, options = design
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)  # the gap and R² are measured here
+        exp = sc.explain(adapter, inst.token_ids, method=method, n_samples=n_samples, seed=seed, **options)
+    seconds = time.perf_counter() - t0
+    d = exp.diagnostics
+    units = [exp.unit_index[c] for c in check]
+    pred = _predict_sparse(*pad_sequences(units), exp.surrogate.value[:, None], exp.surrogate.importance)[0][:, 0]
+    y = check_y - exp.base_value
+    check_r2 = 1.0 - float(np.sum((pred - y) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12))
+    sign = 1.0 if exp.model_output > exp.base_value else -1.0
+    target = 1 if sign > 0 else 0
+
+    def predict(seqs):
+        return torch.softmax(adapter.score(seqs), dim=1)[:, target].numpy()
+
+    row = {
+        "seconds": seconds,
+        "tokens": d["tokens_evaluated"],
+        "evaluations": d["model_evaluations"],
+        "gap": abs(exp.full_text_gap),
+        "signal": abs(exp.model_output - exp.base_value),
+        "heldout_r2": d.get("heldout_r2", np.nan),
+        "check_r2": check_r2,
+        "converged": bool(d.get("fit_converged", True)),
+        "determined": float(np.mean(exp.importance_determined)) if exp.importance_se is not None else np.nan,
+    }
+    for score in ("lin", "value"):
+        oriented = sign * np.asarray(exp.scores(score), dtype=float)
+        row[f"del_{score}"] = ev.comprehensiveness(predict, inst.token_ids, oriented).value
+        if score == "lin":
+            row["ins_lin"] = ev.sufficiency(predict, inst.token_ids, oriented).value
+    if inst.attention is not None:
+        row["hat_importance"] = ev.human_attention_agreement(exp.importance, inst.attention, absolute=False).roc_auc
+        row["hat_lin"] = ev.human_attention_agreement(exp.lin, inst.attention, absolute=True).roc_auc
+    if nb_table is not None:
+        row["nb_value"] = ev.nb_spearman(inst.token_ids, exp.value, nb_table).rho
+        row["nb_lin"] = ev.nb_spearman(inst.token_ids, exp.lin, nb_table).rho
+    return row
+
+
+def _mean_se(x: np.ndarray) -> tuple[float, float]:
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return float("nan"), float("nan")
+    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def summarise(rows: list[dict], designs: list[str], baseline: str) -> str:
+    """Two markdown tables: mean ± s.e. per design, and paired differences to ``baseline``."""
+    texts = sorted({r["text"] for r in rows})
+    by = {(r["design"], r["text"]): r for r in rows}
+    present = [m for m, _ in METRICS if any(np.isfinite(r.get(m, np.nan)) for r in rows)]
+    head = ["design", "gap ratio", *present]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in designs:
+        rs = [by[(name, t)] for t in texts if (name, t) in by]
+        ratio = np.mean([r["gap"] for r in rs]) / max(np.mean([r["signal"] for r in rs]), 1e-12)
+        cells = [name, f"{ratio:.3f}"]
+        for m in present:
+            mean, se = _mean_se(np.array([r.get(m, np.nan) for r in rs], dtype=float))
+            digits = 2 if m in ("seconds",) else 3
+            cells.append(f"{mean:.{digits}f} ± {se:.{digits}f}" if m != "tokens" else f"{mean:.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Paired differences to `{baseline}` on the same texts (design − baseline, mean ± s.e.):", ""]
+    head = ["design", *present]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in designs:
+        if name == baseline:
+            continue
+        cells = [name]
+        for m in present:
+            diff = np.array(
+                [
+                    by[(name, t)].get(m, np.nan) - by[(baseline, t)].get(m, np.nan)
+                    for t in texts
+                    if (name, t) in by and (baseline, t) in by
+                ],
+                dtype=float,
+            )
+            mean, se = _mean_se(diff)
+            cells.append(f"{mean:+.3f} ± {se:.3f}" if m != "tokens" else f"{mean:+.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="default", help="'default' (packaged MiniLM) or a local HF model folder")
+    ap.add_argument("--data", required=True, help="JSON lines with text (and words + human_attention)")
+    ap.add_argument("--nb-train", default=None, help="labelled JSON lines for the Naive-Bayes table")
+    ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--min-tokens", type=int, default=120)
+    ap.add_argument("--max-tokens", type=int, default=250)
+    ap.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated names of DESIGNS")
+    ap.add_argument("--baseline", default="eff-1000")
+    ap.add_argument("--check-samples", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="bench_output/front")
+    args = ap.parse_args(argv)
+    names = [n for n in args.designs.split(",") if n]
+    unknown = [n for n in names if n not in DESIGNS]
+    if unknown:
+        ap.error(f"unknown design(s) {unknown}; choose from {list(DESIGNS)}")
+    torch.set_num_threads(args.threads)
+    model, tok, model_name = load_model(args.model)
+    adapter = sc.HFClassifier(model, tok)
+    insts = select_instances(
+        read_jsonl(args.data), tok, n=args.n, min_tokens=args.min_tokens, max_tokens=args.max_tokens, seed=args.seed
+    )
+    nb_table = build_nb_table(args.nb_train, tok) if args.nb_train else None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    with open(out / "per_text.jsonl", "w") as fh:
+        for inst in insts:
+            rng = np.random.default_rng([args.seed, inst.index])
+            check = deletion_neighbourhood(rng, np.arange(inst.n_tokens), args.check_samples)
+            check_y = _log_odds(adapter, [[inst.token_ids[p] for p in c] for c in check])
+            # One untimed warm-up call per text size, so that no design pays for lazy set-up.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", sc.SlalomFitWarning)
+                sc.explain(adapter, inst.token_ids[:8], method="eff", n_samples=50, seed=0)
+            for name in names:
+                row = measure(
+                    adapter,
+                    tok,
+                    inst,
+                    DESIGNS[name],
+                    seed=args.seed,
+                    check=check,
+                    check_y=check_y,
+                    nb_table=nb_table,
+                    threads=args.threads,
+                )
+                row.update(design=name, text=inst.index, n_tokens=inst.n_tokens)
+                rows.append(row)
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+            print(f"text {inst.index + 1}/{len(insts)} ({inst.n_tokens} tokens) done", flush=True)
+    with open(out / "per_text.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=sorted({k for r in rows for k in r}))
+        writer.writeheader()
+        writer.writerows(rows)
+    table = summarise(rows, names, args.baseline if args.baseline in names else names[0])
+    header = (
+        f"{model_name}, {len(insts)} texts of {args.data} ({args.min_tokens}-{args.max_tokens} tokens), "
+        f"seed {args.seed}, {args.threads} threads, {args.check_samples} check samples\n\n"
+    )
+    (out / "front.md").write_text(header + table)
+    (out / "config.json").write_text(json.dumps(vars(args), indent=1))
+    print(header + table)
+
+
+if __name__ == "__main__":
+    main()

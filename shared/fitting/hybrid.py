@@ -1,0 +1,124 @@
+"""SLALOM-hybrid: eff's short samples for the values, a few samples of the text in context for
+the importances and the text's own output, one gradient fit over both."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..options import Interval, OneOf, check_options
+from ..sampling import deletion_neighbourhood, short_sequences, subset_sequences
+from .eff import EffFitter
+from .fitter import _given
+
+_CONTEXTS = {"deletions": deletion_neighbourhood, "subsets": subset_sequences}
+
+
+class HybridFitter(EffFitter):
+    """Short samples plus a few samples of the text in context, fitted together.
+
+    Pairs of the text's tokens are the cheapest forward passes there are and pin down the
+    values, but they say little about how the tokens share weight inside the text: on
+    120–250-token reviews an eff surrogate misses the model's own output on the text by
+    about 0.9 of its signal, and its importances carry no human-attention signal
+    (docs/results.md §19). SLALOM-fidel's deletion samples carry that signal, at 20–30x
+    the cost. This design spends most of the budget on pairs and a small share on samples
+    that keep the text's context, gives those samples (and the text itself, ``anchor_weight``)
+    a fixed share of the weight so that they are not drowned by the many pairs, and fits
+    one SLALOM to all of it with eff's solver and prior.
+
+    Args:
+        context_share: share of ``n_samples`` spent on samples in context.
+        context: "deletions" (the text with up to ``max_delete_fraction`` of its positions
+            deleted, fidel's design) or "subsets" (``k`` positions kept in order, ``k``
+            log-uniform from 2 to n − 1; shorter, so cheaper, see
+            :func:`~slalom_core.sampling.subset_sequences`).
+        context_weight: share of the total weight (before the anchor's) carried by the
+            context samples; None: each sample counts the same.
+        max_delete_fraction: for ``context="deletions"``.
+        anchor_weight: share of the total weight given to the full text itself.
+        sample_length, solver, prior_sd, …: as :class:`EffFitter` (the short part).
+
+    Example:
+        >>> fitter = HybridFitter(context_share=0.05)
+        >>> fitter.name, len(fitter.design(np.random.default_rng(0), np.arange(30), 30, 100))
+        ('hybrid', 100)
+    """
+
+    name = "hybrid"
+    OPTIONS = {
+        **{k: v for k, v in EffFitter.OPTIONS.items() if k not in ("design", "singletons", "deletion_share")},
+        "context_share": (Interval(float, 0, 1, "neither"),),
+        "context": (OneOf(*_CONTEXTS),),
+        "context_weight": (Interval(float, 0, 1, "neither"), OneOf(None)),
+        "max_delete_fraction": (Interval(float, 0, 1, "right"),),
+    }
+
+    def __init__(
+        self,
+        context_share: float = 0.06,
+        context: str = "deletions",
+        context_weight: float | None = 0.5,
+        max_delete_fraction: float = 0.5,
+        anchor_weight: float = 0.1,
+        sample_length: int | tuple[int, int] = 2,
+        solver: str = "lbfgs",
+        holdout_fraction: float = 0.1,
+        max_iter: int = 500,
+        tol: float = 1e-7,
+        learning_rate: float = 0.05,
+        l2_importance: float | str = "auto",
+        prior_sd: float | str = 0.25,
+        l2_value: float = 1e-3,
+        check_samples: int = 0,
+    ) -> None:
+        check_options(self.name, self.OPTIONS, _given(locals(), self.OPTIONS))
+        super().__init__(
+            sample_length=sample_length,
+            solver=solver,
+            holdout_fraction=holdout_fraction,
+            max_iter=max_iter,
+            tol=tol,
+            learning_rate=learning_rate,
+            l2_importance=l2_importance,
+            prior_sd=prior_sd,
+            l2_value=l2_value,
+            anchor_weight=anchor_weight,
+            check_samples=check_samples,
+        )
+        self.context_share = float(context_share)
+        self.context = context
+        self.context_weight = None if context_weight is None else float(context_weight)
+        self.max_delete_fraction = float(max_delete_fraction)
+
+    def n_context(self, n_samples: int, n_positions: int) -> int:
+        """How many of ``n_samples`` are drawn in context (none for a one-position text)."""
+        if n_positions < 2:
+            return 0
+        return min(max(1, int(round(self.context_share * n_samples))), n_samples - 1)
+
+    def design(self, rng, position_units, n_units, n_samples):
+        n_ctx = self.n_context(n_samples, len(position_units))
+        short = short_sequences(rng, n_units, n_samples - n_ctx, self.sample_length)
+        if not n_ctx:
+            return short
+        if self.context == "deletions":
+            return short + deletion_neighbourhood(rng, position_units, n_ctx, self.max_delete_fraction)
+        return short + subset_sequences(rng, position_units, n_ctx)
+
+    def design_weights(self, samples, n_positions):
+        n_ctx = self.n_context(len(samples), n_positions)
+        if self.context_weight is None or not n_ctx:
+            return None
+        # The design puts its context samples last; each group gets its share of the weight.
+        n_short = len(samples) - n_ctx
+        w = np.full(len(samples), (1.0 - self.context_weight) / n_short)
+        w[n_short:] = self.context_weight / n_ctx
+        return w * len(samples)
+
+    def design_diagnostics(self, n_samples, n_positions):
+        n_ctx = self.n_context(n_samples, n_positions)
+        return {
+            "design": f"{n_samples - n_ctx} short samples + {n_ctx} {self.context}",
+            "n_context": n_ctx,
+            "context_weight": self.context_weight if n_ctx else None,
+        }
