@@ -113,5 +113,6 @@ class EffFitter(_SampledFitter):
             l2_importance=0.0 if self.prior_sd is not None else float(self.l2_importance),
             prior_sd=_request_priors(self.prior_sd, requests),
             l2_value=self.l2_value,
+            value_priors=[r.value_prior for r in requests],
             device=device,
         )

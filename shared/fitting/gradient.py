@@ -23,6 +23,7 @@ def fit_gradient_batch(
     l2_importance: float = 1e-3,
     l2_value: float = 1e-3,
     prior_sd: float | list[float] | None = None,
+    value_priors: list[tuple[np.ndarray, float] | None] | None = None,
     device: torch.device | str | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray, dict]]:
     """:func:`fit_gradient` for many problems at once: one batched optimisation.
@@ -37,6 +38,10 @@ def fit_gradient_batch(
         problems: (idx (B, L), mask (B, L), y (B, K), n_units); K equal for all.
         inits, weights: per problem, as ``init`` and ``weights`` of :func:`fit_gradient`.
         prior_sd: as in :func:`fit_gradient`, one for all problems or one per problem.
+        value_priors: per problem, None or ``(centre (U, K), sd)``: the values' prior is
+            N(centre, sd²) instead of the weak one centred at zero (needs ``prior_sd``);
+            sd = 0 holds the values at the centre and fits the importances alone (the
+            bounded solver gets equal lower and upper bounds there).
         device: where to fit (default: the CPU).
         Other arguments: as in :func:`fit_gradient`, shared by all problems.
 
@@ -70,7 +75,22 @@ def fit_gradient_batch(
         FIT_DTYPE,
     )
     n_t, n_units, n_out = batch.shape
-    objective = _objective(batch, l2_importance=l2_importance, l2_value=l2_value, prior_sd=prior_sd)
+    given = [] if value_priors is None else [(t, p) for t, p in enumerate(value_priors) if p is not None]
+    centre = None
+    if given:
+        c_np = np.zeros((n_t, n_units, n_out))
+        for t, (c, _sd) in given:
+            c_np[t, : batch.sizes[t]] = np.asarray(c, dtype=np.float64).reshape(batch.sizes[t], n_out)
+        centre = torch.from_numpy(c_np).to(dev)
+    objective = _objective(
+        batch,
+        l2_importance=l2_importance,
+        l2_value=l2_value,
+        prior_sd=prior_sd,
+        value_centre=centre,
+        # A held value (sd 0) is fixed by the bounds below; its prior term then vanishes.
+        value_sd=None if not given else [None if p is None else (p[1] or 1.0) for p in value_priors],
+    )
     value0 = _initial_values(batch)
     imp0 = torch.zeros(n_t, n_units, dtype=FIT_DTYPE, device=dev)
     if inits is not None and any(i is not None for i in inits):
@@ -88,6 +108,15 @@ def fit_gradient_batch(
     inf = torch.full((objective.n_val,), float("inf"), dtype=FIT_DTYPE, device=dev)
     bound = torch.full((n_units,), IMPORTANCE_BOUND, dtype=FIT_DTYPE, device=dev)
     lower, upper = torch.cat([-inf, -bound]), torch.cat([inf, bound])
+    if given:
+        lower, upper = lower.repeat(n_t, 1), upper.repeat(n_t, 1)
+        for t, (_centre, v_sd) in given:
+            k = batch.sizes[t] * n_out
+            v = centre[t, : batch.sizes[t]].reshape(-1)
+            theta0[t, :k] = v  # start at the centre
+            if v_sd == 0:
+                # Equal bounds hold a value where it is: the projected steps never move it.
+                lower[t, :k] = upper[t, :k] = v
     theta0 = torch.maximum(torch.minimum(theta0, upper), lower)  # a warm start may lie outside
     if solver == "lbfgs":
         # Quasi-Newton steps on variables rescaled by the root of the Hessian's diagonal:

@@ -9,6 +9,7 @@ from ..options import Interval, OneOf, check_options
 from ..sampling import deletion_neighbourhood, short_sequences, subset_sequences
 from .eff import EffFitter
 from .fitter import _given
+from .protocol import FitRequest
 
 _CONTEXTS = {"deletions": deletion_neighbourhood, "subsets": subset_sequences}
 
@@ -35,6 +36,11 @@ class HybridFitter(EffFitter):
         context_weight: share of the total weight (before the anchor's) carried by the
             context samples; None: each sample counts the same.
         max_delete_fraction: for ``context="deletions"``.
+        value_sd: None: values and importances are fitted to all samples together. A
+            number: the values are first fitted to the short samples alone (as eff fits
+            them: each token's effect without its context), and the joint fit then keeps
+            them near that fit, with a Gaussian prior of this sd (log-odds); 0 holds them
+            there and fits only the importances to the context.
         anchor_weight: share of the total weight given to the full text itself.
         sample_length, solver, prior_sd, …: as :class:`EffFitter` (the short part).
 
@@ -51,14 +57,16 @@ class HybridFitter(EffFitter):
         "context": (OneOf(*_CONTEXTS),),
         "context_weight": (Interval(float, 0, 1, "neither"), OneOf(None)),
         "max_delete_fraction": (Interval(float, 0, 1, "right"),),
+        "value_sd": (Interval(float, 0, None), OneOf(None)),
     }
 
     def __init__(
         self,
-        context_share: float = 0.06,
+        context_share: float = 0.04,
         context: str = "deletions",
         context_weight: float | None = 0.5,
         max_delete_fraction: float = 0.5,
+        value_sd: float | None = 0.1,
         anchor_weight: float = 0.1,
         sample_length: int | tuple[int, int] = 2,
         solver: str = "lbfgs",
@@ -89,6 +97,7 @@ class HybridFitter(EffFitter):
         self.context = context
         self.context_weight = None if context_weight is None else float(context_weight)
         self.max_delete_fraction = float(max_delete_fraction)
+        self.value_sd = None if value_sd is None else float(value_sd)
 
     def n_context(self, n_samples: int, n_positions: int) -> int:
         """How many of ``n_samples`` are drawn in context (none for a one-position text)."""
@@ -104,6 +113,14 @@ class HybridFitter(EffFitter):
         if self.context == "deletions":
             return short + deletion_neighbourhood(rng, position_units, n_ctx, self.max_delete_fraction)
         return short + subset_sequences(rng, position_units, n_ctx)
+
+    def _value_prior(self, samples, y, idx, n_positions, n_units):
+        if self.value_sd is None:
+            return None
+        n_short = len(samples) - self.n_context(len(samples), n_positions)
+        short = idx[idx < n_short]
+        value, _imp, _info = yield FitRequest([samples[i] for i in short], y[short], n_units)
+        return value, self.value_sd
 
     def design_weights(self, samples, n_positions):
         n_ctx = self.n_context(len(samples), n_positions)

@@ -130,12 +130,20 @@ def _initial_values(batch: _Batch) -> torch.Tensor:
 
 
 def _objective(
-    batch: _Batch, *, l2_importance: float, l2_value: float, prior_sd: float | list[float] | None
+    batch: _Batch,
+    *,
+    l2_importance: float,
+    l2_value: float,
+    prior_sd: float | list[float] | None,
+    value_centre: torch.Tensor | None = None,
+    value_sd: list[float | None] | None = None,
 ) -> _Objective:
     """The posterior objective under a prior on the importances, else the ridge objective."""
     if prior_sd is None:
+        if value_centre is not None:
+            raise ValueError("a prior on the values needs the posterior objective (give prior_sd)")
         return _RidgeObjective(batch, l2_importance=l2_importance, l2_value=l2_value)
-    return _PosteriorObjective(batch, prior_sd=prior_sd)
+    return _PosteriorObjective(batch, prior_sd=prior_sd, value_centre=value_centre, value_sd=value_sd)
 
 
 class _Objective:
@@ -211,14 +219,27 @@ class _RidgeObjective(_Objective):
 
 class _PosteriorObjective(_Objective):
     """Negative log posterior: profiled noise, a Gaussian prior on the importances (sd
-    ``prior_sd``, one or one per text) and a weak one on the values."""
+    ``prior_sd``, one or one per text) and one on the values: weak and centred at zero, or,
+    for the texts that give one, centred at ``value_centre`` (T, U, K) with sd ``value_sd``
+    (in the targets' units)."""
 
-    def __init__(self, batch: _Batch, *, prior_sd: float | list[float]) -> None:
+    def __init__(
+        self,
+        batch: _Batch,
+        *,
+        prior_sd: float | list[float],
+        value_centre: torch.Tensor | None = None,
+        value_sd: list[float | None] | None = None,
+    ) -> None:
         super().__init__(batch)
         self.prior_sd = prior_sd
         sd = torch.as_tensor(prior_sd, dtype=batch.y.dtype, device=batch.y.device)  # one, or one per text
         self.prior = 1.0 / (batch.n_rows * sd**2)
         self.prior_v = self.size_v / (batch.n_rows * VALUE_PRIOR_SD**2)
+        self.value_centre = torch.zeros_like(batch.y[:, :1, :]) if value_centre is None else value_centre
+        for t, v_sd in enumerate(value_sd or []):
+            if v_sd is not None:
+                self.prior_v[t] = 1.0 / (batch.n_rows[t] * v_sd**2)
 
     def _penalise(self, rel, gv, gs, value, imp):
         # Negative log posterior per n/2 samples, noise variance profiled out:
@@ -226,11 +247,12 @@ class _PosteriorObjective(_Objective):
         # log, so that exact data is still fitted exactly: s ~ N(0, prior_sd²), and the
         # values a weak N(0, (VALUE_PRIOR_SD · sd(y))²) for the same reason as the ridge.
         sc = self.scale
-        vv = (value * value).sum(dim=(1, 2))
+        dv = value - self.value_centre
+        vv = (dv * dv).sum(dim=(1, 2))
         ss = (imp * imp).sum(dim=1)
         floor = rel + 1e-12
         obj = torch.log(floor) + self.prior * ss + self.prior_v * vv
-        gv = gv * (sc / floor)[:, None, None] + (2.0 * self.prior_v)[:, None, None] * value
+        gv = gv * (sc / floor)[:, None, None] + (2.0 * self.prior_v)[:, None, None] * dv
         gs = gs * (sc / floor)[:, None] + (2.0 * self.prior)[:, None] * imp
         return obj, gv, gs
 

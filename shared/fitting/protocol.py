@@ -32,8 +32,10 @@ class FitResult:
 class FitRequest:
     """One text's fit, as yielded by :meth:`Fitter.steps`: samples (unit-index sequences),
     their (B, K) targets, the number of units, an optional warm start (value, importance),
-    optional (B,) sample weights and the importances' prior sd for this fit (None: the
-    fitter's). The driver sends back ``(value, importance, info)``."""
+    optional (B,) sample weights, the importances' prior sd for this fit (None: the
+    fitter's) and an optional prior on the values ``(centre (U, K), sd)`` (sd 0: the values
+    are held at the centre and only the importances are fitted). The driver sends back
+    ``(value, importance, info)``."""
 
     samples: list[np.ndarray]
     y: np.ndarray
@@ -41,3 +43,4 @@ class FitRequest:
     init: tuple[np.ndarray, np.ndarray] | None = None
     weights: np.ndarray | None = None
     prior_sd: float | None = None
+    value_prior: tuple[np.ndarray, float] | None = None

@@ -159,6 +159,12 @@ class _SampledFitter(Fitter):
         """Per-sample weights of the design (None: every sample counts the same)."""
         return None
 
+    def _value_prior(self, samples, y, idx, n_positions, n_units):
+        """Generator: the values' prior ``(centre, sd)`` for the fit on ``samples[idx]``
+        (default: None, the weak one); it may yield fit requests of its own to find it."""
+        return None
+        yield  # a generator that yields nothing
+
     def design_diagnostics(self, n_samples: int, n_positions: int) -> dict:
         """What the design was on this text, for the explanation's diagnostics."""
         return {}
@@ -210,7 +216,8 @@ class _SampledFitter(Fitter):
         sd = self.prior_sd
         if len(hold_idx):
             # With prior_sd="evidence" the sd is chosen here, without the held-out samples,
-            # so that the held-out R² judges the whole procedure.
+            # so that the held-out R² judges the whole procedure; so is a prior on the values.
+            v_prior = yield from self._value_prior(samples, y, fit_idx, len(position_units), n_units)
             train, y_train, w_train = self._with_anchor(
                 [samples[i] for i in fit_idx],
                 y[fit_idx],
@@ -218,7 +225,9 @@ class _SampledFitter(Fitter):
                 position_units,
                 full_target,
             )
-            value, imp, info, sd = yield from self._prior_fit(FitRequest(train, y_train, n_units, None, w_train))
+            value, imp, info, sd = yield from self._prior_fit(
+                FitRequest(train, y_train, n_units, None, w_train, value_prior=v_prior)
+            )
             hold = [samples[i] for i in hold_idx]
             pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
             diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(
@@ -230,8 +239,9 @@ class _SampledFitter(Fitter):
             diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
             diag["n_heldout"] = 0
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
+        v_prior = yield from self._value_prior(samples, y, np.arange(len(samples)), len(position_units), n_units)
         all_samples, y_all, weights = self._with_anchor(samples, y, w_design, position_units, full_target)
-        final = FitRequest(all_samples, y_all, n_units, init, weights, sd)
+        final = FitRequest(all_samples, y_all, n_units, init, weights, sd, value_prior=v_prior)
         if len(hold_idx):
             value, imp, info = yield final
         else:

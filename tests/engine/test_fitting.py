@@ -118,9 +118,37 @@ def test_hybrid_design_layout_and_weights():
         sc.get_fitter("hybrid", context="windows")
     with pytest.raises(TypeError, match="deletion_share"):
         sc.get_fitter("hybrid", deletion_share=0.1)
+    with pytest.raises(ValueError, match="value_sd=-1"):
+        sc.get_fitter("hybrid", value_sd=-1)
 
 
-def test_hybrid_recovers_a_true_slalom_and_matches_its_text():
+def test_a_prior_on_the_values_holds_or_pulls_them():
+    """sd 0 holds the values at the centre exactly (only s is fitted); a small sd keeps them
+    near it; a wide one lets the data decide, as without it."""
+    from slalom_core.fitting import fit_gradient_batch, pad_sequences
+
+    v, s = random_slalom(8, seed=4)
+    rng = np.random.default_rng(0)
+    samples = [rng.integers(0, 8, size=3) for _ in range(300)]
+    idx, mask = pad_sequences(samples)
+    y = SlalomModel(v, s)(torch.as_tensor(idx), torch.as_tensor(mask)).double().numpy()
+    free = fit_gradient_batch([(idx, mask, y, 8)], prior_sd=1.0)[0]
+    centre = v[:, None] + 0.5
+    fits = {
+        sd: fit_gradient_batch([(idx, mask, y, 8)], prior_sd=1.0, value_priors=[(centre, sd)])[0]
+        for sd in (0.0, 0.01, 100.0)
+    }
+    np.testing.assert_allclose(fits[0.0][0], centre, rtol=0, atol=1e-12)  # held (up to the rescaling)
+    assert fits[0.0][2]["converged"]
+    assert np.abs(fits[0.01][0] - centre).max() < 0.05
+    np.testing.assert_allclose(fits[100.0][0], free[0], atol=1e-3)
+    np.testing.assert_allclose(free[0][:, 0], v, atol=1e-3)
+    with pytest.raises(ValueError, match="needs the posterior"):
+        fit_gradient_batch([(idx, mask, y, 8)], prior_sd=None, value_priors=[(centre, 0.1)])
+
+
+@pytest.mark.parametrize("value_sd", [None, 0.0, 0.3])
+def test_hybrid_recovers_a_true_slalom_and_matches_its_text(value_sd):
     """On a true SLALOM every design is exact: the values, the importances' ranking and the
     output on the text itself are what the data determine."""
     from scipy.stats import spearmanr
@@ -128,7 +156,8 @@ def test_hybrid_recovers_a_true_slalom_and_matches_its_text():
     v, s = random_slalom(40, seed=12)
     model = sc.TorchClassifier(SlalomModel(v, s))
     ids = text_over(40, 80, seed=5)
-    exp = sc.explain(model, ids, method="hybrid", n_samples=600, seed=0, prior_sd=1.0, reference=0.0, output="logits")
+    opts = dict(prior_sd=1.0, reference=0.0, output="logits", value_sd=value_sd)
+    exp = sc.explain(model, ids, method="hybrid", n_samples=600, seed=0, **opts)
     pos_ids = np.array([t[0] for t in exp.token_ids])
     assert np.median(np.abs(exp.value - v[pos_ids])) < 0.02
     assert spearmanr(exp.importance, s[pos_ids])[0] >= 0.95
