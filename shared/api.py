@@ -184,7 +184,7 @@ def explain_batch(
             p.model_seconds += elapsed * toks / tokens0
 
         # Fits run where the model runs (float64 there too); a black box fits on the CPU.
-        fit_device = getattr(adapter, "_run_device", None)
+        fit_device = adapter.fit_device
         gens = [
             fitter.steps(
                 np.random.default_rng(seeds[i]), p.position_units, len(p.units), n_samples, model_outputs[i] - base
@@ -278,7 +278,7 @@ def explain_batch(
             # What the raw outputs were read as (an OUTPUT_KINDS entry), for callers that
             # keep the decision for later calls; "output" says how it was decided.
             "output_kind": kind,
-            "prior_sd": getattr(fitter, "prior_sd", None),
+            "prior_sd": fitter.prior_sd,
         }
         if call_usage is not None:
             # What the whole call cost (shared by its texts): calls made, cache hits,
