@@ -76,6 +76,32 @@ def test_too_few_samples_raises(slalom3):
         sc.explain(clf, [1, 2], n_samples=0)
 
 
+def test_what_the_driver_reads_is_public():
+    # The fitter's prior (recorded in the diagnostics) and the device the fits run on are
+    # declared attributes, not private state the driver reaches into.
+    assert sc.get_fitter("eff").prior_sd == 0.25
+    assert sc.get_fitter("ana").prior_sd is None
+    assert sc.get_fitter("fidel", solver="als").prior_sd is None
+    clf = sc.TorchClassifier(lambda ids, mask: ids.double()[:, :2])
+    assert clf.fit_device is None
+    with clf.session():
+        assert clf.fit_device == torch.device("cpu")
+    assert clf.fit_device is None
+    black_box = sc.StringClassifier(lambda texts: [[0.0, 1.0]] * len(texts))
+    with black_box.session():
+        assert black_box.fit_device is None
+
+
+def test_check_call_normalises_what_explain_uses():
+    call = sc.check_call(method="ana", target=np.int64(1), seed=[np.int64(3), 4], reference=[0.5, -0.5])
+    assert call.fitter.name == "ana" and call.target == 1 and type(call.target) is int
+    assert call.seed == (3, 4) and all(type(s) is int for s in call.seed)
+    np.testing.assert_array_equal(call.reference, [0.5, -0.5])
+    assert sc.check_call().reference is None and sc.check_call().fitter.name == sc.DEFAULT_METHOD
+    with pytest.raises(ValueError, match="seed has 1 entries for 2 texts"):
+        sc.explain_batch(sc.TorchClassifier(lambda ids, mask: ids.double()), [[1], [2]], seed=[0], reference=0.0)
+
+
 def test_plain_function_needs_wrapping():
     with pytest.raises(TypeError, match="TorchClassifier"):
         sc.explain(lambda ids, mask: ids, [1, 2])
