@@ -22,6 +22,7 @@ from .api import (
     explain_batch,
 )
 from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
+from .diagnostics import Diagnostics
 from .explanation import SlalomExplanation
 from .fitting import (
     FITTERS,
@@ -66,6 +67,7 @@ __all__ = [
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
+    "Diagnostics",
     "SlalomSurrogate",
     "SCORE_NAMES",
     "SCORES",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .diagnostics import Diagnostics
 from .explanation import SlalomExplanation
 from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
 from .link import (
@@ -491,28 +492,27 @@ def _assemble(
     select = (lambda a: a[col]) if col is not None else (lambda a: a if link.joint else a[0])
     value = fit.value if link.joint else fit.value[:, 0]
     se_v = None if fit.value_se is None else (fit.value_se if link.joint else fit.value_se[:, 0])
-    diag = {
-        "method": fitter.name,
-        "seed": seed,
-        "n_samples": int(call.n_samples) if fitter.name != "ana" else int(2 * len(plan.units) - 1),
-        "n_positions": len(plan.seg.unit_ids),
-        "n_units": len(plan.units),
-        "model_evaluations": plan.model_evaluations,
-        "tokens_evaluated": plan.tokens_evaluated,
-        "model_seconds": plan.model_seconds,
-        "fit_seconds": plan.fit_seconds,
-        "total_seconds": plan.model_seconds + plan.fit_seconds,
-        "reference": "empty input" if call.reference is None else "given",
-        "output": first.how,
-        # What the raw outputs were read as (an OUTPUT_KINDS entry), for callers that
-        # keep the decision for later calls; "output" says how it was decided.
-        "output_kind": first.kind,
-        "prior_sd": fitter.prior_sd,
-    }
+    # The core fields (see Diagnostics), then the fitter's own entries; a fitter's entry
+    # replaces a core one (the prior sd that prior_sd="evidence" chose).
+    diag = Diagnostics(
+        method=fitter.name,
+        seed=seed,
+        n_samples=int(call.n_samples) if fitter.name != "ana" else int(2 * len(plan.units) - 1),
+        n_positions=len(plan.seg.unit_ids),
+        n_units=len(plan.units),
+        model_evaluations=plan.model_evaluations,
+        tokens_evaluated=plan.tokens_evaluated,
+        model_seconds=plan.model_seconds,
+        fit_seconds=plan.fit_seconds,
+        total_seconds=plan.model_seconds + plan.fit_seconds,
+        reference="empty input" if call.reference is None else "given",
+        output=first.how,
+        output_kind=first.kind,
+        prior_sd=fitter.prior_sd,
+    )
     if api_usage is not None:
-        # What the whole call cost (shared by its texts): calls made, cache hits,
-        # input tokens sent, retries, and the estimate checked before the first call.
-        diag["api_usage"] = dict(api_usage)
+        # Shared by the call's texts: a copy each, so that one can be edited alone.
+        diag.api_usage = dict(api_usage)
     diag.update(fit.diagnostics)
     exp = SlalomExplanation(
         tokens=list(plan.seg.tokens),
@@ -530,9 +530,9 @@ def _assemble(
         unit_importance_se=fit.importance_se,
         diagnostics=diag,
     )
-    diag["model_output"] = exp.model_output
-    diag["surrogate_output"] = exp.surrogate_output
-    diag["full_text_gap"] = exp.full_text_gap
+    diag.model_output = exp.model_output
+    diag.surrogate_output = exp.surrogate_output
+    diag.full_text_gap = exp.full_text_gap
     return exp
 
 
