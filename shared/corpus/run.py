@@ -110,17 +110,7 @@ def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    call = check_call(
-        method=opts.method,
-        n_samples=opts.n_samples,
-        target=opts.target,
-        output=opts.output,
-        reference=opts.reference,
-        multiclass=opts.multiclass,
-        granularity=opts.granularity,
-        seed=opts.seed,
-        **opts.fit_options,
-    )
+    call = check_call(seed=opts.seed, **opts.explain_options())
     if not isinstance(call.seed, int):
         # Each text's seed is derived from the run's one seed and its id (rows.text_seed).
         raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
