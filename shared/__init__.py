@@ -16,11 +16,13 @@ from .api import (
     DEFAULT_N_SAMPLES,
     FULL_TEXT_GAP_BOUND,
     SlalomFitWarning,
+    check_call,
     estimate_cost,
     explain,
     explain_batch,
 )
 from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
+from .diagnostics import Diagnostics
 from .explanation import SlalomExplanation
 from .fitting import (
     FITTERS,
@@ -59,11 +61,13 @@ __all__ = [
     "explain",
     "explain_batch",
     "estimate_cost",
+    "check_call",
     "DEFAULT_N_SAMPLES",
     "DEFAULT_METHOD",
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
+    "Diagnostics",
     "SlalomSurrogate",
     "SCORE_NAMES",
     "SCORES",

@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .diagnostics import Diagnostics
 from .explanation import SlalomExplanation
 from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
-from .link import OutputLink, SlalomOutputWarning, config_output_kind, resolve_output, warn_user
-from .models import ModelAdapter, Segmentation, as_adapter
+from .link import (
+    MULTICLASS_MODES,
+    OUTPUT_KINDS,
+    OutputLink,
+    SlalomOutputWarning,
+    config_output_kind,
+    resolve_output,
+    warn_user,
+)
+from .models import GRANULARITIES, ModelAdapter, Segmentation, as_adapter
 from .options import Interval, check_options
 from .surrogate import SlalomSurrogate
 
@@ -23,6 +33,8 @@ __all__ = [
     "explain",
     "explain_batch",
     "estimate_cost",
+    "check_call",
+    "CheckedCall",
     "DEFAULT_N_SAMPLES",
     "DEFAULT_METHOD",
     "SlalomFitWarning",
@@ -58,6 +70,8 @@ class _Plan:
         self.tokens_evaluated = 0
         self.model_seconds = 0.0
         self.fit_seconds = 0.0
+        #: The model's output on the full text, in fitted units (set by the first round).
+        self.model_output: np.ndarray | None = None
 
     def token_sequence(self, sample: np.ndarray) -> list[int]:
         if self.single_token_units:
@@ -75,6 +89,12 @@ class _Plan:
         ids = self.unit_first[np.concatenate(samples)].tolist()
         bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
         return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def book_model(self, n_evaluations: int, tokens: int, seconds: float) -> None:
+        """Count model evaluations against this text: its diagnostics report what it cost."""
+        self.model_evaluations += n_evaluations
+        self.tokens_evaluated += tokens
+        self.model_seconds += seconds
 
 
 def _progress(total: int, show: ProgressOption, desc: str):
@@ -115,212 +135,138 @@ def explain_batch(
     depend on which texts share its batch). The input with no tokens is scored once for all
     texts. Other arguments are those of :func:`explain`.
 
+    The steps: :func:`check_call` and :func:`_prepare` (every check and the segmentation,
+    before any model call), :func:`_round_zero` (the full texts and the empty input: what
+    the outputs are, the reference point), :func:`_run_fits` (the fitters' rounds of model
+    calls and batched fits) and :func:`_assemble` (one explanation per text).
+
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
     """
-    target = _check_target(target)
-    check_options("explain", _CALL_OPTIONS, {"gamma": gamma})
-    adapter, fitter, plans, fixed_reference = _prepare(
-        model, texts, tokenizer, method, n_samples, reference, granularity, batch_size, device, fit_options
+    call = check_call(
+        method=method,
+        n_samples=n_samples,
+        target=target,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        granularity=granularity,
+        seed=seed,
+        gamma=gamma,
+        **fit_options,
     )
-    seeds = _text_seeds(seed, len(plans))
+    adapter, plans = _prepare(model, texts, tokenizer, call, batch_size, device)
+    seeds = _text_seeds(call.seed, len(plans))
     if not plans:
         return []
-    usage_before = adapter.usage()
-    estimate = None
-    if usage_before is not None:
-        # A model that costs per call: what this call will cost, refused before any call
-        # if over budget.
-        estimate = _estimate(adapter, fitter, plans, n_samples, seeds, fixed_reference)
-        adapter.check_budget(
-            estimate, f"method {fitter.name!r} with n_samples={n_samples} on {len(plans)} text(s), seed={seed}"
-        )
-
-    results: list[FitResult | None] = [None] * len(plans)
+    meter = _UsageMeter(adapter, call, plans, seeds)
     with adapter.session():
-        # Round zero: every full text (the outputs being explained) and, once for all, the
-        # input with no tokens (the default reference point).
-        empty = adapter.empty_sequence() if fixed_reference is None else None
-        if fixed_reference is None and empty is None:
-            raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
-        seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
-        bar = _progress(len(seqs), show_progress, "SLALOM samples")
-        t0 = time.perf_counter()
-        try:
-            raw = adapter.score(seqs)
-        except Exception as err:
-            if empty is None:
-                raise
-            # Not every model can be called on an input with no tokens: learn whether the
-            # texts alone work, so that the error names the real problem.
-            adapter.score(seqs[:-1])
-            raise NoEmptyInputError(
-                _NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")
-            ) from err
-        _check_rows(raw, len(seqs))
-        if bar is not None:
-            bar.update(len(seqs))
-        # What the outputs are is decided once, from round zero, for every text of the call.
-        kind, output_how, note = resolve_output(output, raw, config_output_kind(adapter), adapter.output_dtype)
-        if note is not None:
-            warn_user(note, SlalomOutputWarning)
-        link = OutputLink(raw.shape[1], kind, target, adapter.class_names, multiclass, adapter.output_dtype)
-        if link.multilabel and raw.shape[1] > 1 and target is None:
-            raise ValueError(
-                f"a multi-label model ({raw.shape[1]} independent labels, output={kind!r}) is explained one "
-                "label at a time: give target=<label index>"
-            )
-        if empty is not None and not torch.isfinite(raw[-1]).all():
-            raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
-        y0 = _as_2d(link.transform(raw))
-        elapsed = time.perf_counter() - t0
-        base = y0[-1] if empty is not None else _reference_vector(fixed_reference, y0.shape[1], link)
-        model_outputs = y0[: len(plans)]
-        tokens0 = max(adapter.n_tokens_scored(seqs), 1)
-        for i, p in enumerate(plans):
-            toks = adapter.n_tokens_scored(seqs[i : i + 1])
-            p.model_evaluations += 1
-            p.tokens_evaluated += toks
-            p.model_seconds += elapsed * toks / tokens0
-
-        # Fits run where the model runs (float64 there too); a black box fits on the CPU.
-        fit_device = getattr(adapter, "_run_device", None)
-        gens = [
-            fitter.steps(
-                np.random.default_rng(seeds[i]), p.position_units, len(p.units), n_samples, model_outputs[i] - base
-            )
-            for i, p in enumerate(plans)
-        ]
-        requests = {}
-        for i, g in enumerate(gens):
-            t0 = time.perf_counter()
-            requests[i] = next(g)
-            plans[i].fit_seconds += time.perf_counter() - t0
-        while requests:
-            # A round answers every open request: the fits of all texts that asked for one
-            # in one batched optimisation, the samples of all others in shared model batches.
-            fits = sorted(i for i, r in requests.items() if isinstance(r, FitRequest))
-            answers: dict[int, object] = {}
-            if fits:
-                t0 = time.perf_counter()
-                with single_threaded_fits():
-                    solved = fitter.solve_batch([requests[i] for i in fits], device=fit_device)
-                share = (time.perf_counter() - t0) / len(fits)
-                for i, sol in zip(fits, solved):
-                    answers[i] = sol
-                    plans[i].fit_seconds += share
-            order = sorted(i for i in requests if i not in answers)
-            if order:
-                if bar is not None:
-                    bar.total += sum(len(requests[i]) for i in order)
-                seqs = []
-                owners: list[tuple[int, int]] = []  # (text, start offset) per text block
-                for i in order:
-                    owners.append((i, len(seqs)))
-                    seqs.extend(plans[i].token_sequences(requests[i]))
-                t0 = time.perf_counter()
-                raw = _score_in_chunks(adapter, seqs, bar)
-                elapsed = time.perf_counter() - t0
-                _check_rows(raw, len(seqs))
-                y_all = _as_2d(link.transform(raw)) - base
-                total_tokens = max(adapter.n_tokens_scored(seqs), 1)
-                for i, start in owners:
-                    n_req = len(requests[i])
-                    toks = adapter.n_tokens_scored(seqs[start : start + n_req])
-                    p = plans[i]
-                    p.model_evaluations += n_req
-                    p.tokens_evaluated += toks
-                    p.model_seconds += elapsed * toks / total_tokens
-                    answers[i] = y_all[start : start + n_req]
-            new_requests = {}
-            with single_threaded_fits():  # the fitters' own steps: held-out checks, standard errors
-                for i in sorted(answers):
-                    t1 = time.perf_counter()
-                    try:
-                        new_requests[i] = gens[i].send(answers[i])
-                    except StopIteration as stop:
-                        results[i] = stop.value
-                    plans[i].fit_seconds += time.perf_counter() - t1
-            requests = new_requests
+        empty = _empty_input(adapter, call.reference)
+        bar = _progress(len(plans) + (empty is not None), show_progress, "SLALOM samples")
+        first = _round_zero(adapter, plans, empty, call, bar)
+        results = _run_fits(adapter, call, plans, seeds, first, bar)
         if bar is not None:
             bar.close()
-
-    call_usage = None
-    if usage_before is not None:
-        after = adapter.usage() or {}
-        call_usage = {k: v - usage_before.get(k, 0) for k, v in after.items() if isinstance(v, int)}
-        asked = call_usage.get("calls", 0) + call_usage.get("cache_hits", 0)
-        call_usage["hit_rate"] = call_usage.get("cache_hits", 0) / asked if asked else 0.0
-        call_usage["estimate"] = estimate
-
-    col = link.column
-    select = (lambda a: a[col]) if col is not None else (lambda a: a if link.joint else a[0])
-    out = []
-    for i, p in enumerate(plans):
-        fit = results[i]
-        value = fit.value if link.joint else fit.value[:, 0]
-        se_v = None if fit.value_se is None else (fit.value_se if link.joint else fit.value_se[:, 0])
-        diag = {
-            "method": fitter.name,
-            "seed": seeds[i],
-            "n_samples": int(n_samples) if fitter.name != "ana" else int(2 * len(p.units) - 1),
-            "n_positions": len(p.seg.unit_ids),
-            "n_units": len(p.units),
-            # The shared empty-input call is booked on the first text.
-            "model_evaluations": p.model_evaluations + (1 if empty is not None and i == 0 else 0),
-            "tokens_evaluated": p.tokens_evaluated
-            + (adapter.n_tokens_scored([empty]) if empty is not None and i == 0 else 0),
-            "model_seconds": p.model_seconds,
-            "fit_seconds": p.fit_seconds,
-            "total_seconds": p.model_seconds + p.fit_seconds,
-            "reference": "empty input" if empty is not None else "given",
-            "output": output_how,
-            # What the raw outputs were read as (an OUTPUT_KINDS entry), for callers that
-            # keep the decision for later calls; "output" says how it was decided.
-            "output_kind": kind,
-            "prior_sd": getattr(fitter, "prior_sd", None),
-        }
-        if call_usage is not None:
-            # What the whole call cost (shared by its texts): calls made, cache hits,
-            # input tokens sent, retries, and the estimate checked before the first call.
-            diag["api_usage"] = dict(call_usage)
-        diag.update(fit.diagnostics)
-        exp = SlalomExplanation(
-            tokens=list(p.seg.tokens),
-            token_ids=list(p.seg.unit_ids),
-            unit_index=p.position_units,
-            surrogate=SlalomSurrogate(value, fit.importance, gamma=gamma),
-            method=fitter.name,
-            granularity=granularity,
-            target=target,
-            class_names=link.fitted_class_names,
-            model_output=_plain(select(model_outputs[i])),
-            base_value=_plain(select(base)),
-            class_index=col,
-            unit_value_se=se_v,
-            unit_importance_se=fit.importance_se,
-            diagnostics=diag,
-        )
-        diag["model_output"] = exp.model_output
-        diag["surrogate_output"] = exp.surrogate_output
-        diag["full_text_gap"] = exp.full_text_gap
-        out.append(exp)
+    api_usage = meter.call_usage()
+    out = [_assemble(p, results[i], seeds[i], call, first, api_usage) for i, p in enumerate(plans)]
     _warn_about_fits(out)
     return out
 
 
-def _prepare(model, texts, tokenizer, method, n_samples, reference, granularity, batch_size, device, fit_options):
-    """Checks and segmentation before any model call: (adapter, fitter, plans, fixed reference)."""
+@dataclass(frozen=True)
+class CheckedCall:
+    """The options of one explain call, checked and normalised (what :func:`check_call` returns).
+
+    Attributes:
+        fitter: the configured :class:`Fitter`.
+        n_samples, output, multiclass, granularity, gamma: as given (checked).
+        target: a plain int, or None.
+        reference: None for "empty" (the empty input is scored), else the given reference
+            point as a float array (0-d, or one entry per class).
+        seed: None (draw one), an int for every text, or a tuple of one per text.
+
+    Example:
+        >>> call = check_call(method="ana", target=1, seed=[3, 4])
+        >>> call.fitter.name, call.target, call.reference, call.seed
+        ('ana', 1, None, (3, 4))
+    """
+
+    fitter: Fitter
+    n_samples: int
+    target: int | None
+    output: str
+    reference: np.ndarray | None
+    multiclass: str
+    granularity: str
+    seed: int | tuple[int, ...] | None
+    gamma: float
+
+
+def check_call(
+    *,
+    method: str | Fitter = DEFAULT_METHOD,
+    n_samples: int = DEFAULT_N_SAMPLES,
+    target: int | None = None,
+    output: str = "auto",
+    reference: ReferenceOption = "empty",
+    multiclass: str = "joint",
+    granularity: str = "token",
+    seed: int | Sequence[int] | None = None,
+    gamma: float = 0.0,
+    **fit_options,
+) -> CheckedCall:
+    """Check the options of an explain call, with no model and no text at hand.
+
+    Every option that would fail every text is refused here, with one error naming it:
+    :func:`explain_batch` calls this before it touches the model, and a corpus run
+    (:func:`~slalom_core.corpus.explain_corpus`) before it scans its data or loads its
+    model, so both refuse the same options with the same errors. What depends on a text
+    (too few samples for its units, its length, the memory its fit needs) is checked per
+    text, still before the first model call.
+
+    The arguments are those of :func:`explain` (``**fit_options`` are the fitter's).
+
+    Example:
+        >>> call = check_call(method="fidel", n_samples=200, reference=0.0, prior_sd=0.5)
+        >>> call.fitter.name, call.fitter.prior_sd, float(call.reference)
+        ('fidel', 0.5, 0.0)
+        >>> check_call(n_samples=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: n_samples must be a positive int, got 0
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    seed = _check_seed(seed)
+    target = _check_target(target)
+    if output not in OUTPUT_KINDS:
+        raise ValueError(f"unknown output {output!r}; choose one of {OUTPUT_KINDS}")
+    if multiclass not in MULTICLASS_MODES:
+        raise ValueError(f"unknown multiclass {multiclass!r}; choose one of {MULTICLASS_MODES}")
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"unknown granularity {granularity!r}; choose one of {GRANULARITIES}")
+    fixed_reference = _check_reference(reference)
+    check_options("explain", _CALL_OPTIONS, {"gamma": gamma})
+    fitter = get_fitter(method, **fit_options)
+    return CheckedCall(fitter, n_samples, target, output, fixed_reference, multiclass, granularity, seed, gamma)
+
+
+def _prepare(
+    model: object,
+    texts: Sequence[TextLike],
+    tokenizer: object | None,
+    call: CheckedCall,
+    batch_size: int | None,
+    device: torch.device | str | None,
+) -> tuple[ModelAdapter, list[_Plan]]:
+    """The adapter and each text's plan; the per-text checks, all before any model call."""
     if isinstance(texts, (str, Segmentation)):
         raise TypeError("explain_batch takes a list of texts; use explain() for one text")
     adapter: ModelAdapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
-    fitter = get_fitter(method, **fit_options)
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    fixed_reference = _check_reference(reference)
+    fitter, n_samples = call.fitter, call.n_samples
     plans = []
     for t in texts:
-        seg = t if isinstance(t, Segmentation) else adapter.segment(t, granularity)
+        seg = t if isinstance(t, Segmentation) else adapter.segment(t, call.granularity)
         if isinstance(t, Segmentation):
             adapter.check_length(seg.n_tokens)
         plan = _Plan(seg)
@@ -333,7 +279,261 @@ def _prepare(model, texts, tokenizer, method, n_samples, reference, granularity,
         plans.append(plan)
     if plans:
         _check_memory(fitter.name, n_samples, max(len(p.units) for p in plans))
-    return adapter, fitter, plans, fixed_reference
+    return adapter, plans
+
+
+class _UsageMeter:
+    """What a call costs a model that bills per call (an API black box), else nothing.
+
+    Made before the first model call: the call's estimate is checked against the adapter's
+    budget then, so an over-budget call is refused before it spends anything. After the
+    call, :meth:`call_usage` is what it spent (the adapter's running totals, differenced).
+    """
+
+    def __init__(self, adapter: ModelAdapter, call: CheckedCall, plans: list[_Plan], seeds: list[int]) -> None:
+        self.adapter = adapter
+        self.before = adapter.usage()
+        self.estimate = None
+        if self.before is not None:
+            self.estimate = _estimate(adapter, call.fitter, plans, call.n_samples, seeds, call.reference)
+            what = f"method {call.fitter.name!r} with n_samples={call.n_samples} on {len(plans)} text(s)"
+            adapter.check_budget(self.estimate, f"{what}, seed={call.seed}")
+
+    def call_usage(self) -> dict | None:
+        """Calls made, cache hits, input tokens, retries and the estimate (None: a free model)."""
+        if self.before is None:
+            return None
+        after = self.adapter.usage() or {}
+        usage = {k: v - self.before.get(k, 0) for k, v in after.items() if isinstance(v, int)}
+        asked = usage.get("calls", 0) + usage.get("cache_hits", 0)
+        usage["hit_rate"] = usage.get("cache_hits", 0) / asked if asked else 0.0
+        usage["estimate"] = self.estimate
+        return usage
+
+
+@dataclass(frozen=True)
+class _RoundZero:
+    """What the first model round decided, once for every text of the call.
+
+    Every later round is read through it: ``link`` turns raw outputs into the fitted units
+    (log-odds, centred logits) and ``base`` is the reference point every target is
+    measured from, so the texts of one call are never read in different units.
+    """
+
+    link: OutputLink
+    kind: str  # what the raw outputs were read as, an OUTPUT_KINDS entry
+    how: str  # and how that was decided, e.g. "probs (detected)"
+    base: np.ndarray  # (K,) the reference point, in fitted units
+
+
+def _empty_input(adapter: ModelAdapter, reference: np.ndarray | None) -> list[int] | None:
+    """The input with no tokens when it is the reference point; None when one is given."""
+    if reference is not None:
+        return None
+    empty = adapter.empty_sequence()
+    if empty is None:
+        raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="this model has no input without tokens"))
+    return empty
+
+
+def _round_zero(
+    adapter: ModelAdapter, plans: list[_Plan], empty: list[int] | None, call: CheckedCall, bar
+) -> _RoundZero:
+    """Score every full text and, once for all, the empty input; decide what the outputs are.
+
+    These are the outputs being explained (kept as each plan's ``model_output``) and the
+    default reference point, so they come before any sample. What the model returns is
+    decided from all of them together (see :func:`resolve_output`), once per call. The
+    empty input's evaluation is booked on the first text.
+    """
+    seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
+    t0 = time.perf_counter()
+    try:
+        raw = adapter.score(seqs)
+    except Exception as err:
+        if empty is None:
+            raise
+        # Not every model can be called on an input with no tokens: learn whether the
+        # texts alone work, so that the error names the real problem.
+        adapter.score(seqs[:-1])
+        raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why=f"scoring it failed ({type(err).__name__}: {err})")) from err
+    _check_rows(raw, len(seqs))
+    if bar is not None:
+        bar.update(len(seqs))
+    kind, how, note = resolve_output(call.output, raw, config_output_kind(adapter), adapter.output_dtype)
+    if note is not None:
+        warn_user(note, SlalomOutputWarning)
+    link = OutputLink(raw.shape[1], kind, call.target, adapter.class_names, call.multiclass, adapter.output_dtype)
+    if link.multilabel and raw.shape[1] > 1 and call.target is None:
+        raise ValueError(
+            f"a multi-label model ({raw.shape[1]} independent labels, output={kind!r}) is explained one "
+            "label at a time: give target=<label index>"
+        )
+    if empty is not None and not torch.isfinite(raw[-1]).all():
+        raise NoEmptyInputError(_NO_EMPTY_INPUT.format(why="the model's output on it is not finite"))
+    y0 = _as_2d(link.transform(raw))
+    elapsed = time.perf_counter() - t0
+    base = y0[-1] if empty is not None else _reference_vector(call.reference, y0.shape[1], link)
+    for i, p in enumerate(plans):
+        p.model_output = y0[i]
+    _book_round(adapter, plans, [(i, i, 1) for i in range(len(plans))], seqs, elapsed)
+    if empty is not None:
+        plans[0].book_model(1, adapter.n_tokens_scored([empty]), 0.0)
+    return _RoundZero(link, kind, how, base)
+
+
+def _book_round(
+    adapter: ModelAdapter, plans: list[_Plan], blocks: list[tuple[int, int, int]], seqs: list, elapsed: float
+) -> None:
+    """Book one model round on the texts whose sequences it scored, ``(text, start, count)`` each.
+
+    The round's time is shared in proportion to the tokens each text's sequences hold: one
+    text's near-full-length deletions cost more than another's short samples.
+    """
+    total_tokens = max(adapter.n_tokens_scored(seqs), 1)
+    for i, start, n in blocks:
+        toks = adapter.n_tokens_scored(seqs[start : start + n])
+        plans[i].book_model(n, toks, elapsed * toks / total_tokens)
+
+
+def _run_fits(
+    adapter: ModelAdapter, call: CheckedCall, plans: list[_Plan], seeds: list[int], first: _RoundZero, bar
+) -> list[FitResult]:
+    """Drive every text's fitter generator (:meth:`Fitter.steps`) to its result.
+
+    A round answers every open request at once: the fit requests of all texts in one
+    batched solve (:func:`_solve_fits`), the sample requests of all others in shared model
+    batches (:func:`_score_samples`). So n texts cost about the solver calls and model
+    batches of one text, not n times as many.
+    """
+    fitter = call.fitter
+    gens = [
+        fitter.steps(
+            np.random.default_rng(seeds[i]), p.position_units, len(p.units), call.n_samples, p.model_output - first.base
+        )
+        for i, p in enumerate(plans)
+    ]
+    requests = {}
+    for i, g in enumerate(gens):
+        t0 = time.perf_counter()
+        requests[i] = next(g)
+        plans[i].fit_seconds += time.perf_counter() - t0
+    results: list[FitResult | None] = [None] * len(plans)
+    while requests:
+        answers = _solve_fits(fitter, plans, requests, adapter.fit_device)
+        samples = {i: r for i, r in requests.items() if i not in answers}
+        answers.update(_score_samples(adapter, plans, samples, first, bar))
+        requests = _advance(gens, plans, answers, results)
+    return results  # type: ignore[return-value]  # every generator has returned
+
+
+def _solve_fits(
+    fitter: Fitter, plans: list[_Plan], requests: dict[int, object], device: torch.device | None
+) -> dict[int, object]:
+    """Answer this round's fit requests in one batched solve, each text booked an equal share.
+
+    Fits run where the model runs (float64 there too); a black box fits on the CPU.
+    """
+    fits = sorted(i for i, r in requests.items() if isinstance(r, FitRequest))
+    if not fits:
+        return {}
+    t0 = time.perf_counter()
+    with single_threaded_fits():
+        solved = fitter.solve_batch([requests[i] for i in fits], device=device)
+    share = (time.perf_counter() - t0) / len(fits)
+    for i in fits:
+        plans[i].fit_seconds += share
+    return dict(zip(fits, solved))
+
+
+def _score_samples(
+    adapter: ModelAdapter, plans: list[_Plan], requests: dict[int, list[np.ndarray]], first: _RoundZero, bar
+) -> dict[int, np.ndarray]:
+    """Score this round's sample requests in shared model batches: targets measured from the reference."""
+    order = sorted(requests)
+    if not order:
+        return {}
+    if bar is not None:
+        bar.total += sum(len(requests[i]) for i in order)
+    seqs: list[list[int]] = []
+    blocks: list[tuple[int, int, int]] = []  # (text, start offset, count) per text block
+    for i in order:
+        blocks.append((i, len(seqs), len(requests[i])))
+        seqs.extend(plans[i].token_sequences(requests[i]))
+    t0 = time.perf_counter()
+    raw = _score_in_chunks(adapter, seqs, bar)
+    elapsed = time.perf_counter() - t0
+    _check_rows(raw, len(seqs))
+    y_all = _as_2d(first.link.transform(raw)) - first.base
+    _book_round(adapter, plans, blocks, seqs, elapsed)
+    return {i: y_all[start : start + n] for i, start, n in blocks}
+
+
+def _advance(gens: list, plans: list[_Plan], answers: dict[int, object], results: list) -> dict[int, object]:
+    """Send each text its answer: the next request of the texts that have one, in ``results`` the rest's fits."""
+    new_requests = {}
+    with single_threaded_fits():  # the fitters' own steps: held-out checks, standard errors
+        for i in sorted(answers):
+            t0 = time.perf_counter()
+            try:
+                new_requests[i] = gens[i].send(answers[i])
+            except StopIteration as stop:
+                results[i] = stop.value
+            plans[i].fit_seconds += time.perf_counter() - t0
+    return new_requests
+
+
+def _assemble(
+    plan: _Plan, fit: FitResult, seed: int, call: CheckedCall, first: _RoundZero, api_usage: dict | None
+) -> SlalomExplanation:
+    """One text's explanation: its fit, read in the explained output's units, and its diagnostics."""
+    link, fitter = first.link, call.fitter
+    col = link.column
+    select = (lambda a: a[col]) if col is not None else (lambda a: a if link.joint else a[0])
+    value = fit.value if link.joint else fit.value[:, 0]
+    se_v = None if fit.value_se is None else (fit.value_se if link.joint else fit.value_se[:, 0])
+    # The core fields (see Diagnostics), then the fitter's own entries; a fitter's entry
+    # replaces a core one (the prior sd that prior_sd="evidence" chose).
+    diag = Diagnostics(
+        method=fitter.name,
+        seed=seed,
+        n_samples=int(call.n_samples) if fitter.name != "ana" else int(2 * len(plan.units) - 1),
+        n_positions=len(plan.seg.unit_ids),
+        n_units=len(plan.units),
+        model_evaluations=plan.model_evaluations,
+        tokens_evaluated=plan.tokens_evaluated,
+        model_seconds=plan.model_seconds,
+        fit_seconds=plan.fit_seconds,
+        total_seconds=plan.model_seconds + plan.fit_seconds,
+        reference="empty input" if call.reference is None else "given",
+        output=first.how,
+        output_kind=first.kind,
+        prior_sd=fitter.prior_sd,
+    )
+    if api_usage is not None:
+        # Shared by the call's texts: a copy each, so that one can be edited alone.
+        diag.api_usage = dict(api_usage)
+    diag.update(fit.diagnostics)
+    exp = SlalomExplanation(
+        tokens=list(plan.seg.tokens),
+        token_ids=list(plan.seg.unit_ids),
+        unit_index=plan.position_units,
+        surrogate=SlalomSurrogate(value, fit.importance, gamma=call.gamma),
+        method=fitter.name,
+        granularity=call.granularity,
+        target=call.target,
+        class_names=link.fitted_class_names,
+        model_output=_plain(select(plan.model_output)),
+        base_value=_plain(select(first.base)),
+        class_index=col,
+        unit_value_se=se_v,
+        unit_importance_se=fit.importance_se,
+        diagnostics=diag,
+    )
+    diag.model_output = exp.model_output
+    diag.surrogate_output = exp.surrogate_output
+    diag.full_text_gap = exp.full_text_gap
+    return exp
 
 
 def _estimate(adapter, fitter, plans, n_samples, seeds, fixed_reference) -> dict[str, int]:
@@ -379,12 +579,13 @@ def estimate_cost(
     batch = [texts] if isinstance(texts, (str, Segmentation, torch.Tensor)) else list(texts)
     if batch and not isinstance(batch[0], (str, Segmentation, torch.Tensor, Sequence)):
         batch = [texts]  # one sequence of token ids
-    adapter, fitter, plans, fixed_reference = _prepare(
-        model, batch, tokenizer, method, n_samples, reference, granularity, None, None, fit_options
+    call = check_call(
+        method=method, n_samples=n_samples, reference=reference, granularity=granularity, seed=seed, **fit_options
     )
+    adapter, plans = _prepare(model, batch, tokenizer, call, None, None)
     if not plans:
         return {"calls": 0, "cache_hits": 0, "input_tokens": 0}
-    return _estimate(adapter, fitter, plans, n_samples, _text_seeds(seed, len(plans)), fixed_reference)
+    return _estimate(adapter, call.fitter, plans, n_samples, _text_seeds(call.seed, len(plans)), call.reference)
 
 
 ReferenceOption = str | float | Sequence[float] | np.ndarray
@@ -474,20 +675,31 @@ def _reference_vector(ref: np.ndarray, n_cols: int, link: OutputLink) -> np.ndar
     raise ValueError(f"reference has {ref.shape[0]} entries; the explained output has {n_cols} column(s)")
 
 
-def _text_seeds(seed: int | Sequence[int] | None, n_texts: int) -> list[int]:
-    """One seed per text: ``seed`` for all, one of a sequence each, or (None) one draw."""
+def _check_seed(seed: object) -> int | tuple[int, ...] | None:
+    """``seed`` as None, a plain int, or a tuple of one plain int per text; any of them >= 0."""
+    if seed is None:
+        return None
+    many = not isinstance(seed, (int, np.integer)) and isinstance(seed, (Sequence, np.ndarray))
+    for s in seed if many else [seed]:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"seed must be a non-negative int (or one per text), got {s!r}")
+        if s < 0:
+            raise ValueError(f"seed must be a non-negative int (or one per text), got {s!r}")
+    return tuple(int(s) for s in seed) if many else int(seed)
+
+
+def _text_seeds(seed: int | tuple[int, ...] | None, n_texts: int) -> list[int]:
+    """One seed per text from a checked ``seed`` (:func:`_check_seed`): ``seed`` for all, one
+    of a tuple each, or (None) one draw."""
     if seed is None:
         # Drawn from torch's global generator, as Captum does, so that torch.manual_seed
         # reproduces; recorded so that any explanation can be reproduced on its own.
         return [int(torch.randint(0, 2**31 - 1, (1,)).item())] * n_texts
-    many = not isinstance(seed, (int, np.integer)) and isinstance(seed, (Sequence, np.ndarray))
-    seeds = list(seed) if many else [seed] * n_texts
-    if many and len(seeds) != n_texts:
-        raise ValueError(f"seed has {len(seeds)} entries for {n_texts} texts; give one seed, or one per text")
-    for s in seeds:
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise TypeError(f"seed must be a non-negative int (or one per text), got {s!r}")
-    return [int(s) for s in seeds]
+    if isinstance(seed, int):
+        return [seed] * n_texts
+    if len(seed) != n_texts:
+        raise ValueError(f"seed has {len(seed)} entries for {n_texts} texts; give one seed, or one per text")
+    return list(seed)
 
 
 def _check_rows(raw: torch.Tensor, n: int) -> None:

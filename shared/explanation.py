@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import scores as _scores
+from .diagnostics import Diagnostics
 from .surrogate import SlalomSurrogate
 
 __all__ = ["SlalomExplanation"]
@@ -42,8 +44,11 @@ class SlalomExplanation:
         class_index: the column of a joint multi-class fit that ``target`` selects.
         unit_value_se, unit_importance_se: standard errors per unique unit (Laplace
             approximation; None for ana, which has none).
-        diagnostics: model_evaluations, tokens_evaluated, model_seconds, fit_seconds,
-            heldout_mse, heldout_r2, model_output, surrogate_output, full_text_gap, seed, ...
+        diagnostics: a :class:`~slalom_core.diagnostics.Diagnostics`, a dict whose entries
+            are also typed attributes: model_evaluations, tokens_evaluated, model_seconds,
+            fit_seconds, model_output, surrogate_output, full_text_gap, seed, ... and the
+            fitter's own (heldout_r2, fit_converged, ...), e.g. ``exp.diagnostics.heldout_r2``
+            or ``exp.diagnostics["heldout_r2"]``. A plain mapping given here is converted.
 
     Example:
         >>> exp = slalom_core.explain(model, "a great movie", tokenizer=tok)  # doctest: +SKIP
@@ -63,7 +68,12 @@ class SlalomExplanation:
     class_index: int | None = None
     unit_value_se: np.ndarray | None = None
     unit_importance_se: np.ndarray | None = None
-    diagnostics: dict = field(default_factory=dict)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+
+    def __post_init__(self) -> None:
+        # A plain dict (an explanation built by hand) gets the typed attributes too.
+        if not isinstance(self.diagnostics, Diagnostics):
+            self.diagnostics = Diagnostics(self.diagnostics if isinstance(self.diagnostics, Mapping) else {})
 
     def _column(self, per_unit: np.ndarray) -> np.ndarray:
         """Per-unit values of the explained class (all classes when no column is chosen)."""
@@ -97,7 +107,7 @@ class SlalomExplanation:
     def importance_determined(self) -> np.ndarray | None:
         """True where the data, not the prior, fixed the importance: its standard error is
         below half the prior's standard deviation (the posterior at least twice as sharp)."""
-        se, sd = self.importance_se, self.diagnostics.get("prior_sd")
+        se, sd = self.importance_se, self.diagnostics.prior_sd
         return None if se is None else se < (0.5 * sd if sd else 0.5)
 
     @property

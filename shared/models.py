@@ -290,6 +290,21 @@ class ModelAdapter(ABC):
         """Running totals (calls, cache hits, input tokens...) for adapters that pay per call; else None."""
         return None
 
+    @property
+    def fit_device(self) -> torch.device | None:
+        """Where the fits of an explain call run: the model's device while a :meth:`session`
+        is open (float64 there too, so a GPU model's texts are fitted on its GPU); None (the
+        CPU) otherwise, and always for a black box, whose outputs are on the CPU anyway.
+
+        Example:
+            >>> class Lengths(ModelAdapter):
+            ...     def score(self, sequences):
+            ...         return torch.tensor([[0.0, float(len(s))] for s in sequences])
+            >>> Lengths().fit_device is None
+            True
+        """
+        return None
+
 
 def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> torch.Tensor:
     """A model's output as a checked (n_rows, K) float score matrix: one row per input.
@@ -470,6 +485,10 @@ class _TorchModel(ModelAdapter):
                 yield
             finally:
                 self._run_device = None
+
+    @property
+    def fit_device(self) -> torch.device | None:
+        return self._run_device
 
     def empty_sequence(self) -> list[int] | None:
         if self.prefix_ids or self.suffix_ids:

@@ -94,6 +94,20 @@ class CorpusOptions:
     truncate: bool = False
     fit_options: dict = field(default_factory=dict)
 
+    def explain_options(self) -> dict:
+        """The keyword arguments of ``explain_batch`` (and ``check_call``) but the seed, which
+        is per text (:func:`text_seed`), and the corpus's own ``truncate``."""
+        return {
+            "method": self.method,
+            "n_samples": self.n_samples,
+            "target": self.target,
+            "output": self.output,
+            "reference": self.reference,
+            "multiclass": self.multiclass,
+            "granularity": self.granularity,
+            **self.fit_options,
+        }
+
     def as_dict(self) -> dict:
         return {
             "method": self.method,
@@ -251,16 +265,9 @@ def explain_rows(
             exps = explain_batch(
                 adapter,
                 [seg for _, seg, _, _ in items],
-                method=opts.method,
-                n_samples=opts.n_samples,
-                target=opts.target,
-                output=opts.output,
-                reference=opts.reference,
-                multiclass=opts.multiclass,
-                granularity=opts.granularity,
                 seed=[text_seed(opts.seed, row.id) for row, _, _, _ in items],
                 batch_size=batch_size,
-                **opts.fit_options,
+                **opts.explain_options(),
             )
         tables.warnings.extend(f"{w.category.__name__}: {w.message}" for w in caught)
         return exps

@@ -15,11 +15,10 @@ from ..api import (
     FULL_TEXT_GAP_BOUND,
     MIN_HELDOUT_R2,
     SlalomFitWarning,
-    _check_reference,
+    check_call,
 )
-from ..fitting import get_fitter
-from ..link import MULTICLASS_MODES, OUTPUT_KINDS, SlalomOutputWarning, warn_user
-from ..models import GRANULARITIES, ModelAdapter, as_adapter
+from ..link import SlalomOutputWarning, warn_user
+from ..models import ModelAdapter, as_adapter
 from . import store
 from .rows import CorpusOptions, explain_rows
 from .source import CorpusSource
@@ -101,23 +100,20 @@ class CorpusRun:
 
 
 def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
-    """Everything that would fail every text, refused before the first model call."""
+    """Everything that would fail every text, refused before the data scan and the model load.
+
+    The explain options are checked by the engine's own :func:`~slalom_core.api.check_call`,
+    the one ``explain_batch`` runs first, so that a run refuses what every chunk's call
+    would refuse, with the same errors. The rest is the corpus's own.
+    """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    if isinstance(opts.n_samples, bool) or not isinstance(opts.n_samples, int) or opts.n_samples < 1:
-        raise ValueError(f"n_samples must be a positive int, got {opts.n_samples!r}")
-    if isinstance(opts.seed, bool) or not isinstance(opts.seed, int) or opts.seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {opts.seed!r}")
-    if opts.output not in OUTPUT_KINDS:
-        raise ValueError(f"unknown output {opts.output!r}; choose one of {OUTPUT_KINDS}")
-    if opts.multiclass not in MULTICLASS_MODES:
-        raise ValueError(f"unknown multiclass {opts.multiclass!r}; choose one of {MULTICLASS_MODES}")
-    if opts.granularity not in GRANULARITIES:
-        raise ValueError(f"unknown granularity {opts.granularity!r}; choose one of {GRANULARITIES}")
-    _check_reference(opts.reference)
-    get_fitter(opts.method, **opts.fit_options)
+    call = check_call(seed=opts.seed, **opts.explain_options())
+    if not isinstance(call.seed, int):
+        # Each text's seed is derived from the run's one seed and its id (rows.text_seed).
+        raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
 
 
 def _prepare_out(out: Path, manifest: dict, resume: bool) -> None:

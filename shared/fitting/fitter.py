@@ -31,6 +31,10 @@ class Fitter(ABC):
     name: str = ""
     #: The options the constructor takes and what each may be (see :mod:`.options`).
     OPTIONS: dict = {}
+    #: The standard deviation of the prior on the importances (None: the fitter has no
+    #: prior, e.g. ana). The driver records it in each explanation's diagnostics, and
+    #: :attr:`SlalomExplanation.importance_determined` compares standard errors with it.
+    prior_sd: float | None = None
 
     @abstractmethod
     def run(

@@ -1,12 +1,14 @@
 """explain / explain_batch: bad inputs, determinism, batching, targets, results."""
 
 import json
+import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 import slalom_core as sc
 import torch
+from slalom_core.diagnostics import CORE_FIELDS
 from tiny_models import SlalomModel, bert_tokenizer, random_slalom, tiny_classifier
 
 
@@ -74,6 +76,32 @@ def test_too_few_samples_raises(slalom3):
         sc.explain(clf, list(range(20)), method="eff", n_samples=10)
     with pytest.raises(ValueError, match="positive int"):
         sc.explain(clf, [1, 2], n_samples=0)
+
+
+def test_what_the_driver_reads_is_public():
+    # The fitter's prior (recorded in the diagnostics) and the device the fits run on are
+    # declared attributes, not private state the driver reaches into.
+    assert sc.get_fitter("eff").prior_sd == 0.25
+    assert sc.get_fitter("ana").prior_sd is None
+    assert sc.get_fitter("fidel", solver="als").prior_sd is None
+    clf = sc.TorchClassifier(lambda ids, mask: ids.double()[:, :2])
+    assert clf.fit_device is None
+    with clf.session():
+        assert clf.fit_device == torch.device("cpu")
+    assert clf.fit_device is None
+    black_box = sc.StringClassifier(lambda texts: [[0.0, 1.0]] * len(texts))
+    with black_box.session():
+        assert black_box.fit_device is None
+
+
+def test_check_call_normalises_what_explain_uses():
+    call = sc.check_call(method="ana", target=np.int64(1), seed=[np.int64(3), 4], reference=[0.5, -0.5])
+    assert call.fitter.name == "ana" and call.target == 1 and type(call.target) is int
+    assert call.seed == (3, 4) and all(type(s) is int for s in call.seed)
+    np.testing.assert_array_equal(call.reference, [0.5, -0.5])
+    assert sc.check_call().reference is None and sc.check_call().fitter.name == sc.DEFAULT_METHOD
+    with pytest.raises(ValueError, match="seed has 1 entries for 2 texts"):
+        sc.explain_batch(sc.TorchClassifier(lambda ids, mask: ids.double()), [[1], [2]], seed=[0], reference=0.0)
 
 
 def test_plain_function_needs_wrapping():
@@ -166,6 +194,48 @@ def test_diagnostics_and_dict(bert):
     assert exp.shapley().sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
     for name in sc.SCORE_NAMES:
         assert exp.scores(name).shape == (5,)
+
+
+@pytest.mark.parametrize("method", ["eff", "ana"])
+def test_diagnostics_are_typed_and_still_a_dict(bert, method):
+    model, tok = bert
+    exp = sc.explain(model, "the movie was great fun", tokenizer=tok, n_samples=100, seed=0, method=method)
+    d = exp.diagnostics
+    assert isinstance(d, sc.Diagnostics) and isinstance(d, dict)
+    for key in d:  # every entry, core or the fitter's, is an attribute
+        assert getattr(d, key) is d[key]
+    assert set(CORE_FIELDS) - set(d) == {"api_usage"} and d.api_usage is None  # a free model
+    assert set(d.extras) == set(d) - set(CORE_FIELDS) and "heldout_r2" in d.extras
+    assert d.method == method and d.seed == 0 and d.full_text_gap == exp.full_text_gap
+    assert type(dict(d)) is dict and dict(d) == d
+    # Binary outputs: every value is a plain number or string, so it serialises as is.
+    assert json.loads(json.dumps(d)) == json.loads(json.dumps(exp.to_dict()["diagnostics"]))
+    back = pickle.loads(pickle.dumps(exp))
+    assert type(back.diagnostics) is sc.Diagnostics and repr(back.diagnostics) == repr(d)  # (NaN != NaN)
+    # What callers do with it as a dict (the SHAP adapter sets "output", for one).
+    d.update(note="x")
+    d["other"] = 1
+    d.flag = True
+    assert d.note == "x" and d.other == 1 and d["flag"] is True and "flag" in d
+    del d.flag
+    assert "flag" not in d and type(d.copy()) is sc.Diagnostics
+    with pytest.raises(AttributeError, match="no 'no_such_entry'"):
+        d.no_such_entry  # noqa: B018
+
+
+def test_a_plain_dict_of_diagnostics_is_converted():
+    exp = sc.SlalomExplanation(
+        tokens=["a"],
+        token_ids=[(1,)],
+        unit_index=np.zeros(1, dtype=np.int64),
+        surrogate=sc.SlalomSurrogate(np.ones(1), np.zeros(1)),
+        method="eff",
+        diagnostics={"prior_sd": 0.5, "heldout_r2": 0.9},
+    )
+    d = exp.diagnostics
+    assert isinstance(d, sc.Diagnostics) and d.prior_sd == 0.5 and d.heldout_r2 == 0.9
+    assert d.model_evaluations is None  # a core field not set reads None
+    assert sc.SlalomExplanation(exp.tokens, exp.token_ids, exp.unit_index, exp.surrogate, "eff").diagnostics == {}
 
 
 def test_repeated_tokens_share_parameters(bert):

@@ -48,6 +48,7 @@ def test_unique_strings_scored_once_and_usage_reported():
     clf = sc.APIClassifier(f, class_names=["neg", "pos"])
     exp = sc.explain(clf, TEXT, method="eff", n_samples=300, seed=0)
     usage = exp.diagnostics["api_usage"]
+    assert exp.diagnostics.api_usage is usage  # the typed attribute is the entry
     assert len(f.seen) == len(set(f.seen)) == usage["calls"]  # no string sent twice
     asked = usage["calls"] + usage["cache_hits"]
     assert asked == exp.diagnostics["model_evaluations"]  # every evaluation is a call or a hit

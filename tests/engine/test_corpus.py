@@ -13,6 +13,7 @@ import torch
 from slalom_core.corpus import (
     CorpusRun,
     CorpusSource,
+    ModelLoader,
     cohort_matrix,
     compare_global_local,
     explain_corpus,
@@ -278,6 +279,56 @@ def test_bad_options_and_paths_fail_before_any_model_call(bert, corpus, tmp_path
     with pytest.raises(FileExistsError, match="holds no corpus run"):
         explain_corpus(model, corpus, out, show_progress=False, resume=True)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+# Options every chunk's explain_batch call would refuse: one engine check (check_call)
+# refuses them, with the same error, in explain_batch and in a corpus run.
+BAD_CALL_OPTIONS = [
+    dict(n_samples=0),
+    dict(n_samples=2.5),
+    dict(seed=-1),
+    dict(seed="s"),
+    dict(target="POSITIVE"),
+    dict(output="logodds"),
+    dict(multiclass="both"),
+    dict(granularity="char"),
+    dict(reference="zero"),
+    dict(reference=[[0.0]]),
+    dict(method="nope"),
+    dict(prior_sd=-1.0),
+    dict(method="ana", solver="adam"),
+]
+
+
+@pytest.mark.parametrize("kwargs", BAD_CALL_OPTIONS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_corpus_and_explain_batch_refuse_the_same_options_before_any_model_call(bert, tmp_path, kwargs):
+    _, tok = bert
+    with pytest.raises((ValueError, TypeError)) as direct:
+        sc.explain_batch(sc.TorchClassifier(Exploding(), tokenizer=tok), ["great fun"], **kwargs)
+
+    def no_load():
+        raise AssertionError("the model must not be loaded")
+
+    # A data path that does not exist: the options are refused before the data scan too.
+    missing, out = tmp_path / "missing.jsonl", tmp_path / "out"
+    with pytest.raises((ValueError, TypeError)) as corpus:
+        explain_corpus(ModelLoader(no_load), missing, out, show_progress=False, **kwargs)
+    assert (type(corpus.value), str(corpus.value)) == (type(direct.value), str(direct.value))
+    assert not out.exists()
+    with pytest.raises((ValueError, TypeError)) as checked:
+        sc.check_call(**kwargs)
+    assert str(checked.value) == str(direct.value)
+
+
+def test_corpus_with_good_options_goes_on_to_the_data(tmp_path):
+    # The control for the test above: with nothing wrong, the first error is the data's.
+    with pytest.raises(FileNotFoundError):
+        explain_corpus(ModelLoader(lambda: 1 / 0), tmp_path / "missing.jsonl", tmp_path / "out", show_progress=False)
+
+
+def test_corpus_takes_one_seed(corpus, tmp_path):
+    with pytest.raises(TypeError, match="one seed"):
+        explain_corpus(ModelLoader(lambda: 1 / 0), corpus, tmp_path / "out", seed=[1, 2], show_progress=False)
 
 
 def test_cli_explain_and_its_one_line_errors(tmp_path, capsys):

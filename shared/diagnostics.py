@@ -1,0 +1,117 @@
+"""What one explanation cost and how well it fits: :class:`Diagnostics`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Diagnostics", "CORE_FIELDS"]
+
+
+class Diagnostics(dict):
+    """The diagnostics of one explanation: a ``dict`` whose entries are also typed attributes.
+
+    ``explain_batch`` sets the core fields below on every explanation; the fitter adds its
+    own entries (:attr:`extras`), e.g. ``heldout_r2``, ``heldout_mse``, ``n_heldout``,
+    ``train_r2``, ``fit_converged``, ``fit_iterations`` (eff, fidel, hybrid), ``check_r2``
+    (with ``check_samples``), ``design`` and ``n_context`` (hybrid), ``ana_invalid_pairs``
+    (ana).
+
+    A ``dict`` subclass, so that code written for the plain dict this used to be keeps
+    working: ``d["heldout_r2"]``, ``d.get(...)``, ``"x" in d``, ``dict(d)``, iteration,
+    ``d.update``, item assignment, pickling and ``json.dumps`` (values permitting; see
+    :meth:`SlalomExplanation.to_dict`). Every entry is also an attribute,
+    ``d.heldout_r2 == d["heldout_r2"]`` (but for names a ``dict`` method already takes, such
+    as ``items``), and setting an attribute sets the entry. A core field that was never set
+    reads None (an explanation not made by ``explain_batch``); any other missing name raises
+    AttributeError.
+
+    Attributes:
+        method: the fitting method's name ("eff", "fidel", "ana", "hybrid").
+        seed: the seed this text's samples were drawn with (reproduces the explanation).
+        n_samples: the samples the fit asked for (ana: 2U − 1 for U unique units).
+        n_positions: positions of the text (tokens, or words at word granularity).
+        n_units: unique units among them (repeated tokens share one).
+        model_evaluations: model calls made for this text, its full text included; the
+            empty input (scored once per call) is booked on the call's first text.
+        tokens_evaluated: tokens the model read for them (special tokens included).
+        model_seconds: this text's share of the model's time (by tokens read).
+        fit_seconds: time spent fitting this text (its share of batched fits).
+        total_seconds: model_seconds + fit_seconds.
+        reference: "empty input" (scored) or "given" (a ``reference=`` number).
+        output: how the raw outputs were read and how that was decided, e.g.
+            "probs (detected)".
+        output_kind: what they were read as, an ``OUTPUT_KINDS`` entry (to pass as
+            ``output=`` to later calls).
+        prior_sd: the sd of the prior on the importances (the one chosen, with
+            ``prior_sd="evidence"``); None for a fit without a prior.
+        model_output: the model's output on the full text (log-odds, or centred logits).
+        surrogate_output: the surrogate's output on the full text.
+        full_text_gap: model_output − surrogate_output.
+        api_usage: what the whole call cost a model billed per call (calls, cache hits,
+            input tokens, retries, the estimate); None for any other model.
+
+    Example:
+        >>> d = Diagnostics(method="eff", model_evaluations=102, heldout_r2=0.93)
+        >>> d.model_evaluations == d["model_evaluations"], d.heldout_r2
+        (True, 0.93)
+        >>> d.extras, d.api_usage
+        ({'heldout_r2': 0.93}, None)
+        >>> import json; json.dumps(d)
+        '{"method": "eff", "model_evaluations": 102, "heldout_r2": 0.93}'
+    """
+
+    # No instance __dict__: every attribute is an entry of the mapping.
+    __slots__ = ()
+
+    method: str
+    seed: int
+    n_samples: int
+    n_positions: int
+    n_units: int
+    model_evaluations: int
+    tokens_evaluated: int
+    model_seconds: float
+    fit_seconds: float
+    total_seconds: float
+    reference: str
+    output: str
+    output_kind: str
+    prior_sd: float | None
+    model_output: Any  # float, or one per class (np.ndarray)
+    surrogate_output: Any
+    full_text_gap: Any
+    api_usage: dict | None
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only when ordinary lookup fails: the entries, then the unset core fields.
+        try:
+            return self[name]
+        except KeyError:
+            if name in CORE_FIELDS:
+                return None
+            raise AttributeError(f"these diagnostics have no {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        try:
+            del self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {k for k in self if isinstance(k, str)} | set(CORE_FIELDS))
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The fitter's own entries: every entry but the core fields."""
+        return {k: v for k, v in self.items() if k not in CORE_FIELDS}
+
+    def copy(self) -> Diagnostics:
+        """A shallow copy, still a :class:`Diagnostics` (``dict(d)`` gives a plain dict)."""
+        return Diagnostics(self)
+
+
+#: The fields ``explain_batch`` sets on every explanation (``api_usage`` only for a billed model).
+CORE_FIELDS: tuple[str, ...] = tuple(Diagnostics.__annotations__)
