@@ -80,6 +80,12 @@ class HybridFitter(EffFitter):
         check_samples: int = 0,
     ) -> None:
         check_options(self.name, self.OPTIONS, _given(locals(), self.OPTIONS))
+        if value_sd is not None and l2_importance != "auto":
+            # The values' prior lives in the posterior objective; a ridge fit has none.
+            raise ValueError(
+                f"method 'hybrid': value_sd={value_sd!r} needs the prior on the importances "
+                "(l2_importance='auto'); pass value_sd=None for a ridge fit"
+            )
         super().__init__(
             sample_length=sample_length,
             solver=solver,

@@ -17,6 +17,7 @@ def laplace_standard_errors(
     *,
     prior_sd: float | None = None,
     weights: np.ndarray | None = None,
+    value_sd: float | None = None,
     device: torch.device | str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Standard errors of the fitted values (U, K) and mean-zero importances (U,).
@@ -35,6 +36,9 @@ def laplace_standard_errors(
         value, importance: the fit.
         prior_sd: the prior's standard deviation of s (None: no prior).
         weights: the fit's sample weights (mean one).
+        value_sd: the sd of a Gaussian prior on the values that the fit used (None: none;
+            0: the values were held fixed, so they have no error and the importances' SEs
+            are those given the values).
         device: where to compute.
 
     Example:
@@ -73,6 +77,8 @@ def laplace_standard_errors(
     prec = (jac * rw[:, None]).T @ jac / sigma2
     if prior_sd is not None:
         prec[n_val:, n_val:] += torch.eye(n_units, dtype=FIT_DTYPE, device=dev) / prior_sd**2
+    if value_sd:
+        prec[:n_val, :n_val] += torch.eye(n_val, dtype=FIT_DTYPE, device=dev) / value_sd**2
     # The reported parameters satisfy Cᵀθ = 0 (mean-zero s; class-centred v).
     zeros = torch.zeros(n_val + n_units, 1, dtype=FIT_DTYPE, device=dev)
     cons = [torch.cat([zeros[:n_val], torch.ones_like(zeros[n_val:])])]
@@ -80,6 +86,11 @@ def laplace_standard_errors(
         per_unit = torch.kron(torch.eye(n_units, dtype=FIT_DTYPE, device=dev), torch.ones_like(zeros[:n_out]))
         cons.append(torch.cat([per_unit, torch.zeros_like(per_unit[:n_units])]))
     cons_m = torch.cat(cons, dim=1)
+    held = value_sd == 0
+    if held:
+        # Values held fixed by the fit: they have no error, and the importances' SEs are
+        # those given the values (the importance block and its mean-zero constraint alone).
+        prec, cons_m = prec[n_val:, n_val:], cons_m[n_val:, :1]
     chol, not_pd = torch.linalg.cholesky_ex(prec)
     pivots = torch.diagonal(chol) ** 2
     if prior_sd is not None and not bool(not_pd) and float(pivots.min()) > 1e-10 * float(pivots.max()):
@@ -106,4 +117,6 @@ def laplace_standard_errors(
         var = (sq * inv).sum(dim=1)
         var = torch.where(((sq > 0) & ~ok).any(dim=1), torch.full_like(var, float("inf")), var)
     se = torch.sqrt(var.clamp_min(0.0)).cpu().numpy()
+    if held:
+        return np.zeros((n_units, n_out)), se
     return se[:n_val].reshape(n_units, n_out), se[n_val:]

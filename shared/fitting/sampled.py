@@ -198,7 +198,15 @@ class _SampledFitter(Fitter):
         counts = count_matrix(request.samples, request.n_units)
         for _ in range(EVIDENCE_ROUNDS):
             s = normalise_importance(imp)
-            _, se_s = laplace_standard_errors(counts, request.y, value, s, prior_sd=sd, weights=request.weights)
+            _, se_s = laplace_standard_errors(
+                counts,
+                request.y,
+                value,
+                s,
+                prior_sd=sd,
+                weights=request.weights,
+                value_sd=None if request.value_prior is None else request.value_prior[1],
+            )
             gamma = (request.n_units - 1) - float(np.sum(se_s**2)) / sd**2
             new = float(np.clip(np.sqrt(np.sum(s**2) / max(gamma, 0.5)), *EVIDENCE_RANGE))
             if abs(np.log(new / sd)) < 0.05:
@@ -253,6 +261,12 @@ class _SampledFitter(Fitter):
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)
         se_v, se_s = laplace_standard_errors(
-            count_matrix(all_samples, n_units), y_all, value, imp, prior_sd=sd, weights=weights
+            count_matrix(all_samples, n_units),
+            y_all,
+            value,
+            imp,
+            prior_sd=sd,
+            weights=weights,
+            value_sd=None if v_prior is None else v_prior[1],
         )
         return FitResult(value, imp, diag, value_se=se_v, importance_se=se_s)

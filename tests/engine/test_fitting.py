@@ -120,6 +120,9 @@ def test_hybrid_design_layout_and_weights():
         sc.get_fitter("hybrid", deletion_share=0.1)
     with pytest.raises(ValueError, match="value_sd=-1"):
         sc.get_fitter("hybrid", value_sd=-1)
+    with pytest.raises(ValueError, match="needs the prior on the importances"):
+        sc.get_fitter("hybrid", l2_importance=0.1)
+    assert sc.get_fitter("hybrid", l2_importance=0.1, value_sd=None).prior_sd is None
 
 
 def test_a_prior_on_the_values_holds_or_pulls_them():
@@ -163,7 +166,7 @@ def test_hybrid_recovers_a_true_slalom_and_matches_its_text(value_sd):
     assert spearmanr(exp.importance, s[pos_ids])[0] >= 0.95
     assert abs(exp.full_text_gap) < 0.05 * (1 + abs(exp.model_output))
     assert exp.diagnostics["model_evaluations"] == 601  # + the full text (reference=0.0: no empty input)
-    assert exp.diagnostics["n_context"] == 36 and exp.diagnostics["design"] == "564 short samples + 36 deletions"
+    assert exp.diagnostics["n_context"] == 24 and exp.diagnostics["design"] == "576 short samples + 24 deletions"
 
 
 def test_eff_prior_shrinks_noisy_importances_but_not_exact_ones():
@@ -377,3 +380,26 @@ def test_prior_sd_option_is_checked():
         with pytest.raises(ValueError, match="prior_sd"):
             sc.get_fitter("fidel", prior_sd=bad)
     assert sc.get_fitter("fidel", prior_sd="evidence").evidence
+
+
+def test_standard_errors_under_a_prior_on_the_values():
+    """A prior on the values narrows their SEs and those of the importances; held values
+    (sd 0) have none, and the importances' SEs are then the limit of an ever tighter prior."""
+    from slalom_core.fitting import count_matrix, laplace_standard_errors, pad_sequences
+
+    v, s = random_slalom(6, seed=8)
+    rng = np.random.default_rng(1)
+    samples = [rng.integers(0, 6, size=rng.integers(1, 4)) for _ in range(200)]
+    counts = count_matrix(samples, 6)
+    idx, mask = pad_sequences(samples)
+    exact = SlalomModel(v, s)(torch.as_tensor(idx), torch.as_tensor(mask)).double().numpy()
+    y = exact + 0.1 * rng.standard_normal(exact.shape)
+    s0 = s - s.mean()
+    free_v, free_s = laplace_standard_errors(counts, y, v[:, None], s0, prior_sd=1.0)
+    some_v, some_s = laplace_standard_errors(counts, y, v[:, None], s0, prior_sd=1.0, value_sd=0.05)
+    held_v, held_s = laplace_standard_errors(counts, y, v[:, None], s0, prior_sd=1.0, value_sd=0.0)
+    tight_v, tight_s = laplace_standard_errors(counts, y, v[:, None], s0, prior_sd=1.0, value_sd=1e-7)
+    assert np.all(some_v < free_v) and np.all(some_v < 0.05)
+    assert np.all(held_s <= some_s + 1e-12) and np.all(some_s <= free_s + 1e-12)
+    np.testing.assert_array_equal(held_v, 0.0)
+    np.testing.assert_allclose(tight_s, held_s, rtol=1e-4)
