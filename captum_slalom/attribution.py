@@ -253,10 +253,12 @@ class SlalomAttribution(PerturbationAttribution):
             score (str, optional): which score to return: "contribution", "lin",
                         "value", "importance", "removal" or "shapley".
                         Default: "contribution"
-            method (str, optional): "eff" (short random sequences, fast), "fidel"
+            method (str, optional): "hybrid" (short random sequences plus a few
+                        deletions from the full input; the engine's default),
+                        "eff" (short random sequences, fastest), "fidel"
                         (deletions from the full input) or "ana" (closed form from
                         singles and pairs; exact on a true SLALOM).
-                        Default: "eff"
+                        Default: ``slalom_core.DEFAULT_METHOD`` ("hybrid")
             seed (int, optional): random seed; the same seed gives the same
                         explanation. None draws from torch's global generator, so
                         ``torch.manual_seed`` reproduces (as with Lime).

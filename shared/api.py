@@ -780,10 +780,14 @@ def explain(
             :class:`ModelAdapter` (:class:`TorchClassifier`, :class:`StringClassifier`).
         text_or_ids: the text, or its token ids without special tokens.
         tokenizer: the model's tokenizer (special tokens and padding are read from it).
-        method: "eff" (short random samples, gradient fit; fast), "fidel" (deletions
+        method: "hybrid" (the default, :data:`DEFAULT_METHOD`: eff's short samples
+            for the values plus a few deletions from the full text for the importances
+            and the text's own output; see :class:`~slalom_core.HybridFitter`), "eff"
+            (short random samples, gradient fit; the paper's fastest), "fidel" (deletions
             from the full text, quasi-Newton fit with a prior on the importances, or
             ``solver="als"`` for alternating least squares; faithful near the input) or
-            "ana" (2U − 1 evaluations, closed form). Default: "eff".
+            "ana" (2U − 1 evaluations, closed form). The method and its design on this
+            text are recorded in ``diagnostics["method"]`` (and ``["design"]``).
         n_samples: model evaluations to fit on (ignored by "ana"). Default: 1000.
         target: None explains the log-odds of class 1 of a binary model (0: of class 0).
             With k > 2 classes the fit is joint (App. C.1: shared importances, per-class
@@ -817,9 +821,10 @@ def explain(
         gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
         show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
             (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
-        **fit_options: passed to the fitter, e.g. ``sample_length=2``, ``solver="adam"``
-            (eff), ``max_delete_fraction=0.5`` (fidel), ``holdout_fraction=0.1``,
-            ``prior_sd=0.25``, ``anchor_weight``, ``check_samples`` (eff, fidel).
+        **fit_options: passed to the fitter, e.g. ``context_share=0.04``,
+            ``value_sd=0.1`` (hybrid), ``sample_length=2``, ``solver="adam"`` (eff,
+            hybrid), ``max_delete_fraction=0.5`` (fidel, hybrid), ``holdout_fraction=0.1``,
+            ``prior_sd=0.25``, ``anchor_weight``, ``check_samples`` (eff, hybrid, fidel).
 
     Returns:
         A :class:`SlalomExplanation`. Its diagnostics hold the model's and the surrogate's

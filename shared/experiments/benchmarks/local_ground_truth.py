@@ -453,7 +453,8 @@ def run_study(
             "lengths": [min_len, max_len],
             "n_words": n_words,
             "n_samples": n_samples,
-            "method": "eff",
+            # A fit config may name its method ({"method": "hybrid"}); eff otherwise.
+            "method": sorted({cfg.get("method", "eff") for cfg in fit_configs}),
             "fit_configs": list(fit_configs),
             "seed": seed,
             "fit_seed": fit_seed,
