@@ -4,11 +4,13 @@ Captum calls ``forward_func(*inputs, *additional_forward_args)`` on full rows; t
 scores token-id samples through a :class:`slalom_core.TorchClassifier`. The classes here
 sit between the two, one set per explained row: :func:`deletion_adapter` for SLALOM's
 deletions (shorter inputs whose other tensors follow), :func:`replacement_adapter` for
-Lime's replacement by the baselines.
+Lime's replacement by the baselines; :func:`shared_adapter` joins rows of one setup
+(:func:`setup_key`) into one adapter, so that one engine call explains them all.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -217,13 +219,16 @@ class _DeletionForward:
             pos = torch.where((k >= 0) & real, self.suffix_pos.to(dev)[k.clamp(0, ls - 1)], pos)
         return pos
 
-    def __call__(self, ids: Tensor, mask: Tensor) -> Tensor:
+    def build(self, ids: Tensor, mask: Tensor) -> tuple[tuple, tuple]:
+        """The forward_func inputs and extra arguments of these samples."""
         batch = ids.shape[0]
         real = mask.bool()
         pos = self.positions(ids, real) if (self.companions or self.arg_builders) else None
         inputs = (ids.to(self.ids_dtype), *(c(batch, pos, real) for c in self.companions))
-        args = tuple(b(batch, pos, real) for b in self.arg_builders)
-        return self.caller(inputs, args, batch)
+        return inputs, tuple(b(batch, pos, real) for b in self.arg_builders)
+
+    def __call__(self, ids: Tensor, mask: Tensor) -> Tensor:
+        return self.caller(*self.build(ids, mask), ids.shape[0])
 
 
 class _ReplacementForward:
@@ -241,6 +246,10 @@ class _ReplacementForward:
         self.caller = caller
 
     def __call__(self, units: Tensor, slots: Tensor) -> Tensor:
+        return self.caller(*self.build(units, slots), units.shape[0])
+
+    def build(self, units: Tensor, slots: Tensor) -> tuple[tuple, tuple]:
+        """The forward_func inputs and extra arguments of these samples."""
         batch = units.shape[0]
         device = self.rows[0].device
         units, real = units.to(device), slots.to(device).bool()
@@ -257,8 +266,98 @@ class _ReplacementForward:
             else:
                 k = keep.view(*keep.shape, *([1] * (x.ndim - 2)))
                 inputs.append(torch.where(k, x, base))
-        args = tuple(b(batch, None, None) for b in self.arg_builders)
-        return self.caller(tuple(inputs), args, batch)
+        return tuple(inputs), tuple(b(batch, None, None) for b in self.arg_builders)
+
+
+class _RowsForward:
+    """Forward batches that mix the samples of several rows, so that rows share them.
+
+    The rows' units reach the engine with row ``r``'s ids shifted by ``r * stride`` (see
+    :func:`shared_adapter`); a sample's row is read back from its ids, each row's part of
+    the batch is built by that row's own forward, and forward_func sees one batch.
+    """
+
+    def __init__(self, forwards: list, stride: int, per_example: list[bool], caller: BatchCaller) -> None:
+        self.forwards = forwards
+        self.stride = stride
+        self.per_example = per_example  # per extra argument: one entry per sample (concatenated)
+        self.caller = caller
+
+    def __call__(self, ids: Tensor, mask: Tensor) -> Tensor:
+        # Frame tokens and padding carry row 0's (unshifted) ids, so the largest id tells the row.
+        kept = torch.where(mask.bool(), ids, torch.zeros_like(ids))
+        owner = kept.amax(dim=1) // self.stride if ids.shape[1] else torch.zeros(len(ids), dtype=torch.long)
+        ids = ids % self.stride
+        order, parts = [], []
+        for r in owner.unique().tolist():
+            picked = torch.nonzero(owner == r).flatten()
+            order.append(picked)
+            parts.append(self.forwards[r].build(ids[picked], mask[picked]))
+        inputs = tuple(torch.cat(x) for x in zip(*(p[0] for p in parts)))
+        args = tuple(_concat(a) if many else a[0] for many, a in zip(self.per_example, zip(*(p[1] for p in parts))))
+        out = self.caller(inputs, args, ids.shape[0])
+        return out[torch.argsort(torch.cat(order)).to(out.device)]
+
+
+def _concat(parts: tuple) -> object:
+    return torch.cat(parts) if isinstance(parts[0], Tensor) else [x for p in parts for x in p]
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two forward arguments are the same value (tensors: same shape, dtype, entries)."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.dtype == b.dtype) and bool(
+            torch.equal(a, b.to(a.device))
+        )
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # a value without a plain equality (an array...): not known to be the same
+        return False
+
+
+def setup_key(adapter: TorchClassifier) -> tuple:
+    """What a row's adapter must share with others for one engine call to serve them all.
+
+    The engine scores the input with no tokens (the reference point) once per call, so rows
+    share a call only where that input, as forward_func would get it, is the same; and the
+    adapter's frame (special tokens) wraps every sample of the call.
+    """
+    empty = adapter.empty_sequence() or []
+    seq = torch.tensor([[*adapter.prefix_ids, *empty, *adapter.suffix_ids]], dtype=torch.long)
+    return (adapter.prefix_ids, adapter.suffix_ids, adapter.forward_func.build(seq, torch.ones_like(seq)))
+
+
+def same_setup(a: tuple, b: tuple) -> bool:
+    """Whether two :func:`setup_key` results allow one engine call."""
+    return a[:2] == b[:2] and _same(a[2], b[2])
+
+
+def shared_adapter(
+    members: list[tuple[TorchClassifier, Segmentation]], rows: Rows, caller: BatchCaller
+) -> tuple[TorchClassifier, list[Segmentation]]:
+    """One adapter (and the segmentations to give the engine) for rows of one setup.
+
+    A unit id names a token (or feature) of one row only: row ``r``'s ids are shifted by
+    ``r * stride`` so that no two rows share an id, and :class:`_RowsForward` undoes it.
+    """
+    if len(members) == 1:
+        return members[0][0], [members[0][1]]
+    first = members[0][0]
+    used = [i for a, seg in members for u in seg.unit_ids for i in u]
+    used += [*first.prefix_ids, *first.suffix_ids, *(first.empty_sequence() or []), first.pad_id]
+    stride = max(used) + 1
+    forward = _RowsForward(
+        [a.forward_func for a, _ in members], stride, [is_per_example(x, rows.n_rows) for x in rows.args], caller
+    )
+    adapter = copy.copy(first)
+    adapter.forward_func = forward
+    segs = [
+        Segmentation([tuple(i + r * stride for i in u) for u in seg.unit_ids], list(seg.tokens))
+        for r, (_, seg) in enumerate(members)
+    ]
+    return adapter, segs
 
 
 def _feature_names(tokenizer: object | None, row_ids: list[int], groups: list[np.ndarray]) -> list[str]:
@@ -291,7 +390,7 @@ def deletion_adapter(
     rows: Rows,
     row: int,
     groups: list[np.ndarray],
-    caller: BatchCaller,
+    caller: BatchCaller | None,
     *,
     batch_size: int,
     module: torch.nn.Module | None,
@@ -358,7 +457,7 @@ def replacement_adapter(
     rows: Rows,
     row: int,
     groups: list[np.ndarray],
-    caller: BatchCaller,
+    caller: BatchCaller | None,
     *,
     batch_size: int,
     module: torch.nn.Module | None,

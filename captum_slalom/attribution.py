@@ -4,7 +4,8 @@ This module only translates. Captum's arguments (inputs, target, feature_mask,
 additional_forward_args, baselines, ...) are checked and laid out per row in
 ``_arguments``; ``_forward`` turns each row into one :class:`slalom_core.Segmentation`
 and one :class:`slalom_core.TorchClassifier` around the user's ``forward_func``;
-:func:`slalom_core.explain_batch` samples, calls the model and fits; the per-unit scores
+rows that share a target and a forward setup go to one :func:`slalom_core.explain_batch`
+call (their samples share forward batches), which samples, calls the model and fits; the per-unit scores
 it returns are spread back onto the input positions as Captum-shaped tensors here.
 """
 
@@ -19,7 +20,9 @@ import torch
 from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
 from slalom_core import SCORE_NAMES, SlalomExplanation
-from slalom_core.api import NoEmptyInputError
+
+# The engine's own draw of a seed (seed=None), one per row as a call per row made it.
+from slalom_core.api import NoEmptyInputError, _text_seeds
 from slalom_core.models import model_max_length, tokenizer_of
 from torch import Tensor
 
@@ -39,6 +42,9 @@ from ._forward import (
     deletion_adapter,
     first_output,
     replacement_adapter,
+    same_setup,
+    setup_key,
+    shared_adapter,
 )
 from ._result import SlalomAttributionResult, per_feature, scores_per_position
 
@@ -364,30 +370,43 @@ class SlalomAttribution(PerturbationAttribution):
         show_progress: bool,
         fit_options: dict[str, Any],
     ) -> tuple[list[SlalomExplanation], list[list[np.ndarray]]]:
-        """One engine fit per row; returns the explanations and each row's feature positions."""
+        """One engine call per group of rows that share a target and a forward setup (their
+        model calls share forward batches); returns each row's explanation and feature positions.
+
+        Each row keeps the seed it had when rows were explained one call each: ``seed``, or
+        (None) its own draw from torch's global generator, in row order.
+        """
         factory = SharedProgress(f"{self.get_name()} attribution") if show_progress else None
-        explanations: list[SlalomExplanation] = []
-        position_maps: list[list[np.ndarray]] = []
+        seeds = [seed if seed is not None else _text_seeds(None, 1)[0] for _ in targets]
+        position_maps = [feature_groups(rows, row, contiguous=not replace) for row in range(rows.n_rows)]
+        make = replacement_adapter if replace else deletion_adapter
+        # (target, setup key, [(row, adapter, segmentation)]) in order of first row
+        groups: list[tuple[tuple, tuple, list]] = []
+        for row, target in enumerate(targets):
+            adapter, seg = make(
+                rows, row, position_maps[row], None, batch_size=batch_size, module=module, tokenizer=self.tokenizer
+            )
+            key = setup_key(adapter)
+            group = next((g for g in groups if g[0] == target and same_setup(g[1], key)), None)
+            if group is None:
+                groups.append((target, key, [(row, adapter, seg)]))
+            else:
+                group[2].append((row, adapter, seg))
+        explanations: list[Any] = [None] * rows.n_rows
         try:
-            for row, (index, engine_target) in enumerate(targets):
-                groups = feature_groups(rows, row, contiguous=not replace)
+            for (index, engine_target), _, members in groups:
                 caller = BatchCaller(self.forward_func, index)
-                if replace:
-                    adapter, seg = replacement_adapter(
-                        rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer
-                    )
-                else:
-                    adapter, seg = deletion_adapter(
-                        rows, row, groups, caller, batch_size=batch_size, module=module, tokenizer=self.tokenizer
-                    )
+                for _, adapter, _ in members:
+                    adapter.forward_func.caller = caller
+                adapter, segs = shared_adapter([(a, seg) for _, a, seg in members], rows, caller)
                 try:
-                    explanations += slalom_core.explain_batch(
+                    fits = slalom_core.explain_batch(
                         adapter,
-                        [seg],
+                        segs,
                         method=method,
                         n_samples=n_samples,
                         target=engine_target,
-                        seed=seed,
+                        seed=[seeds[row] for row, _, _ in members],
                         show_progress=factory if factory is not None else False,
                         **fit_options,
                     )
@@ -401,7 +420,9 @@ class SlalomAttribution(PerturbationAttribution):
                         "and the model cannot be scored on an input without content tokens (the reference "
                         "point): pass tokenizer=<the model's tokenizer>, or special_token_ids="
                     ) from err
-                position_maps.append(groups)
+                for (row, _, seg), fit in zip(members, fits):
+                    fit.token_ids = list(seg.unit_ids)  # the row's own ids, not the shifted ones
+                    explanations[row] = fit
         finally:
             if factory is not None:
                 factory.close()

@@ -7,7 +7,6 @@ nothing here fits anything, it only picks the right :mod:`slalom_core` adapter.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,11 +48,6 @@ def _is_hf_tokenizer(obj: object) -> bool:
     ) or (callable(obj) and hasattr(obj, "convert_ids_to_tokens") and hasattr(obj, "decode"))
 
 
-def _is_hf_classifier(obj: object) -> bool:
-    # HF models and look-alikes (e.g. slalom_core.experiments.zeroshot) carry a config with the labels.
-    return isinstance(obj, torch.nn.Module) and hasattr(obj, "config")
-
-
 def resolve(
     model: object,
     masker: object = None,
@@ -67,7 +61,8 @@ def resolve(
 
     Accepted: a transformers text-classification pipeline (or shap's wrapper of one, which
     shap's own ``Explainer.__init__`` creates), a Hugging Face sequence classifier with its
-    tokenizer (as ``masker`` or ``tokenizer``), a :class:`slalom_core.ModelAdapter`, or any
+    tokenizer (as ``masker`` or ``tokenizer``), a :class:`slalom_core.ModelAdapter`, a
+    ``torch.nn.Module`` (as :func:`slalom_core.as_adapter` takes it), or any
     ``f(list[str]) -> scores`` with a ``shap.maskers.Text`` (or a tokenizer) as ``masker``.
 
     Example:
@@ -93,43 +88,28 @@ def resolve(
         )
 
     word_vocab = None
-    declared = None
-    if _is_pipeline(model):
-        declared = _pipeline_output(model)
-        tokenizer = tokenizer if tokenizer is not None else model.tokenizer
-        adapter: sc.ModelAdapter = sc.HFClassifier(model.model, tokenizer)
-    elif isinstance(model, sc.ModelAdapter):
-        # A shallow copy: batch size and class names set below must not change the caller's.
-        adapter = copy.copy(model)
-        tokenizer = tokenizer if tokenizer is not None else adapter.tokenizer
-    elif _is_hf_classifier(model):
-        if tokenizer is None:
-            raise ValueError("a Hugging Face model needs its tokenizer: SlalomExplainer(model, tokenizer)")
-        adapter = sc.HFClassifier(model, tokenizer)
-    elif callable(model):
+    declared = _pipeline_output(model) if _is_pipeline(model) else None
+    engine_model = model
+    if callable(model) and not (isinstance(model, (torch.nn.Module, sc.ModelAdapter)) or _is_pipeline(model)):
+        # The one kind of model the engine leaves to its caller (a plain function could take
+        # ids or strings): shap's models take strings, so it is f(list[str]).
         if tokenizer is None:
             raise ValueError(
                 "a string model f(list[str]) needs a masker that defines the tokens: "
                 "SlalomExplainer(f, shap.maskers.Text(tokenizer))"
             )
-        if _is_hf_tokenizer(tokenizer):
-            adapter = sc.StringClassifier(_list_input(model), tokenizer)
-        else:
+        if not _is_hf_tokenizer(tokenizer):
             # shap's SimpleTokenizer (regex words, ids are the words themselves): give the
             # words engine ids; samples become the words joined by spaces.
             word_vocab = sc.WhitespaceTokenizer()
-            adapter = sc.StringClassifier(_list_input(model), word_vocab)
-    else:
-        raise TypeError(f"cannot explain a {type(model).__name__}: give a pipeline, a HF model, or f(list[str])")
-
+        engine_model = sc.StringClassifier(_list_input(model), word_vocab or tokenizer)
+    # One model resolution, the engine's (it copies an adapter: the caller's is left alone).
+    adapter = sc.as_adapter(engine_model, tokenizer, batch_size=batch_size, device=device)
+    tokenizer = tokenizer if tokenizer is not None else adapter.tokenizer
     if tokenizer is None:
         raise ValueError("no tokenizer found: pass masker=shap.maskers.Text(tokenizer)")
     if text_masker is None:
         text_masker = shap.maskers.Text(tokenizer)
-    if batch_size is not None:
-        adapter.batch_size = int(batch_size)
-    if device is not None and hasattr(adapter, "device"):
-        adapter.device = device
 
     names = list(output_names) if output_names is not None else None
     if names is None:

@@ -141,8 +141,9 @@ class SlalomExplainer(shap.Explainer):
             kwargs.pop(unused, None)
         if kwargs:
             raise TypeError(f"unexpected arguments: {sorted(kwargs)} (engine options go in fit_options=)")
-        if output not in sc.OUTPUT_KINDS:
-            raise ValueError(f"output must be one of {sc.OUTPUT_KINDS}, got {output!r}")
+        # The engine's own checks of its options (the same errors as explain_batch gives),
+        # before anything is resolved or called.
+        sc.check_call(method=method, n_samples=int(n_samples), output=output, seed=seed)
         # Everything is resolved here, before shap's base __init__: it then gets a plain
         # callable and a Text masker, so it never re-enters (and if it did, this __init__
         # computes the same state again from the same inputs).
@@ -291,10 +292,7 @@ class SlalomExplainer(shap.Explainer):
         self, text: str, fit: Fit, score: str, additivity: str, outputs: tuple | None = None
     ) -> tuple[np.ndarray, Any]:
         """Per-masker-token values and the base value for one text."""
-        if score not in SCORES:
-            raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
-        if additivity not in ADDITIVITY:
-            raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
+        _check_choices(score, additivity)
         n, keep, _ = self._positions(text)
         reference, model_out, _ = outputs if outputs is not None else self._outputs(text, fit)
         if fit is None:
@@ -395,10 +393,7 @@ class SlalomExplainer(shap.Explainer):
         texts = _nonempty(to_text_list(texts))
         if len(texts) != len(fits):
             raise ValueError(f"{len(texts)} texts but {len(fits)} fits")
-        if score not in SCORES:
-            raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
-        if additivity not in ADDITIVITY:
-            raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
+        _check_choices(score, additivity)
         outs = [self._outputs(t, f) for t, f in zip(texts, fits)]
         # shap's own __call__ assembles the Explanation (ragged data, token names, output
         # names) exactly as for its explainers; explain_row picks up these fits in order.
@@ -455,10 +450,7 @@ class SlalomExplainer(shap.Explainer):
             raise ValueError("SLALOM explains every class in one fit: select classes by slicing the Explanation")
         if main_effects or error_bounds:
             raise ValueError("SLALOM has no main effects or error bounds")
-        if score not in SCORES:
-            raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
-        if additivity not in ADDITIVITY:
-            raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
+        _check_choices(score, additivity)
         texts = _nonempty(to_text_list(args[0]))
         t0 = time.perf_counter()
         fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent)
@@ -547,6 +539,14 @@ def _each(fit: Fit) -> tuple[sc.SlalomExplanation, ...]:
     if fit is None:
         return ()
     return fit if isinstance(fit, tuple) else (fit,)
+
+
+def _check_choices(score: str, additivity: str) -> None:
+    # The shap-side options (what a row holds, what it adds up to); the engine knows neither.
+    if score not in SCORES:
+        raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
+    if additivity not in ADDITIVITY:
+        raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
 
 
 def _nonempty(texts: list[str]) -> list[str]:

@@ -51,8 +51,7 @@ class LogOddsModel:
     def __init__(
         self, adapter: sc.ModelAdapter, output: str = "auto", class_names: Sequence[str] | None = None
     ) -> None:
-        if output not in sc.OUTPUT_KINDS:
-            raise ValueError(f"output must be one of {sc.OUTPUT_KINDS}, got {output!r}")
+        sc.check_call(output=output)  # the engine's check, and its error
         self.adapter = adapter
         self.output = output
         self.output_names = list(class_names) if class_names is not None else None

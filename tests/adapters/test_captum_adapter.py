@@ -429,8 +429,31 @@ def test_progress_bar_uses_captums_name(capsys):
     )
     err = capsys.readouterr().err
     assert "Slalom attribution" in err
-    # One bar for both rows: 2 x (50 samples + the full text + the empty input).
-    assert "104/104" in err
+    # One bar for both rows, which share one engine call: 2 x (50 samples + the full text)
+    # + the empty input, scored once for both.
+    assert "103/103" in err
+
+
+def test_rows_share_one_engine_call_and_forward_batches():
+    model = TokenSlalom()
+    ids, mask = _padded()
+    slalom = SlalomAttribution(model, special_token_ids=SPECIALS)
+    torch.manual_seed(3)
+    both = slalom.attribute((ids, mask), target=1, n_samples=100, seed=None, return_all=True)
+    first, second = (set(r[1:-1]) for r in _rows())  # the rows' content tokens (disjoint)
+
+    def has(batch, tokens):
+        return any(set(x.tolist()) & tokens for x in batch)
+
+    assert any(has(b, first) and has(b, second) for b, _ in model.calls[1:])  # rows in one forward batch
+    # Each row as if it were explained alone, with its own draw of the seed (in row order).
+    torch.manual_seed(3)
+    for i in range(2):
+        alone = slalom.attribute((ids[i : i + 1], mask[i : i + 1]), target=1, n_samples=100, seed=None, return_all=True)
+        for name in SCORE_NAMES:
+            torch.testing.assert_close(both[name][i], alone[name][0], atol=1e-9, rtol=0)
+        assert both.explanations[i].token_ids == alone.explanations[0].token_ids  # the row's own ids
+        assert both.explanations[i].diagnostics["seed"] == alone.explanations[0].diagnostics["seed"]
 
 
 def test_engine_accepts_a_progress_factory():

@@ -7,6 +7,7 @@ string function that *is* a SLALOM over words (ground truth) or a 1-layer random
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -727,3 +728,29 @@ def test_seed_none_follows_torch_manual_seed(gt, tok):
     c = explainer(["good film but bad plot"]).values
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_models_are_resolved_by_the_engine(pipe, gt, tok):
+    """One model resolution: every model the engine takes gets the engine's adapter; only
+    f(list[str]) (which the engine leaves to its caller) becomes a StringClassifier here."""
+    from shap_slalom._inputs import resolve
+
+    for model, tokenizer in ((pipe, None), (pipe.model, tok), (sc.HFClassifier(pipe.model, tok), None)):
+        engine = sc.as_adapter(model, tokenizer)
+        adapter = resolve(model, tokenizer).adapter
+        assert type(adapter) is type(engine) and adapter.prefix_ids == engine.prefix_ids
+    # A plain torch module is the engine's TorchClassifier, called with (ids, mask).
+    net = torch.nn.Sequential(torch.nn.Embedding(len(tok), 2), torch.nn.Flatten(0))
+    assert isinstance(resolve(net, tok).adapter, sc.TorchClassifier)
+    string = resolve(gt, shap.maskers.Text(tok)).adapter
+    assert isinstance(string, sc.StringClassifier) and string.tokenizer is tok
+    # The engine's checks and errors, not copies of them.
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        resolve(pipe, batch_size=0)
+    with pytest.raises(ValueError, match="does not run on a torch device"):
+        resolve(gt, shap.maskers.Text(tok), device="cpu")
+    for bad in (dict(output="log_odds"), dict(method="nope"), dict(n_samples=0), dict(seed=-1)):
+        with pytest.raises(Exception) as engine_err:
+            sc.check_call(**bad)
+        with pytest.raises(type(engine_err.value), match=re.escape(str(engine_err.value))):
+            SlalomExplainer(gt, tok, **bad)
