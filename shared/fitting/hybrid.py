@@ -64,7 +64,7 @@ class HybridFitter(EffFitter):
         self,
         context_share: float = 0.04,
         context: str = "deletions",
-        context_weight: float | None = 0.5,
+        context_weight: float | None = 0.75,
         max_delete_fraction: float = 0.5,
         value_sd: float | None = 0.1,
         anchor_weight: float = 0.1,

@@ -45,19 +45,16 @@ def single_threaded_fits() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _fit_quality(y: np.ndarray, pred: np.ndarray, weights: np.ndarray | None = None) -> tuple[float, float]:
-    """(Weighted) MSE and R² (pooled over output columns); R² is NaN when the targets are constant.
+def _fit_quality(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
+    """MSE and R² (pooled over output columns); R² is NaN when the targets are constant.
 
-    With a design's weights the check counts each sample as the fit does, so that a few
-    heavily weighted context samples are judged as much as the many light ones.
+    Every sample counts once, whatever weight the fit gave it: a design's few heavily
+    weighted samples would otherwise make the held-out R² the R² of a handful of samples.
     """
     if len(y) == 0:
         return float("nan"), float("nan")
-    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
-    w = (w / w.mean())[:, None]
-    mean = (w * y).sum(axis=0, keepdims=True) / w.sum()
-    sse = float(np.sum(w * (pred - y) ** 2))
-    sst = float(np.sum(w * (y - mean) ** 2))
+    sse = float(np.sum((pred - y) ** 2))
+    sst = float(np.sum((y - y.mean(axis=0, keepdims=True)) ** 2))
     return sse / y.size, (1.0 - sse / sst) if sst > 1e-12 * y.size else float("nan")
 
 
@@ -238,9 +235,7 @@ class _SampledFitter(Fitter):
             )
             hold = [samples[i] for i in hold_idx]
             pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
-            diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(
-                y[hold_idx], pred, None if w_design is None else w_design[hold_idx]
-            )
+            diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(y[hold_idx], pred)
             diag["n_heldout"] = int(len(hold_idx))
             init = (value, imp)
         else:
@@ -257,7 +252,7 @@ class _SampledFitter(Fitter):
         if self.evidence:
             diag["prior_sd"] = sd
         pred, _ = _predict_sparse(*pad_sequences(samples), value, imp)
-        diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred, w_design)
+        diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred)
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)
         se_v, se_s = laplace_standard_errors(

@@ -174,7 +174,7 @@ def test_binary_target_zero_flips_sign(bert):
 
 def test_diagnostics_and_dict(bert):
     model, tok = bert
-    exp = sc.explain(model, "the movie was great fun", tokenizer=tok, n_samples=100, seed=0)
+    exp = sc.explain(model, "the movie was great fun", tokenizer=tok, method="eff", n_samples=100, seed=0)
     d = exp.diagnostics
     assert d["model_evaluations"] == 101 + 1  # + the empty input ([CLS] [SEP])
     assert d["tokens_evaluated"] == 100 * (2 + 2) + (5 + 2) + 2

@@ -58,7 +58,9 @@ def test_unique_strings_scored_once_and_usage_reported():
     assert usage["estimate"]["calls"] == usage["calls"]
     assert usage["estimate"]["input_tokens"] == usage["input_tokens"]
     # the same as the plain string black box: caching changes the cost, not the answer
-    plain = sc.explain(sc.StringClassifier(lambda ts: [Counter()(t) for t in ts]), TEXT, n_samples=300, seed=0)
+    plain = sc.explain(
+        sc.StringClassifier(lambda ts: [Counter()(t) for t in ts]), TEXT, method="eff", n_samples=300, seed=0
+    )
     np.testing.assert_allclose(exp.value, plain.value)
     np.testing.assert_allclose(exp.importance, plain.importance)
 
@@ -149,18 +151,28 @@ def test_budget_refused_before_any_call():
     assert f.seen == []  # estimating calls nothing
     clf = sc.APIClassifier(f, max_calls=est["calls"] - 1)
     with pytest.raises(sc.BudgetExceededError, match=r"method 'eff' with n_samples=300.*max_calls="):
-        sc.explain(clf, TEXT, n_samples=300, seed=0)
+        sc.explain(clf, TEXT, method="eff", n_samples=300, seed=0)
     assert f.seen == [] and clf.usage()["calls"] == 0
     tokens = sc.APIClassifier(f, max_input_tokens=est["input_tokens"] - 1)
     with pytest.raises(sc.BudgetExceededError, match="max_input_tokens"):
-        sc.explain(tokens, TEXT, n_samples=300, seed=0)
+        sc.explain(tokens, TEXT, method="eff", n_samples=300, seed=0)
     assert f.seen == []
     # exactly enough: it runs, and a second explanation of another seed is refused
     ok = sc.APIClassifier(f, max_calls=est["calls"])
-    sc.explain(ok, TEXT, n_samples=300, seed=0)
+    sc.explain(ok, TEXT, method="eff", n_samples=300, seed=0)
     assert ok.usage()["calls"] == est["calls"]
     with pytest.raises(sc.BudgetExceededError):
-        sc.explain(ok, TEXT, n_samples=300, seed=5)
+        sc.explain(ok, TEXT, method="eff", n_samples=300, seed=5)
+
+
+def test_the_default_methods_estimate_is_exact():
+    # hybrid's samples (pairs and deletions) are all drawn before the first call, as eff's
+    clf = sc.APIClassifier(Counter())
+    est = sc.estimate_cost(clf, TEXT, n_samples=200, seed=3)
+    exp = sc.explain(sc.APIClassifier(Counter()), TEXT, n_samples=200, seed=3)
+    usage = exp.diagnostics["api_usage"]
+    assert exp.diagnostics["method"] == sc.DEFAULT_METHOD == "hybrid"
+    assert (usage["calls"], usage["input_tokens"]) == (est["calls"], est["input_tokens"])
 
 
 @pytest.mark.filterwarnings("ignore::slalom_core.SlalomFitWarning")  # ana on a non-SLALOM
@@ -187,7 +199,9 @@ def test_openai_compatible_endpoint_through_the_standin(tmp_path):
         assert server.requests == 2 * usage["calls"]
         assert np.isfinite(exp.value).all()
         assert (
-            sc.explain(clf, "a good film with a boring plot", n_samples=80, seed=0).diagnostics["api_usage"]["calls"]
+            sc.explain(clf, "a good film with a boring plot", method="eff", n_samples=80, seed=0).diagnostics[
+                "api_usage"
+            ]["calls"]
             == 0
         )  # answered from the cache
         lp = _score_one(clf, "good")

@@ -52,6 +52,9 @@ DESIGNS: dict[str, tuple[str, int, dict]] = {
     "eff-1000-a10": ("eff", 1000, {"anchor_weight": 0.1}),
     # hybrid's defaults: 4 % deletions, half the weight, anchor 0.1, values within 0.1 of eff's
     "hybrid-1000-del4-w50-a10-v0.1": ("hybrid", 1000, {}),
+    "hybrid-1000-del4-w50-a10-v0.1-d20": ("hybrid", 1000, {"max_delete_fraction": 0.2}),
+    "hybrid-1000-del4-w50-a10-v0": ("hybrid", 1000, {"value_sd": 0.0}),
+    "hybrid-1000-del4-w75-a10-v0.1": ("hybrid", 1000, {"context_weight": 0.75}),
     "hybrid-1000-del6-w50-a10-v0.1": ("hybrid", 1000, {"context_share": 0.06}),
     "hybrid-1000-del6-w50-a10-v0": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.0}),
     "hybrid-1000-del6-w50-a0-v0": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.0, "anchor_weight": 0.0}),
