@@ -11,7 +11,8 @@ from .eff import EffFitter
 from .fitter import _given
 from .protocol import FitRequest
 
-_CONTEXTS = {"deletions": deletion_neighbourhood, "subsets": subset_sequences}
+#: The samplers of the text in context (see ``design``).
+_CONTEXTS = ("deletions", "subsets")
 
 
 class HybridFitter(EffFitter):

@@ -112,7 +112,7 @@ def _log_odds(adapter: sc.HFClassifier, seqs: list[list[int]]) -> np.ndarray:
     return (logits[:, 1] - logits[:, 0]).numpy()
 
 
-def measure(adapter, tok, inst, design, *, seed, check, check_y, nb_table, threads) -> dict:
+def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads) -> dict:
     """One design on one text: the row of per-text numbers the front aggregates."""
     method, n_samples, options = design
     torch.set_num_threads(threads)
@@ -283,7 +283,6 @@ def main(argv: list[str] | None = None) -> None:
             for name in names:
                 row = measure(
                     adapter,
-                    tok,
                     inst,
                     DESIGNS[name],
                     seed=args.seed,
