@@ -376,9 +376,9 @@ def _round_zero(
     base = y0[-1] if empty is not None else _reference_vector(call.reference, y0.shape[1], link)
     for i, p in enumerate(plans):
         p.model_output = y0[i]
-    _book_round(adapter, plans, [(i, i, 1) for i in range(len(plans))], seqs, elapsed)
-    if empty is not None:
-        plans[0].book_model(1, adapter.n_tokens_scored([empty]), 0.0)
+    # The empty input is the last sequence; its evaluation and time go on the first text.
+    blocks = [(i, i, 1) for i in range(len(plans))] + ([(0, len(plans), 1)] if empty is not None else [])
+    _book_round(adapter, plans, blocks, seqs, elapsed)
     return _RoundZero(link, kind, how, base)
 
 

@@ -34,7 +34,8 @@ class Diagnostics(dict):
         model_evaluations: model calls made for this text, its full text included; the
             empty input (scored once per call) is booked on the call's first text.
         tokens_evaluated: tokens the model read for them (special tokens included).
-        model_seconds: this text's share of the model's time (by tokens read).
+        model_seconds: this text's share of the model's time (by tokens read; the empty
+            input's on the first text, with its evaluation).
         fit_seconds: time spent fitting this text (its share of batched fits).
         total_seconds: model_seconds + fit_seconds.
         reference: "empty input" (scored) or "given" (a ``reference=`` number).

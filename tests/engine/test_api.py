@@ -263,3 +263,23 @@ def test_score_table_matches_the_engine_and_the_readme():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for score in sc.SCORES.values():
         assert f"| `{score.name}` | {score.formula} | {score.unit} |" in readme
+
+
+def test_every_model_second_is_booked_on_a_text(slalom3, monkeypatch):
+    # A model clock that advances one second per token scored: the texts' model_seconds
+    # must add up to every second the model ran, the empty input's (the reference point,
+    # scored once per call) included.
+    clf, _, _ = slalom3
+    clock = {"now": 0.0}
+
+    class Clocked(sc.ModelAdapter):
+        prefix_ids = (0,)  # a frame token read with every sequence, the empty input's too
+
+        def score(self, sequences):
+            clock["now"] += self.n_tokens_scored(sequences)
+            return clf.score(sequences)
+
+    monkeypatch.setattr(sc.api.time, "perf_counter", lambda: clock["now"])
+    exps = sc.explain_batch(Clocked(), [[1, 2, 3], [4, 5, 6, 7]], method="eff", n_samples=50, seed=0)
+    assert sum(e.diagnostics.tokens_evaluated for e in exps) == clock["now"]
+    assert sum(e.diagnostics.model_seconds for e in exps) == pytest.approx(clock["now"])
