@@ -11,55 +11,28 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import slalom_core as sc
 import torch
 from captum._utils.typing import BaselineType, TargetType
-from slalom_core import SCORE_NAMES, score_matrix
+from slalom_core import SCORE_NAMES, RowTarget
 from torch import Tensor
 
 InputType = Tensor | tuple[Tensor, ...]
 FeatureMaskType = Tensor | tuple[Tensor | None, ...] | None
-#: Per row: (indices of the output dims between batch and classes, Captum's class or None).
-RowTarget = tuple[tuple[int, ...], int | None]
 
-#: How absent features are removed: "delete" (SLALOM's own: shorter inputs) or "replace"
-#: (Lime/KernelShap's: the baseline takes their place, inputs keep their length).
-PERTURBATIONS = ("delete", "replace")
-
-# explain_batch arguments the adapter sets itself; anything else in **fit_options is
-# handed to the engine (which rejects what it does not know).
-RESERVED_FIT_OPTIONS = frozenset(
-    {
-        "model",
-        "texts",
-        "tokenizer",
-        "granularity",
-        "batch_size",
-        "device",
-        "target",
-        "seed",
-        "n_samples",
-        "method",
-        "show_progress",
-        "output",
-    }
-)
+# The engine's options that SlalomAttribution sets from its own arguments (target, seed,
+# perturbations_per_eval, show_progress) or that rows do not have (granularity, device):
+# derived from the engine's typed options, so a new one is refused here too.
+OWN_OPTIONS = sc.ExplainOptions.__optional_keys__ - sc.FitOptions.__optional_keys__
 
 
 def check_options(
-    score: str,
-    perturbation: str,
-    perturbations_per_eval: int,
-    return_input_shape: bool,
-    return_all: bool,
-    method: str,
-    fit_options: dict[str, Any],
+    score: str, perturbations_per_eval: int, return_input_shape: bool, return_all: bool, fit_options: dict[str, Any]
 ) -> None:
     """Reject option combinations before any model call."""
     if score not in SCORE_NAMES:
         raise ValueError(f"unknown score {score!r}; choose one of {SCORE_NAMES}")
-    if perturbation not in PERTURBATIONS:
-        raise ValueError(f"unknown perturbation {perturbation!r}; choose one of {PERTURBATIONS}")
-    bad = sorted(set(fit_options) & RESERVED_FIT_OPTIONS)
+    bad = sorted(set(fit_options) & OWN_OPTIONS)
     if bad:
         raise TypeError(f"{bad} cannot be passed as fit options: SlalomAttribution sets them from its own arguments")
     if (
@@ -70,11 +43,6 @@ def check_options(
         raise ValueError(f"perturbations_per_eval must be a positive int, got {perturbations_per_eval!r}")
     if return_all and not return_input_shape:
         raise ValueError("return_all gives input-shaped scores: leave return_input_shape=True")
-    if perturbation == "replace" and method in ("eff", "hybrid") and int(fit_options.get("sample_length", 2)) > 2:
-        raise ValueError(
-            "with perturbation='replace', a sample is a set of present features, so a "
-            "feature drawn twice cannot count twice: use sample_length <= 2"
-        )
 
 
 @dataclass
@@ -91,7 +59,7 @@ class Rows:
         bases: per input tensor, its baseline rows (None: left unchanged); None if no
             baselines were given.
         args: ``additional_forward_args`` as a tuple.
-        targets: per row, see :data:`RowTarget`.
+        targets: per row, its target in the engine's form (:data:`slalom_core.RowTarget`).
         pad_id: the id forward batches are padded with, if known.
     """
 
@@ -137,8 +105,6 @@ def parse_rows(
     attn = tensors[1] if len(tensors) == 2 and _is_zero_one(tensors[1]) else None
     valid = torch.ones_like(ids, dtype=torch.bool) if attn is None else attn != 0
     bases = _baselines(baselines, tensors) if baselines is not None else None
-    if replace and bases is None:
-        raise ValueError("perturbation='replace' needs baselines= (the values absent features take)")
     specials = _special_positions(ids, valid, special_token_ids, special_token_positions)
     if bases is not None and bases[0] is not None:
         # Captum's tutorials mark special tokens by giving them in the baseline (and
@@ -200,25 +166,23 @@ def _input_tensors(inputs: InputType, replace: bool) -> tuple[Tensor, ...]:
 
 
 def _row_targets(target: TargetType, n_rows: int) -> list[RowTarget]:
-    """Captum's TargetType as, per row, (indices of extra output dims, class or None)."""
+    """Captum's TargetType as one engine target per row (an int, a tuple or None)."""
 
     def one(t: object) -> RowTarget:
-        if t is None:
-            return (), None
         if isinstance(t, Tensor):
             if t.numel() != 1:
                 raise ValueError(f"a per-example target must be a single index, got shape {tuple(t.shape)}")
             t = t.item()
+        if t is None or (isinstance(t, tuple) and not t):
+            return None
         if isinstance(t, (bool, np.bool_)):
             raise TypeError(f"target must be an int class index, got {t!r}")
         if isinstance(t, (int, np.integer)):
-            return (), int(t)
+            return int(t)
         if isinstance(t, tuple):
-            if not t:
-                return (), None
             if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in t):
                 raise TypeError(f"a tuple target must hold ints, got {t!r}")
-            return tuple(int(x) for x in t[:-1]), int(t[-1])
+            return tuple(int(x) for x in t)
         raise TypeError(f"unsupported target {t!r}: give an int, a tuple, a list per example or a tensor")
 
     if isinstance(target, Tensor):
@@ -234,44 +198,6 @@ def _row_targets(target: TargetType, n_rows: int) -> list[RowTarget]:
             raise ValueError(f"a target list needs one entry per example ({n_rows}), got {len(target)}")
         return [one(t) for t in target]
     return [one(target)] * n_rows
-
-
-def engine_targets(targets: Sequence[RowTarget], probe: object) -> list[tuple[tuple[int, ...], int | None]]:
-    """Per row, (extra-dim indices, the engine's target), read against one forward output.
-
-    How many class scores the model returns decides what Captum's class index means
-    to the engine (see :class:`slalom_core.OutputLink`).
-    """
-    out = []
-    for index, cls in targets:
-        try:
-            n_outputs = score_matrix(probe, 1, index=index).shape[1]
-        except ValueError as err:
-            raise ValueError(
-                f"forward_func on one example: {err}. If the output has extra dimensions, give a tuple "
-                "target: its leading entries select them, the last one the class"
-            ) from None
-        out.append((index, _engine_target(cls, n_outputs)))
-    return out
-
-
-def _engine_target(cls: int | None, n_outputs: int) -> int | None:
-    if n_outputs == 1:
-        # Captum: column 0 of a one-column output *is* the output; the engine's target=0
-        # would mean "class 0 of a binary model" and flip the sign, so map it to None.
-        if cls not in (None, 0):
-            raise ValueError(f"target {cls} does not exist: forward_func returns one score per example")
-        return None
-    if cls is None:
-        if n_outputs == 2:
-            return None  # the engine's default: log-odds of class 1
-        raise ValueError(
-            f"forward_func returns {n_outputs} class scores per example: give target= (the "
-            "class to explain). slalom_core.explain(..., target=None) fits all classes jointly"
-        )
-    if not 0 <= cls < n_outputs:
-        raise ValueError(f"target {cls} is not a class of this model (it returns {n_outputs} scores)")
-    return cls
 
 
 def is_per_example(arg: object, n_rows: int) -> bool:
@@ -362,12 +288,8 @@ def _baselines(baselines: BaselineType, tensors: tuple[Tensor, ...]) -> list[Ten
     ]
 
 
-def feature_groups(rows: Rows, row: int, *, contiguous: bool) -> list[np.ndarray]:
-    """Positions of each feature of ``row``, ordered by first position.
-
-    With ``contiguous`` (deletion) a feature must be one span: deleting scattered
-    positions together would reorder the text.
-    """
+def feature_groups(rows: Rows, row: int) -> list[np.ndarray]:
+    """Positions of each feature of ``row`` (``feature_mask`` groups), ordered by first position."""
     content = (rows.valid[row] & ~rows.specials[row]).cpu().numpy()
     positions = np.flatnonzero(content)
     if positions.size == 0:
@@ -384,15 +306,4 @@ def feature_groups(rows: Rows, row: int, *, contiguous: bool) -> list[np.ndarray
             f"feature ids {sorted(outside)} of row {row} cover both tokens and special/padding "
             "positions; special tokens and padding are never features: give them their own ids"
         )
-    ordered = sorted((np.array(g) for g in groups.values()), key=lambda g: g[0])
-    if contiguous:
-        rank = {p: i for i, p in enumerate(positions.tolist())}
-        for g in ordered:
-            r = [rank[p] for p in g.tolist()]
-            if r[-1] - r[0] + 1 != len(r):
-                raise ValueError(
-                    f"feature {int(labels[g[0]])} of row {row} is not a contiguous span (positions "
-                    f"{g.tolist()}); deleting it would reorder the text. Use contiguous groups, "
-                    "or perturbation='replace' (replacement keeps every position in place)"
-                )
-    return ordered
+    return sorted((np.array(g) for g in groups.values()), key=lambda g: g[0])

@@ -2,11 +2,9 @@
 
 This module only translates. Captum's arguments (inputs, target, feature_mask,
 additional_forward_args, baselines, ...) are checked and laid out per row in
-``_arguments``; ``_forward`` turns each row into one :class:`slalom_core.Segmentation`
-and one :class:`slalom_core.TorchClassifier` around the user's ``forward_func``;
-rows that share a target and a forward setup go to one :func:`slalom_core.explain_batch`
-call (their samples share forward batches), which samples, calls the model and fits; the per-unit scores
-it returns are spread back onto the input positions as Captum-shaped tensors here.
+``_arguments``; :func:`slalom_core.explain_rows` perturbs the rows (deletion or
+replacement), calls the model and fits; the per-feature scores it returns are spread back
+onto the input positions as Captum-shaped tensors in ``_result``.
 """
 
 from __future__ import annotations
@@ -14,37 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import slalom_core
 import torch
+from captum._utils.progress import progress
 from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
-from slalom_core import SCORE_NAMES, SlalomExplanation
-
-# The engine's own draw of a seed (seed=None), one per row as a call per row made it.
-from slalom_core.api import NoEmptyInputError, _text_seeds
+from slalom_core import SCORE_NAMES
 from slalom_core.models import model_max_length, tokenizer_of
 from torch import Tensor
 
 from ._arguments import (
     FeatureMaskType,
     InputType,
-    Rows,
     check_length,
     check_options,
-    engine_targets,
     feature_groups,
+    is_per_example,
     parse_rows,
-)
-from ._forward import (
-    BatchCaller,
-    SharedProgress,
-    deletion_adapter,
-    first_output,
-    replacement_adapter,
-    same_setup,
-    setup_key,
-    shared_adapter,
 )
 from ._result import SlalomAttributionResult, per_feature, scores_per_position
 
@@ -312,8 +296,7 @@ class SlalomAttribution(PerturbationAttribution):
 
         (A runnable example is on the class.)
         """
-        check_options(score, perturbation, perturbations_per_eval, return_input_shape, return_all, method, fit_options)
-        replace = perturbation == "replace"
+        check_options(score, perturbations_per_eval, return_input_shape, return_all, fit_options)
         if output is not None:
             fit_options["output"] = output
         rows = parse_rows(
@@ -322,28 +305,48 @@ class SlalomAttribution(PerturbationAttribution):
             target,
             additional_forward_args,
             feature_mask,
-            replace=replace,
+            replace=perturbation == "replace",
             special_token_ids=self.special_token_ids
             if special_token_ids is None
             else tuple(int(i) for i in special_token_ids),
             special_token_positions=special_token_positions,
             pad_token_id=self.pad_token_id,
         )
-        module = slalom_core.module_of(self.forward_func)
-        check_length(rows, model_max_length(module, self.tokenizer))
-        targets = engine_targets(rows.targets, first_output(self.forward_func, rows, module))
-        explanations, groups = self._fit_rows(
-            rows,
-            targets,
-            module,
-            replace=replace,
-            n_samples=n_samples,
-            batch_size=perturbations_per_eval,
-            method=method,
-            seed=seed,
-            show_progress=show_progress,
-            fit_options=fit_options,
-        )
+        check_length(rows, model_max_length(slalom_core.module_of(self.forward_func), self.tokenizer))
+        groups = [feature_groups(rows, row) for row in range(rows.n_rows)]
+        try:
+            explanations = slalom_core.explain_rows(
+                self.forward_func,
+                rows.tensors,
+                groups,
+                perturbation=perturbation,
+                baselines=rows.bases,
+                padding=~rows.valid,
+                forward_args=rows.args,
+                per_row_args=[is_per_example(a, rows.n_rows) for a in rows.args],
+                target=rows.targets,
+                # Samples are padded only where the inputs carry an attention mask.
+                pad_id=rows.pad_id if rows.attn is not None else None,
+                tokenizer=self.tokenizer,
+                seed=seed,
+                batch_size=perturbations_per_eval,
+                show_progress=(lambda total: progress(desc=f"{self.get_name()} attribution", total=total))
+                if show_progress
+                else False,
+                method=method,
+                n_samples=n_samples,
+                **fit_options,
+            )
+        except slalom_core.NoEmptyInputError as err:
+            if bool(rows.specials.any()) or self.tokenizer is not None:
+                raise
+            # Nothing named the special tokens: a reference= would make [CLS]/[SEP]
+            # features and change every score, so the advice is to name them.
+            raise ValueError(
+                "SlalomAttribution does not know which ids are special tokens (e.g. [CLS], [SEP]), "
+                "and the model cannot be scored on an input without content tokens (the reference "
+                "point): pass tokenizer=<the model's tokenizer>, or special_token_ids="
+            ) from err
         per_position = scores_per_position(explanations, groups, rows, SCORE_NAMES if return_all else (score,))
         if return_all:
             return SlalomAttributionResult(per_position, explanations)
@@ -355,75 +358,3 @@ class SlalomAttribution(PerturbationAttribution):
                 *(torch.zeros(t.shape, dtype=per_position[score].dtype, device=t.device) for t in rows.tensors[1:]),
             )
         return per_position[score]
-
-    def _fit_rows(
-        self,
-        rows: Rows,
-        targets: list[tuple[tuple[int, ...], int | None]],
-        module: torch.nn.Module | None,
-        *,
-        replace: bool,
-        n_samples: int,
-        batch_size: int,
-        method: str,
-        seed: int | None,
-        show_progress: bool,
-        fit_options: dict[str, Any],
-    ) -> tuple[list[SlalomExplanation], list[list[np.ndarray]]]:
-        """One engine call per group of rows that share a target and a forward setup (their
-        model calls share forward batches); returns each row's explanation and feature positions.
-
-        Each row keeps the seed it had when rows were explained one call each: ``seed``, or
-        (None) its own draw from torch's global generator, in row order.
-        """
-        factory = SharedProgress(f"{self.get_name()} attribution") if show_progress else None
-        seeds = [seed if seed is not None else _text_seeds(None, 1)[0] for _ in targets]
-        position_maps = [feature_groups(rows, row, contiguous=not replace) for row in range(rows.n_rows)]
-        make = replacement_adapter if replace else deletion_adapter
-        # (target, setup key, [(row, adapter, segmentation)]) in order of first row
-        groups: list[tuple[tuple, tuple, list]] = []
-        for row, target in enumerate(targets):
-            adapter, seg = make(
-                rows, row, position_maps[row], None, batch_size=batch_size, module=module, tokenizer=self.tokenizer
-            )
-            key = setup_key(adapter)
-            group = next((g for g in groups if g[0] == target and same_setup(g[1], key)), None)
-            if group is None:
-                groups.append((target, key, [(row, adapter, seg)]))
-            else:
-                group[2].append((row, adapter, seg))
-        explanations: list[Any] = [None] * rows.n_rows
-        try:
-            for (index, engine_target), _, members in groups:
-                caller = BatchCaller(self.forward_func, index)
-                for _, adapter, _ in members:
-                    adapter.forward_func.caller = caller
-                adapter, segs = shared_adapter([(a, seg) for _, a, seg in members], rows, caller)
-                try:
-                    fits = slalom_core.explain_batch(
-                        adapter,
-                        segs,
-                        method=method,
-                        n_samples=n_samples,
-                        target=engine_target,
-                        seed=[seeds[row] for row, _, _ in members],
-                        show_progress=factory if factory is not None else False,
-                        **fit_options,
-                    )
-                except NoEmptyInputError as err:
-                    if bool(rows.specials.any()) or self.tokenizer is not None:
-                        raise
-                    # Nothing named the special tokens: a reference= would make [CLS]/[SEP]
-                    # features and change every score, so the advice is to name them.
-                    raise ValueError(
-                        "SlalomAttribution does not know which ids are special tokens (e.g. [CLS], [SEP]), "
-                        "and the model cannot be scored on an input without content tokens (the reference "
-                        "point): pass tokenizer=<the model's tokenizer>, or special_token_ids="
-                    ) from err
-                for (row, _, seg), fit in zip(members, fits):
-                    fit.token_ids = list(seg.unit_ids)  # the row's own ids, not the shifted ones
-                    explanations[row] = fit
-        finally:
-            if factory is not None:
-                factory.close()
-        return explanations, position_maps

@@ -15,6 +15,10 @@ from .api import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
     FULL_TEXT_GAP_BOUND,
+    CallOptions,
+    ExplainOptions,
+    FitOptions,
+    NoEmptyInputError,
     SlalomFitWarning,
     check_call,
     estimate_cost,
@@ -52,6 +56,7 @@ from .models import (
     score_matrix,
     segment_text,
 )
+from .rows import PERTURBATIONS, RowTarget, explain_rows
 from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score
 from .surrogate import SlalomSurrogate
 
@@ -60,6 +65,13 @@ __version__ = "0.1.0"
 __all__ = [
     "explain",
     "explain_batch",
+    "explain_rows",
+    "PERTURBATIONS",
+    "RowTarget",
+    "FitOptions",
+    "CallOptions",
+    "ExplainOptions",
+    "NoEmptyInputError",
     "estimate_cost",
     "check_call",
     "DEFAULT_N_SAMPLES",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from typing_extensions import TypedDict, Unpack
 
 from .diagnostics import Diagnostics
 from .explanation import SlalomExplanation
@@ -35,6 +36,9 @@ __all__ = [
     "estimate_cost",
     "check_call",
     "CheckedCall",
+    "FitOptions",
+    "CallOptions",
+    "ExplainOptions",
     "DEFAULT_N_SAMPLES",
     "DEFAULT_METHOD",
     "SlalomFitWarning",
@@ -53,6 +57,56 @@ TextLike = str | Sequence[int] | torch.Tensor | Segmentation
 # host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)``,
 # ``close()`` and a settable ``total`` (raised when a fitter asks for a second round).
 ProgressOption = bool | Callable[[int], object]
+ReferenceOption = str | float | Sequence[float] | np.ndarray
+
+
+class FitOptions(TypedDict, total=False, extra_items=object):
+    """What is fitted and to which output: options every entry point hands to the engine as
+    they are (:func:`explain`, :func:`explain_batch`, :func:`~slalom_core.explain_rows`,
+    the adapters).
+
+    Documented once, in :func:`explain`'s Args; the defaults are :func:`check_call`'s. Any
+    other key is an option of the fitter (``sample_length``, ``prior_sd``, ...), checked
+    by it (:func:`~slalom_core.get_fitter`).
+
+    Example:
+        >>> opts: FitOptions = {"method": "eff", "n_samples": 300, "sample_length": 3}
+        >>> check_call(**opts).fitter.sample_length
+        3
+    """
+
+    method: str | Fitter
+    n_samples: int
+    output: str
+    reference: ReferenceOption
+    multiclass: str
+    gamma: float
+
+
+class CallOptions(FitOptions, total=False, extra_items=object):
+    """:class:`FitOptions` plus what is explained in each text: what :func:`check_call` takes.
+
+    Example:
+        >>> sorted(CallOptions.__optional_keys__ - FitOptions.__optional_keys__)
+        ['granularity', 'seed', 'target']
+    """
+
+    target: int | None
+    granularity: str
+    seed: int | Sequence[int] | None
+
+
+class ExplainOptions(CallOptions, total=False, extra_items=object):
+    """:class:`CallOptions` plus how the model is run: every keyword of :func:`explain`.
+
+    Example:
+        >>> sorted(ExplainOptions.__optional_keys__ - CallOptions.__optional_keys__)
+        ['batch_size', 'device', 'show_progress']
+    """
+
+    batch_size: int | None
+    device: torch.device | str | None
+    show_progress: ProgressOption
 
 
 class _Plan:
@@ -112,19 +166,10 @@ def explain_batch(
     texts: Sequence[TextLike],
     tokenizer: object | None = None,
     *,
-    method: str | Fitter = DEFAULT_METHOD,
-    n_samples: int = DEFAULT_N_SAMPLES,
-    target: int | None = None,
-    output: str = "auto",
-    reference: ReferenceOption = "empty",
-    multiclass: str = "joint",
-    granularity: str = "token",
-    seed: int | Sequence[int] | None = None,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
-    gamma: float = 0.0,
     show_progress: ProgressOption = False,
-    **fit_options,
+    **options: Unpack[CallOptions],
 ) -> list[SlalomExplanation]:
     """Explain several texts; their model calls share batches.
 
@@ -143,18 +188,7 @@ def explain_batch(
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
     """
-    call = check_call(
-        method=method,
-        n_samples=n_samples,
-        target=target,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        granularity=granularity,
-        seed=seed,
-        gamma=gamma,
-        **fit_options,
-    )
+    call = check_call(**options)
     adapter, plans = _prepare(model, texts, tokenizer, call, batch_size, device)
     seeds = _text_seeds(call.seed, len(plans))
     if not plans:
@@ -588,15 +622,18 @@ def estimate_cost(
     return _estimate(adapter, call.fitter, plans, n_samples, _text_seeds(call.seed, len(plans)), call.reference)
 
 
-ReferenceOption = str | float | Sequence[float] | np.ndarray
-
-
 class NoEmptyInputError(ValueError):
     """The default reference point (the model's output on the input with no tokens) cannot
     be had: the model fails on it, returns a non-finite output, or has no such input.
 
     A typed error so that an adapter can give the advice that fits its own arguments (the
     Captum adapter: name the special tokens, rather than pass a reference).
+
+    Example:
+        >>> try:  # doctest: +SKIP
+        ...     exp = explain(model, ids)
+        ... except NoEmptyInputError:
+        ...     exp = explain(model, ids, reference=0.0)
     """
 
 
@@ -754,23 +791,7 @@ def _score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch
 
 
 def explain(
-    model: object,
-    text_or_ids: TextLike,
-    tokenizer: object | None = None,
-    *,
-    method: str | Fitter = DEFAULT_METHOD,
-    n_samples: int = DEFAULT_N_SAMPLES,
-    target: int | None = None,
-    output: str = "auto",
-    reference: ReferenceOption = "empty",
-    multiclass: str = "joint",
-    granularity: str = "token",
-    seed: int | None = None,
-    batch_size: int | None = None,
-    device: torch.device | str | None = None,
-    gamma: float = 0.0,
-    show_progress: ProgressOption = False,
-    **fit_options,
+    model: object, text_or_ids: TextLike, tokenizer: object | None = None, **options: Unpack[ExplainOptions]
 ) -> SlalomExplanation:
     """Explain one text (or sequence of token ids) with a local SLALOM.
 
@@ -793,7 +814,8 @@ def explain(
             With k > 2 classes the fit is joint (App. C.1: shared importances, per-class
             values summing to zero) and ``target=c`` reports class c's column of it; None
             reports every class. Multi-label outputs: the label to explain (required when
-            the model has several).
+            the model has several). One score per example: None or 0 explain that score
+            itself (any other target is an error).
         output: what the model returns. "auto" (default): class probabilities if every
             row of the first outputs seen (the full texts and the empty input) is
             non-negative and sums to 1 (with a :class:`SlalomOutputWarning`), a model
@@ -841,21 +863,4 @@ def explain(
     """
     if not isinstance(text_or_ids, (str, Segmentation, torch.Tensor)) and not hasattr(text_or_ids, "__len__"):
         raise TypeError(f"cannot explain a {type(text_or_ids).__name__}: give a str or token ids")
-    return explain_batch(
-        model,
-        [text_or_ids],
-        tokenizer,
-        method=method,
-        n_samples=n_samples,
-        target=target,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        granularity=granularity,
-        seed=seed,
-        batch_size=batch_size,
-        device=device,
-        gamma=gamma,
-        show_progress=show_progress,
-        **fit_options,
-    )[0]
+    return explain_batch(model, [text_or_ids], tokenizer, **options)[0]

@@ -38,6 +38,7 @@ __all__ = [
     "SlalomOutputWarning",
     "resolve_output",
     "config_output_kind",
+    "check_target",
     "PROB_SUM_TOL",
     "prob_sum_tolerance",
     "warn_user",
@@ -52,6 +53,36 @@ PROB_SUM_TOL = 1e-4
 # plainly something else.
 _PROB_CHECK_TOL = 1e-3
 _EPS = 1e-12
+
+
+def check_target(target: object, n_outputs: int) -> int | None:
+    """The output ``target`` names among a model's ``n_outputs`` scores per example, checked.
+
+    With one score per example, that score is the explained output: target None and 0 both
+    name it (None is returned; a single logit is never sign-flipped), any other target is an
+    error. With K >= 2 outputs, target must be a class index in [0, K) or None (the
+    default: class 1 of a binary model, every class of a joint multi-class fit).
+
+    Example:
+        >>> check_target(0, 1) is None, check_target(2, 3)
+        (True, 2)
+        >>> check_target(1, 1)
+        Traceback (most recent call last):
+        ...
+        ValueError: target 1 does not exist: the model returns one score per example
+    """
+    if target is None:
+        return None
+    if isinstance(target, bool) or not isinstance(target, numbers.Integral):
+        raise TypeError(f"target must be an int class index or None, got {target!r}")
+    target = int(target)
+    if n_outputs == 1:
+        if target != 0:
+            raise ValueError(f"target {target} does not exist: the model returns one score per example")
+        return None
+    if not 0 <= target < n_outputs:
+        raise ValueError(f"target {target} is not a class of this model (it has {n_outputs} classes)")
+    return target
 
 
 def prob_sum_tolerance(dtype: torch.dtype | None, n_outputs: int, floor: float = PROB_SUM_TOL) -> float:
@@ -201,7 +232,8 @@ class OutputLink:
         target: None explains class 1 of a binary model (log-odds); with K > 2 classes the
             fit is joint (App. C.1) and ``target=c`` selects class c's column of it, None
             keeps every column. Multi-label: label c's log-odds; None gives every label's
-            (for display; a fit needs one label when K > 1).
+            (for display; a fit needs one label when K > 1). One output per sample: None or
+            0, the output itself (see :func:`check_target`).
         class_names: names of the K outputs, if known.
         multiclass: "joint" (default, App. C.1) or "ovr": with K > 2 classes, fit the
             one-vs-rest log-odds ``log p_c / (1 − p_c)`` of ``target`` alone. One-vs-rest
@@ -233,14 +265,7 @@ class OutputLink:
             raise ValueError(f"unknown output kind {self.output!r}; choose one of {OUTPUT_KINDS}")
         if self.multiclass not in MULTICLASS_MODES:
             raise ValueError(f"unknown multiclass mode {self.multiclass!r}; choose one of {MULTICLASS_MODES}")
-        # One logit still means two classes; one multi-label output is one label.
-        n_classes = self.n_outputs if self.multilabel else max(self.n_outputs, 2)
-        if self.target is not None:
-            if isinstance(self.target, bool) or not isinstance(self.target, numbers.Integral):
-                raise TypeError(f"target must be an int class index or None, got {self.target!r}")
-            self.target = int(self.target)
-            if not 0 <= self.target < n_classes:
-                raise ValueError(f"target {self.target} is not a class of this model (it has {n_classes} classes)")
+        self.target = check_target(self.target, self.n_outputs)
         if not self.multilabel and self.multiclass == "ovr" and self.n_outputs > 2 and self.target is None:
             raise ValueError("multiclass='ovr' explains one class against the rest: give target=")
 
@@ -339,8 +364,7 @@ class OutputLink:
                 return z[:, self.target]
             return z[:, 0] if self.n_outputs == 1 else z
         if self.n_outputs == 1:
-            y = z[:, 0]
-            return -y if self.target == 0 else y
+            return z[:, 0]
         if self.n_outputs == 2:
             y = z[:, 1] - z[:, 0]
             return -y if self.target == 0 else y

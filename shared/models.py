@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .link import warn_user
+
 __all__ = [
     "Segmentation",
     "ModelAdapter",
@@ -306,6 +308,11 @@ class ModelAdapter(ABC):
         return None
 
 
+class _OutputShapeError(ValueError):
+    """The output is not one row of scores per input: the model's error, so a forward batch
+    that raises it is never retried one sample at a time (see ``_TorchModel``)."""
+
+
 def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> torch.Tensor:
     """A model's output as a checked (n_rows, K) float score matrix: one row per input.
 
@@ -345,7 +352,7 @@ def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> t
         t = t.to(torch.float64)
     if index:
         if t.ndim < len(index) + 2:
-            raise ValueError(
+            raise _OutputShapeError(
                 f"index {tuple(index)} needs an output with {len(index) + 2} or more dimensions, got shape {tuple(t.shape)}"
             )
         t = t[(slice(None), *(int(i) for i in index))]
@@ -354,12 +361,12 @@ def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> t
     elif t.ndim == 1:
         t = t[None, :] if n_rows == 1 and t.numel() > 1 else t[:, None]
     if t.ndim != 2:
-        raise ValueError(
+        raise _OutputShapeError(
             f"the model returned scores of shape {tuple(t.shape)}; SLALOM needs (batch, classes), "
             "one row per input (select extra output dimensions with index=)"
         )
     if t.shape[0] != n_rows:
-        raise ValueError(
+        raise _OutputShapeError(
             f"the model returned {t.shape[0]} rows of scores for {n_rows} inputs; expected one row per input"
         )
     finite = torch.isfinite(t).all(dim=1)
@@ -476,6 +483,8 @@ class _TorchModel(ModelAdapter):
     _run_device: torch.device | None = None
     pad_id: int
     equal_length_batches: bool
+    #: Set once the model failed on a batch but ran on one sample (see :meth:`_forward_scores`).
+    _one_by_one: bool = False
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -543,6 +552,38 @@ class _TorchModel(ModelAdapter):
             ...     logits = clf.forward(ids, torch.ones_like(ids)).logits
         """
 
+    def _forward_scores(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` on one batch as a checked (B, K) score matrix.
+
+        A model that fails on a batch but runs on a single sample (a GPT-2 classifier
+        without a pad token behind a closure refuses every batch > 1) is then called one
+        sample at a time, with a warning, so that the default batch size works on every
+        architecture; if one sample fails too, the batch's error is raised. NaN scores, or
+        not one row of scores per input, are the model's answer, not a batching problem:
+        they raise at once.
+        """
+        n = ids.shape[0]
+        if self._one_by_one and n > 1:
+            return torch.cat([self._forward_scores(ids[r : r + 1], mask[r : r + 1]) for r in range(n)])
+        try:
+            return score_matrix(self.forward(ids, mask), n).detach()
+        except (FloatingPointError, _OutputShapeError):
+            raise
+        except Exception as err:
+            if n == 1:
+                raise
+            try:
+                first = self._forward_scores(ids[:1], mask[:1])
+            except Exception:
+                raise err from None
+            warn_user(
+                f"the model failed on a batch of {n} samples ({type(err).__name__}: {err}) but runs on one: "
+                "evaluating one sample per call from here on (as with a batch size of 1)",
+                UserWarning,
+            )
+            self._one_by_one = True
+            return torch.cat([first, *(self._forward_scores(ids[r : r + 1], mask[r : r + 1]) for r in range(1, n))])
+
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
         if len(sequences) == 0:
             return torch.zeros((0, 0), dtype=torch.float64)
@@ -565,8 +606,7 @@ class _TorchModel(ModelAdapter):
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                raw = self.forward(ids.to(device), mask.to(device))
-                out = score_matrix(raw, len(rows)).detach()
+                out = self._forward_scores(ids.to(device), mask.to(device))
                 self._note_output_dtype(out.dtype)
                 out = out.to("cpu", torch.float64)
             for j, i in enumerate(batch):

@@ -102,8 +102,12 @@ def test_single_sigmoid_probability():
     ref = _explain(m, output="logits")
     got = _explain(sig, output="probs")
     _same_scores(got, ref)  # logit(p) is the model's log-odds
-    neg = _explain(sig, output="probs", target=0)
-    np.testing.assert_allclose(neg.model_output, -ref.model_output, atol=1e-9)
+    # One output per example is the explained output: target 0 names it (no sign flip,
+    # as Captum's target=0 on one column), and there is no other target.
+    zero = _explain(sig, output="probs", target=0)
+    _same_scores(zero, got)
+    with pytest.raises(ValueError, match="target 1 does not exist: the model returns one score per example"):
+        _explain(sig, output="probs", target=1)
     # Under "auto" one output per example is a logit, as documented; since every output
     # lies in [0, 1] the engine says how it read them and how to change it.
     with pytest.warns(sc.SlalomOutputWarning, match="read as logits.*output='probs'"):
