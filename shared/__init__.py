@@ -23,7 +23,7 @@ from .api import (
 )
 from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
 from .diagnostics import Diagnostics
-from .explanation import SlalomExplanation
+from .explanation import ClassOutputs, LabelExplanations, SlalomExplanation
 from .fitting import (
     FITTERS,
     AnaFitter,
@@ -37,7 +37,8 @@ from .fitting import (
     get_fitter,
     laplace_standard_errors,
 )
-from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, resolve_output
+from .inputs import text_batch
+from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, declared_output, resolve_output
 from .llm import PromptClassifier
 from .models import (
     HFClassifier,
@@ -52,7 +53,8 @@ from .models import (
     score_matrix,
     segment_text,
 )
-from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score
+from .outputs import class_outputs, explain_outputs, fit_summary
+from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score, check_score
 from .surrogate import SlalomSurrogate
 
 __version__ = "0.1.0"
@@ -60,6 +62,7 @@ __version__ = "0.1.0"
 __all__ = [
     "explain",
     "explain_batch",
+    "text_batch",
     "estimate_cost",
     "check_call",
     "DEFAULT_N_SAMPLES",
@@ -67,6 +70,11 @@ __all__ = [
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
+    "LabelExplanations",
+    "ClassOutputs",
+    "explain_outputs",
+    "class_outputs",
+    "fit_summary",
     "Diagnostics",
     "SlalomSurrogate",
     "SCORE_NAMES",
@@ -74,10 +82,12 @@ __all__ = [
     "ADDITIVE_SCORES",
     "Score",
     "DEFAULT_SCORE",
+    "check_score",
     "OutputLink",
     "OUTPUT_KINDS",
     "SlalomOutputWarning",
     "resolve_output",
+    "declared_output",
     "ModelAdapter",
     "HFClassifier",
     "TorchClassifier",
