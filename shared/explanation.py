@@ -24,6 +24,12 @@ class ClassOutputs(NamedTuple):
         reference: the reference point the scores are measured from (``base_value``).
         model_output: the model's own output on the text, f(x).
         residual: f(x) − the surrogate's output: what the fit misses on the text.
+
+    Example:
+        >>> import numpy as np
+        >>> ref, f_x, residual = ClassOutputs(np.zeros(2), np.array([-1.5, 1.5]), np.array([-0.1, 0.1]))
+        >>> float(f_x[1] - residual[1] - ref[1])  # the surrogate's share of class 1
+        1.4
     """
 
     reference: np.ndarray
