@@ -17,7 +17,7 @@ import shap
 import slalom_core as sc
 import torch
 
-from ._inputs import resolve, to_text_list
+from ._inputs import resolve
 from .models import LogOddsModel
 
 __all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY"]
@@ -32,9 +32,10 @@ ADDITIVE_SCORES = sc.ADDITIVE_SCORES
 #: surrogate's output; the base value is the reference point alone.
 ADDITIVITY = ("model", "surrogate")
 
-#: What :meth:`SlalomExplainer.fit` gives per text: one engine fit; one per label for a
-#: multi-label model; None for a text with no tokens to explain.
-Fit = sc.SlalomExplanation | tuple[sc.SlalomExplanation, ...] | None
+#: What :meth:`SlalomExplainer.fit` gives per text (:func:`slalom_core.explain_outputs`):
+#: one engine fit; one per label (a tuple) for a multi-label model; None for a text with no
+#: tokens to explain.
+Fit = sc.SlalomExplanation | sc.LabelExplanations | None
 
 
 class SlalomExplainer(shap.Explainer):
@@ -158,8 +159,6 @@ class SlalomExplainer(shap.Explainer):
         self.fit_options = dict(fit_options or {})
         self._prefit: deque = deque()
         log_odds = LogOddsModel(self.adapter, output, self.class_names)
-        if output == "auto" and r.declared_output is not None:
-            log_odds.pin(*r.declared_output)
         super().__init__(log_odds, r.masker, link=shap.links.identity, linearize_link=True)
         # shap's __call__ reads output names from each row when this is None (ours may be
         # known only after the first call, for string models).
@@ -185,14 +184,13 @@ class SlalomExplainer(shap.Explainer):
             tokens.append(str(parts[i]))
         return n, keep, sc.Segmentation(unit_ids=units, tokens=tokens)
 
-    def _n_outputs(self, probe: str) -> int:
-        k = self.model.n_outputs(probe)
-        if self.class_names is not None and k > 1 and len(self.class_names) != k:
+    def _output_names(self, outputs: sc.ClassOutputs) -> list[str] | None:
+        k = np.size(outputs.model_output)
+        if self.class_names is None or k == 1:
+            return None
+        if len(self.class_names) != k:
             raise ValueError(f"the model has {k} outputs but {len(self.class_names)} output names were given")
-        return k
-
-    def _output_names(self, k: int) -> list[str] | None:
-        return list(self.class_names) if (self.class_names is not None and k > 1) else None
+        return list(self.class_names)
 
     # -- fitting ------------------------------------------------------------------------
     def fit(
@@ -223,7 +221,7 @@ class SlalomExplainer(shap.Explainer):
             >>> fits = explainer.fit(["a great movie"])  # doctest: +SKIP
             >>> fits[0].model_output - fits[0].surrogate_output  # the fit residual  # doctest: +SKIP
         """
-        texts = to_text_list(texts)
+        texts = sc.text_batch(texts)
         out: list[Fit] = [None] * len(texts)
         segs = {}
         for i, t in enumerate(texts):
@@ -237,7 +235,6 @@ class SlalomExplainer(shap.Explainer):
                     self.adapter.segment(t)
         if not segs:
             return out
-        order = list(segs)
         options = dict(
             method=self.method,
             n_samples=self.n_samples if max_evals == "auto" else int(max_evals),
@@ -245,75 +242,41 @@ class SlalomExplainer(shap.Explainer):
             show_progress=not silent,
             **self.fit_options,
         )
-        kind = self.model.output_kind
-        batch = [segs[i] for i in order]
-        if self.model.multilabel and self._n_outputs(texts[order[0]]) > 1:
-            # Independent labels: one fit per label, each on that label's own log-odds.
-            per_label = [
-                sc.explain_batch(self.adapter, batch, output=kind, target=c, **options)
-                for c in range(self._n_outputs(texts[order[0]]))
-            ]
-            fits: list[Any] = [tuple(label[j] for label in per_label) for j in range(len(order))]
-        else:
-            fits = sc.explain_batch(self.adapter, batch, output=kind or self.output, **options)
-        if kind is None:
-            # The engine decided from this call's outputs; every later call keeps it, so
-            # that one explainer always explains the same units.
-            diag = _each(fits[0])[0].diagnostics
-            self.model.pin(diag["output_kind"], diag["output"])
-        for j, i in enumerate(order):
-            for f in _each(fits[j]):
+        fits = sc.explain_outputs(
+            self.adapter, list(segs.values()), output=self.model.output_kind or self.output, **options
+        )
+        # The first decision on what the outputs are stands: one explainer always explains
+        # the same units, and every fit says how that was decided.
+        diag = _each(fits[0])[0].diagnostics
+        self.model.pin(diag["output_kind"], diag["output"])
+        for i, fit in zip(segs, fits):
+            for f in _each(fit):
                 f.diagnostics["output"] = self.model.output_description
-            out[i] = fits[j]
+            out[i] = fit
         return out
 
     # -- engine scores -> shap rows -----------------------------------------------------------
-    def _outputs(self, text: str, fit: Fit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(reference point, model output f(x), residual f(x) − surrogate) of one text, in
-        the explained units, one entry per output column (a scalar for one output)."""
+    def _outputs(self, text: str, fit: Fit) -> sc.ClassOutputs:
+        """The engine's (reference point, f(x), residual) of one text, one entry per output column."""
         if fit is None:
             # No tokens: f(x) is the model's output on this text, and there is no surrogate
             # to miss it; the reference point is f(x) itself.
             f_x = np.asarray(self.model([text])[0], dtype=np.float64)
-            return f_x, f_x, np.zeros_like(f_x)
-        fits = _each(fit)
-        ref = np.array([np.asarray(f.base_value, dtype=np.float64) for f in fits])
-        mo = np.array([np.asarray(f.model_output, dtype=np.float64) for f in fits])
-        res = np.array([np.asarray(f.full_text_gap, dtype=np.float64) for f in fits])
-        if isinstance(fit, tuple):
-            return ref, mo, res
-        ref, mo, res = ref[0], mo[0], res[0]
-        if self._n_outputs(text) == 2:
-            # One fit of F = log p1/p0 explains both classes: class 0 is -F.
-            ref, mo, res = (np.array([-x, x]) for x in (ref, mo, res))
-        return ref, mo, res
+            return sc.ClassOutputs(f_x, f_x, np.zeros_like(f_x))
+        return fit.per_class_outputs()
 
     def _row(
-        self, text: str, fit: Fit, score: str, additivity: str, outputs: tuple | None = None
+        self, text: str, fit: Fit, score: str, additivity: str, outputs: sc.ClassOutputs
     ) -> tuple[np.ndarray, Any]:
         """Per-masker-token values and the base value for one text."""
-        _check_choices(score, additivity)
         n, keep, _ = self._positions(text)
-        reference, model_out, _ = outputs if outputs is not None else self._outputs(text, fit)
-        if fit is None:
-            values = np.zeros((n,) + model_out.shape)
-            expected = model_out.copy() if score in ADDITIVE_SCORES else np.zeros(model_out.shape)
-            return values, (float(expected) if expected.ndim == 0 else expected)
-        fits = _each(fit)
-        for f in fits:
-            if len(keep) != f.n_positions:
-                raise ValueError(f"this fit has {f.n_positions} tokens but the masker gives {len(keep)} for {text!r}")
-        k = self._n_outputs(text)
-        if isinstance(fit, tuple):
-            s = np.stack([np.asarray(f.scores(score), dtype=np.float64) for f in fits], axis=1)
+        reference, model_out, _ = outputs
+        if fit is None:  # nothing to explain: no values, and f(x) is the reference point itself
+            keep, s = [], np.zeros((0,) + model_out.shape)
+        elif len(keep) != fit.n_positions:
+            raise ValueError(f"this fit has {fit.n_positions} tokens but the masker gives {len(keep)} for {text!r}")
         else:
-            s = np.asarray(fit.scores(score), dtype=np.float64)
-            if k == 2:
-                # One fit of F = log p1/p0 explains both classes; the table says each
-                # score's sign for class 0 (importances are shared).
-                s = np.stack([sc.SCORES[score].class0_sign * s, s], axis=1)
-            elif k > 2 and s.ndim == 1:
-                s = np.repeat(s[:, None], k, axis=1)  # importance: one per token, shared by classes
+            s = fit.per_class(score)  # the engine's columns: every class (or label) of the model
         values = np.zeros((n,) + s.shape[1:])
         values[keep] = s
         if score not in ADDITIVE_SCORES:
@@ -355,6 +318,7 @@ class SlalomExplainer(shap.Explainer):
         text = row_args[0]
         if not isinstance(text, str):
             raise TypeError(f"a row must be a string, got {type(text).__name__}")
+        _check_choices(score, additivity)
         if self._prefit and self._prefit[0][0] == text:
             _, fit, outs = self._prefit.popleft()
         else:
@@ -368,7 +332,7 @@ class SlalomExplainer(shap.Explainer):
             "main_effects": None,
             "clustering": None,
             "error_std": None,
-            "output_names": self._output_names(self._n_outputs(text)),
+            "output_names": self._output_names(outs),
             "slalom": fit,
         }
 
@@ -390,7 +354,7 @@ class SlalomExplainer(shap.Explainer):
             >>> lin = explainer.to_explanation(texts, fits, score="lin")  # doctest: +SKIP
         """
         t0 = time.perf_counter()
-        texts = _nonempty(to_text_list(texts))
+        texts = _nonempty(sc.text_batch(texts))
         if len(texts) != len(fits):
             raise ValueError(f"{len(texts)} texts but {len(fits)} fits")
         _check_choices(score, additivity)
@@ -404,13 +368,9 @@ class SlalomExplainer(shap.Explainer):
             self._prefit.clear()
         # The residual sits inside base_values (additivity="model"): report it on its own
         # too, so that it is never hidden there.
-        exp.reference_values = np.array([o[0] for o in outs])
-        exp.model_outputs = np.array([o[1] for o in outs])
-        exp.residual_values = np.array([o[2] for o in outs])
+        exp.reference_values, exp.model_outputs, exp.residual_values = (np.array(x) for x in zip(*outs))
         exp.additivity = additivity
-        exp.compute_time = (
-            time.perf_counter() - t0 + sum(f.diagnostics.get("total_seconds", 0.0) for fit in fits for f in _each(fit))
-        )
+        exp.compute_time = time.perf_counter() - t0 + sum(f.summary()["seconds"] for f in fits if f is not None)
         return exp
 
     def __call__(  # type: ignore[override]
@@ -451,7 +411,7 @@ class SlalomExplainer(shap.Explainer):
         if main_effects or error_bounds:
             raise ValueError("SLALOM has no main effects or error bounds")
         _check_choices(score, additivity)
-        texts = _nonempty(to_text_list(args[0]))
+        texts = _nonempty(sc.text_batch(args[0]))
         t0 = time.perf_counter()
         fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent)
         exp = self.to_explanation(texts, fits, score=score, additivity=additivity)
@@ -479,7 +439,7 @@ class SlalomExplainer(shap.Explainer):
             >>> ex = explainer.explain_scores(["a great movie"])  # doctest: +SKIP
             >>> shap.plots.bar({k: e[0, :, "POSITIVE"] for k, e in ex.items()})  # doctest: +SKIP
         """
-        texts = _nonempty(to_text_list(texts))
+        texts = _nonempty(sc.text_batch(texts))
         t0 = time.perf_counter()
         fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent)
         fit_time = time.perf_counter() - t0
@@ -492,46 +452,13 @@ class SlalomExplainer(shap.Explainer):
 
     @staticmethod
     def fit_summary(fits: Sequence[Fit]) -> Any:
-        """One row per fitted text: model vs surrogate output, residual, held-out R², cost.
-
-        For k > 2 classes (and per-label fits of a multi-label model) the output columns
-        hold one value per class or label; a text with nothing to fit (None) gives a row of
-        0 tokens and no outputs. Returns a ``pandas.DataFrame``.
+        """One row per fitted text: model vs surrogate output, residual, held-out R², cost
+        (:func:`slalom_core.fit_summary`; a ``pandas.DataFrame``).
 
         Example:
             >>> SlalomExplainer.fit_summary(explainer.fit(texts))[["residual", "heldout_r2"]]  # doctest: +SKIP
         """
-        import pandas as pd
-
-        def plain(x: Any) -> Any:
-            x = np.asarray(x, dtype=np.float64)
-            return float(x) if x.ndim == 0 else x.tolist()
-
-        def per_fit(fit: Fit, get: Any) -> Any:
-            if fit is None:
-                return None
-            if isinstance(fit, tuple):
-                return [get(f) for f in fit]
-            return get(fit)
-
-        rows = []
-        for fit in fits:
-            fs = _each(fit) if fit is not None else []
-            rows.append(
-                {
-                    "tokens": fs[0].n_positions if fs else 0,
-                    "model_output": per_fit(fit, lambda f: plain(f.model_output)),
-                    "surrogate_output": per_fit(fit, lambda f: plain(f.surrogate_output)),
-                    "residual": per_fit(
-                        fit, lambda f: plain(np.asarray(f.model_output) - np.asarray(f.surrogate_output))
-                    ),
-                    "heldout_r2": per_fit(fit, lambda f: f.diagnostics.get("heldout_r2")),
-                    "heldout_mse": per_fit(fit, lambda f: f.diagnostics.get("heldout_mse")),
-                    "model_evaluations": sum(f.diagnostics.get("model_evaluations", 0) for f in fs) if fs else 0,
-                    "seconds": sum(f.diagnostics.get("total_seconds", 0.0) for f in fs) if fs else 0.0,
-                }
-            )
-        return pd.DataFrame(rows)
+        return sc.fit_summary(fits)
 
 
 def _each(fit: Fit) -> tuple[sc.SlalomExplanation, ...]:
@@ -542,9 +469,8 @@ def _each(fit: Fit) -> tuple[sc.SlalomExplanation, ...]:
 
 
 def _check_choices(score: str, additivity: str) -> None:
-    # The shap-side options (what a row holds, what it adds up to); the engine knows neither.
-    if score not in SCORES:
-        raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
+    sc.check_score(score)
+    # What a row adds up to is shap's choice; the engine knows nothing of it.
     if additivity not in ADDITIVITY:
         raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
 

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import slalom_core as sc
-import torch
-from slalom_core.link import warn_user
 
 __all__ = ["LogOddsModel"]
 
@@ -31,11 +29,10 @@ class LogOddsModel:
     - a multi-label model: ``(B, k)``, each label's own log-odds (its sigmoid's logit);
     - a single output: ``(B,)``, that logit (or ``logit(p)`` with ``output="probs"``).
 
-    What the wrapped model returns is decided once (``output="auto"``: see
-    :func:`slalom_core.resolve_output`) and then kept, by this object and by the explainer
+    What the wrapped model returns is decided once, as the engine decides it
+    (``output="auto"``: the model's config or pipeline, else the outputs themselves; see
+    :func:`slalom_core.class_outputs`), and then kept, by this object and by the explainer
     that owns it, so that every call is in the same units.
-
-    Texts are tokenized without truncation, as the explainer does.
 
     Args:
         adapter: the engine adapter that scores token-id sequences (or strings).
@@ -55,7 +52,6 @@ class LogOddsModel:
         self.adapter = adapter
         self.output = output
         self.output_names = list(class_names) if class_names is not None else None
-        self._n_outputs: int | None = None
         #: what the raw outputs are, once known (None while ``output="auto"`` is undecided)
         self.output_kind: str | None = None if output == "auto" else output
         #: how that was decided, as the engine's ``diagnostics["output"]`` says it
@@ -67,42 +63,13 @@ class LogOddsModel:
             self.output_kind, self.output_description = kind, description
 
     def raw(self, texts: Sequence[str]) -> np.ndarray:
-        """The wrapped model's raw outputs, (B, K) float64."""
-        texts = [str(t) for t in texts]
-        if isinstance(self.adapter, sc.StringClassifier):
-            return self.adapter.score_texts(texts).numpy()
-        tok = self.adapter.tokenizer
-        ids = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
-        with self.adapter.session():
-            return self.adapter.score(ids).numpy()
-
-    def n_outputs(self, probe: str = "a") -> int:
-        """K, the wrapped model's number of outputs (one model call the first time)."""
-        if self._n_outputs is None:
-            cfg = getattr(getattr(self.adapter, "model", None), "config", None)
-            k = getattr(cfg, "num_labels", None)
-            self._n_outputs = int(k) if isinstance(k, int) and k > 0 else int(self.raw([probe]).shape[1])
-        return self._n_outputs
-
-    @property
-    def multilabel(self) -> bool:
-        """True when the outputs are independent labels (one fit per label)."""
-        return (self.output_kind or "").startswith("multilabel")
-
-    def transform(self, raw: np.ndarray) -> np.ndarray:
-        """Raw outputs (B, K) to the explained outputs (see the class docstring)."""
-        raw = np.asarray(raw, dtype=np.float64).reshape(len(raw), -1)
-        self._n_outputs = raw.shape[1]
-        t = torch.from_numpy(raw)
-        if self.output_kind is None:
-            kind, how, note = sc.resolve_output("auto", t, dtype=self.adapter.output_dtype)
-            if note is not None:
-                warn_user(note, sc.SlalomOutputWarning)
-            self.pin(kind, how)
-        return sc.OutputLink(raw.shape[1], self.output_kind).per_class(t).numpy()
+        """The wrapped model's raw outputs, (B, K) float64 (:meth:`slalom_core.ModelAdapter.score_texts`)."""
+        return self.adapter.score_texts(list(texts)).numpy()
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """Explained outputs for a list (or numpy array) of strings."""
+        """Explained outputs for a list (or numpy array) of strings (:func:`slalom_core.class_outputs`)."""
         if isinstance(texts, str):
             raise TypeError("LogOddsModel takes a list of strings, not a single string")
-        return self.transform(self.raw(list(texts)))
+        y, kind, how = sc.class_outputs(self.adapter, list(texts), self.output_kind or self.output)
+        self.pin(kind, how)
+        return y.numpy()

@@ -27,7 +27,7 @@ from .api import (
 )
 from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
 from .diagnostics import Diagnostics
-from .explanation import SlalomExplanation
+from .explanation import ClassOutputs, LabelExplanations, SlalomExplanation
 from .fitting import (
     FITTERS,
     AnaFitter,
@@ -41,7 +41,8 @@ from .fitting import (
     get_fitter,
     laplace_standard_errors,
 )
-from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, resolve_output
+from .inputs import text_batch
+from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, declared_output, resolve_output
 from .llm import PromptClassifier
 from .models import (
     HFClassifier,
@@ -56,8 +57,9 @@ from .models import (
     score_matrix,
     segment_text,
 )
+from .outputs import class_outputs, explain_outputs, fit_summary
 from .rows import PERTURBATIONS, RowTarget, explain_rows
-from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score
+from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score, check_score
 from .surrogate import SlalomSurrogate
 
 __version__ = "0.1.0"
@@ -72,6 +74,7 @@ __all__ = [
     "CallOptions",
     "ExplainOptions",
     "NoEmptyInputError",
+    "text_batch",
     "estimate_cost",
     "check_call",
     "DEFAULT_N_SAMPLES",
@@ -79,6 +82,11 @@ __all__ = [
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
+    "LabelExplanations",
+    "ClassOutputs",
+    "explain_outputs",
+    "class_outputs",
+    "fit_summary",
     "Diagnostics",
     "SlalomSurrogate",
     "SCORE_NAMES",
@@ -86,10 +94,12 @@ __all__ = [
     "ADDITIVE_SCORES",
     "Score",
     "DEFAULT_SCORE",
+    "check_score",
     "OutputLink",
     "OUTPUT_KINDS",
     "SlalomOutputWarning",
     "resolve_output",
+    "declared_output",
     "ModelAdapter",
     "HFClassifier",
     "TorchClassifier",

@@ -17,12 +17,13 @@ from typing_extensions import TypedDict, Unpack
 from .diagnostics import Diagnostics
 from .explanation import SlalomExplanation
 from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
+from .inputs import text_batch
 from .link import (
     MULTICLASS_MODES,
     OUTPUT_KINDS,
     OutputLink,
     SlalomOutputWarning,
-    config_output_kind,
+    declared_output,
     resolve_output,
     warn_user,
 )
@@ -296,6 +297,7 @@ def _prepare(
     """The adapter and each text's plan; the per-text checks, all before any model call."""
     if isinstance(texts, (str, Segmentation)):
         raise TypeError("explain_batch takes a list of texts; use explain() for one text")
+    texts = text_batch(texts, only_str=False)  # a DataFrame or {"text": ...}: its texts, not its keys
     adapter: ModelAdapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
     fitter, n_samples = call.fitter, call.n_samples
     plans = []
@@ -394,7 +396,7 @@ def _round_zero(
     _check_rows(raw, len(seqs))
     if bar is not None:
         bar.update(len(seqs))
-    kind, how, note = resolve_output(call.output, raw, config_output_kind(adapter), adapter.output_dtype)
+    kind, how, note = resolve_output(call.output, raw, declared_output(adapter), adapter.output_dtype)
     if note is not None:
         warn_user(note, SlalomOutputWarning)
     link = OutputLink(raw.shape[1], kind, call.target, adapter.class_names, call.multiclass, adapter.output_dtype)
@@ -542,6 +544,7 @@ def _assemble(
         reference="empty input" if call.reference is None else "given",
         output=first.how,
         output_kind=first.kind,
+        n_outputs=first.link.n_outputs,
         prior_sd=fitter.prior_sd,
     )
     if api_usage is not None:

@@ -43,6 +43,8 @@ class Diagnostics(dict):
             "probs (detected)".
         output_kind: what they were read as, an ``OUTPUT_KINDS`` entry (to pass as
             ``output=`` to later calls).
+        n_outputs: K, the raw outputs per input the model returned (2 for a binary model
+            with two logits, 1 for one logit): what an explanation of every class reads.
         prior_sd: the sd of the prior on the importances (the one chosen, with
             ``prior_sd="evidence"``); None for a fit without a prior.
         model_output: the model's output on the full text (log-odds, or centred logits).
@@ -77,6 +79,7 @@ class Diagnostics(dict):
     reference: str
     output: str
     output_kind: str
+    n_outputs: int
     prior_sd: float | None
     model_output: Any  # float, or one per class (np.ndarray)
     surrogate_output: Any

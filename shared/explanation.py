@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -11,7 +12,36 @@ from . import scores as _scores
 from .diagnostics import Diagnostics
 from .surrogate import SlalomSurrogate
 
-__all__ = ["SlalomExplanation"]
+__all__ = ["SlalomExplanation", "LabelExplanations", "ClassOutputs"]
+
+
+class ClassOutputs(NamedTuple):
+    """One text's outputs per explained column (class or label), in the explained units.
+
+    Each is a float64 array: 0-d for a model with one output, else one entry per column.
+
+    Attributes:
+        reference: the reference point the scores are measured from (``base_value``).
+        model_output: the model's own output on the text, f(x).
+        residual: f(x) − the surrogate's output: what the fit misses on the text.
+
+    Example:
+        >>> import numpy as np
+        >>> ref, f_x, residual = ClassOutputs(np.zeros(2), np.array([-1.5, 1.5]), np.array([-0.1, 0.1]))
+        >>> float(f_x[1] - residual[1] - ref[1])  # the surrogate's share of class 1
+        1.4
+    """
+
+    reference: np.ndarray
+    model_output: np.ndarray
+    residual: np.ndarray
+
+
+def _both_classes(x: np.ndarray, sign: int, explained: int) -> np.ndarray:
+    """A binary model's two columns from the one fitted for class ``explained``: the other
+    class's entry is ``sign`` times it (log-odds of class 0 are minus those of class 1)."""
+    other = sign * x
+    return np.stack([other, x] if explained == 1 else [x, other], axis=-1)
 
 
 @dataclass
@@ -138,11 +168,89 @@ class SlalomExplanation:
 
     def scores(self, name: str) -> np.ndarray:
         """Per-position scores by name, one of :data:`slalom_core.SCORE_NAMES`."""
-        if name not in _scores.SCORE_NAMES:
-            raise ValueError(f"unknown score {name!r}; choose one of {_scores.SCORE_NAMES}")
-        if name == "shapley":
+        if _scores.check_score(name) == "shapley":
             return self.shapley()
         return getattr(self, name)
+
+    # -- every class at once -------------------------------------------------------------
+    def _binary_class(self) -> int | None:
+        """The class this fit explains when the model is binary with two outputs, else None.
+
+        Such a model is fitted once, F = log p1/p0; every other model's fit already has
+        one column per class (joint), or explains one output (one logit, one label).
+        """
+        d = self.diagnostics
+        if self.surrogate.multiclass:
+            if self.class_index is not None:
+                raise ValueError(
+                    f"this explanation holds class {self.class_index} only (target=): explain with "
+                    "target=None for every class"
+                )
+            return None
+        if d.n_outputs is None:
+            raise ValueError(
+                "this explanation does not record how many outputs the model has (diagnostics.n_outputs): "
+                "make it with slalom_core.explain"
+            )
+        if d.n_outputs == 2 and not str(d.output_kind).startswith("multilabel"):
+            return 1 if self.target is None else int(self.target)
+        if d.n_outputs > 2 and not str(d.output_kind).startswith("multilabel"):
+            raise ValueError("a one-vs-rest fit (multiclass='ovr') explains one class: use scores()")
+        return None
+
+    def per_class(self, name: str) -> np.ndarray:
+        """Per-position scores with one column per class of the model, from this one fit.
+
+        A binary model's fit of F = log p1/p0 gives (n, 2): class 0's column is the score
+        table's ``class0_sign`` times class 1's (:data:`slalom_core.SCORES`; importances are
+        shared, values and contributions change sign). A joint k-class fit gives (n, k),
+        the shared importance repeated per class. A model with one output (one logit, or one
+        label of a multi-label model) gives (n,). :class:`LabelExplanations` stacks labels.
+
+        Example:
+            >>> exp = slalom_core.explain(model, "a great movie", tokenizer=tok)  # doctest: +SKIP
+            >>> exp.per_class("contribution")[:, 0] == -exp.contribution  # doctest: +SKIP
+        """
+        s = np.asarray(self.scores(name), dtype=np.float64)
+        explained = self._binary_class()
+        if explained is not None:
+            return _both_classes(s, _scores.SCORES[name].class0_sign, explained)
+        if self.surrogate.multiclass and s.ndim == 1:
+            return np.repeat(s[:, None], self.surrogate.value.shape[1], axis=1)
+        return s
+
+    def per_class_outputs(self) -> ClassOutputs:
+        """The reference point, f(x) and the residual, one entry per class as in :meth:`per_class`.
+
+        Example:
+            >>> ref, f_x, residual = exp.per_class_outputs()  # doctest: +SKIP
+        """
+        parts = [np.asarray(x, dtype=np.float64) for x in (self.base_value, self.model_output, self.full_text_gap)]
+        explained = self._binary_class()
+        if explained is not None:
+            # Outputs are log-odds: class 0's are minus class 1's.
+            parts = [_both_classes(x, -1, explained) for x in parts]
+        return ClassOutputs(*parts)
+
+    def summary(self) -> dict:
+        """One row on this fit: tokens, model vs surrogate output, residual, held-out fit, cost.
+
+        Outputs are floats (lists of one per class for a joint fit). See :func:`slalom_core.fit_summary`.
+
+        Example:
+            >>> exp.summary()["residual"]  # doctest: +SKIP
+        """
+        d = self.diagnostics
+        return {
+            "tokens": self.n_positions,
+            "model_output": _plain(self.model_output),
+            "surrogate_output": _plain(self.surrogate_output),
+            "residual": _plain(self.full_text_gap),
+            "heldout_r2": d.get("heldout_r2"),
+            "heldout_mse": d.get("heldout_mse"),
+            "model_evaluations": d.get("model_evaluations", 0),
+            "seconds": d.get("total_seconds", 0.0),
+        }
 
     @property
     def surrogate_output(self) -> np.ndarray | float:
@@ -222,3 +330,45 @@ class SlalomExplanation:
             f"units={self.surrogate.n_units}, model_evaluations={d.get('model_evaluations')}, "
             f"heldout_r2={d.get('heldout_r2', float('nan')):.3f})"
         )
+
+
+def _plain(x: object) -> float | list:
+    x = np.asarray(x, dtype=np.float64)
+    return float(x) if x.ndim == 0 else x.tolist()
+
+
+class LabelExplanations(tuple):
+    """The fits of one text for every label of a multi-label model, one per label, in order.
+
+    A tuple of :class:`SlalomExplanation` (each in its label's own log-odds, with its own
+    importances) that reads like one explanation of every label: :meth:`per_class` and
+    :meth:`per_class_outputs` put the labels on the last axis, :meth:`summary` lists them.
+    Made by :func:`slalom_core.explain_outputs`.
+
+    Example:
+        >>> fits = slalom_core.explain_outputs(multilabel_model, ["a text"], tokenizer=tok)[0]  # doctest: +SKIP
+        >>> fits.per_class("contribution").shape  # (positions, labels)  # doctest: +SKIP
+    """
+
+    @property
+    def n_positions(self) -> int:
+        """Positions of the text (every label's fit has the same)."""
+        return self[0].n_positions
+
+    def per_class(self, name: str) -> np.ndarray:
+        """(n, labels) per-position scores: each label's own fit's ``name`` scores."""
+        return np.stack([np.asarray(f.scores(name), dtype=np.float64) for f in self], axis=1)
+
+    def per_class_outputs(self) -> ClassOutputs:
+        """Reference point, f(x) and residual, one entry per label."""
+        per_label = [f.per_class_outputs() for f in self]
+        return ClassOutputs(*(np.array([getattr(o, k) for o in per_label]) for k in ClassOutputs._fields))
+
+    def summary(self) -> dict:
+        """One row on this text: outputs listed per label, cost summed over the labels' fits."""
+        rows = [f.summary() for f in self]
+        out = {k: [r[k] for r in rows] for k in rows[0]}
+        out["tokens"] = rows[0]["tokens"]
+        out["model_evaluations"] = sum(out["model_evaluations"])
+        out["seconds"] = sum(out["seconds"])
+        return out

@@ -39,6 +39,8 @@ __all__ = [
     "resolve_output",
     "config_output_kind",
     "check_target",
+    "pipeline_output_kind",
+    "declared_output",
     "PROB_SUM_TOL",
     "prob_sum_tolerance",
     "warn_user",
@@ -152,8 +154,58 @@ def config_output_kind(model: object) -> str | None:
     return None
 
 
+def pipeline_output_kind(pipe: object) -> tuple[str, str] | None:
+    """What a transformers pipeline's ``function_to_apply`` says its model's logits are.
+
+    The engine reads the logits of the model inside a pipeline, so the function the
+    pipeline was told to apply to them is the user's statement of what they mean: "sigmoid"
+    on several outputs scores independent labels, "softmax" (or "none") mutually exclusive
+    classes, whatever the model's config says. Returns ``(kind, description)``, or None when
+    the pipeline was not told (then the config decides, see :func:`config_output_kind`).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> pipe = SimpleNamespace(_postprocess_params={"function_to_apply": "sigmoid"},
+        ...                        model=SimpleNamespace(config=SimpleNamespace(num_labels=3)))
+        >>> pipeline_output_kind(pipe)
+        ('multilabel_logits', "multilabel_logits (pipeline function_to_apply='sigmoid')")
+    """
+    params = getattr(pipe, "_postprocess_params", None)
+    fn = params.get("function_to_apply") if isinstance(params, dict) else None
+    if fn is None:
+        return None
+    fn = str(getattr(fn, "value", fn)).lower()  # transformers' ClassificationFunction enum
+    n = getattr(getattr(getattr(pipe, "model", None), "config", None), "num_labels", None)
+    if fn == "sigmoid" and isinstance(n, int) and n > 1:
+        return "multilabel_logits", "multilabel_logits (pipeline function_to_apply='sigmoid')"
+    # One sigmoid output is a binary model's logit; "softmax" and "none" are classes' logits.
+    return "logits", f"logits (pipeline function_to_apply={fn!r})"
+
+
+def declared_output(model: object) -> tuple[str, str] | None:
+    """What a model declares its raw outputs to be, ``(kind, description)``, or None.
+
+    A pipeline's ``function_to_apply`` (recorded on the adapter as ``declared_output`` by
+    :func:`~slalom_core.as_adapter`, see :func:`pipeline_output_kind`) comes first, then a
+    config's ``problem_type`` (:func:`config_output_kind`). ``output="auto"`` follows it.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> declared_output(SimpleNamespace(config=SimpleNamespace(problem_type="multi_label_classification")))
+        ('multilabel_logits', 'multilabel_logits (model config)')
+    """
+    told = getattr(model, "declared_output", None)
+    if told is not None:
+        return told
+    kind = config_output_kind(model)
+    return None if kind is None else (kind, f"{kind} (model config)")
+
+
 def resolve_output(
-    output: str, raw: torch.Tensor, declared: str | None = None, dtype: torch.dtype | None = None
+    output: str,
+    raw: torch.Tensor,
+    declared: str | tuple[str, str] | None = None,
+    dtype: torch.dtype | None = None,
 ) -> tuple[str, str, str | None]:
     """Decide what the raw outputs ``raw`` (N, K) are; call it once per explain call.
 
@@ -161,8 +213,9 @@ def resolve_output(
         output: one of :data:`OUTPUT_KINDS`.
         raw: the first outputs the caller has (the engine: every full text and the empty
             input), before any fitting.
-        declared: what the model itself declares (see :func:`config_output_kind`); used by
-            "auto" only.
+        declared: what the model itself declares: a kind (read from its config, see
+            :func:`config_output_kind`) or ``(kind, description)`` (:func:`declared_output`);
+            used by "auto" only.
         dtype: the dtype the model returned ``raw`` in (before any conversion to float64):
             rows of a half-precision softmax sum to 1 only within its rounding
             (:func:`prob_sum_tolerance`). None: float32 or wider.
@@ -182,6 +235,8 @@ def resolve_output(
         raise ValueError(f"unknown output kind {output!r}; choose one of {OUTPUT_KINDS}")
     if output != "auto":
         return output, output, None
+    if isinstance(declared, tuple):
+        return declared[0], declared[1], None
     if declared is not None:
         return declared, f"{declared} (model config)", None
     if raw.ndim != 2 or raw.shape[0] == 0 or not torch.isfinite(raw).all():

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .link import warn_user
+from .link import pipeline_output_kind, warn_user
 
 __all__ = [
     "Segmentation",
@@ -34,6 +34,8 @@ __all__ = [
     "WhitespaceTokenizer",
     "as_adapter",
     "model_session",
+    "is_pipeline",
+    "is_hf_tokenizer",
     "module_of",
     "score_matrix",
     "model_max_length",
@@ -99,8 +101,31 @@ class WhitespaceTokenizer:
         return [self._words[int(i)] for i in ids]
 
 
-def _is_hf_tokenizer(tokenizer: object) -> bool:
+def is_hf_tokenizer(tokenizer: object) -> bool:
+    """True for a Hugging Face tokenizer (or one that works like it): callable on a text,
+    with ``convert_ids_to_tokens``.
+
+    Example:
+        >>> is_hf_tokenizer(WhitespaceTokenizer())  # ids made up on the fly, not callable
+        False
+    """
     return hasattr(tokenizer, "convert_ids_to_tokens") and callable(tokenizer)
+
+
+def is_pipeline(model: object) -> bool:
+    """True for a transformers pipeline (or anything built like one): :func:`as_adapter`
+    explains the ``model`` inside it, with its ``tokenizer``, reading its logits.
+
+    Example:
+        >>> is_pipeline(torch.nn.Linear(2, 2)), is_pipeline(len)
+        (False, False)
+    """
+    return (
+        hasattr(model, "model")
+        and hasattr(model, "tokenizer")
+        and callable(model)
+        and not isinstance(model, torch.nn.Module)
+    )
 
 
 def segment_text(tokenizer: object, text: str, granularity: str = "token") -> Segmentation:
@@ -123,7 +148,7 @@ def segment_text(tokenizer: object, text: str, granularity: str = "token") -> Se
     if isinstance(tokenizer, WhitespaceTokenizer):
         ids = tokenizer.encode(text)
         return Segmentation([(i,) for i in ids], text.split())
-    if not _is_hf_tokenizer(tokenizer):
+    if not is_hf_tokenizer(tokenizer):
         raise TypeError("a Hugging Face tokenizer (or WhitespaceTokenizer) is needed to segment text")
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=bool(getattr(tokenizer, "is_fast", False)))
     ids = list(enc["input_ids"])
@@ -202,6 +227,10 @@ class ModelAdapter(ABC):
     #: The least precise floating dtype the model has returned so far (None: not called
     #: yet, or Python numbers): how closely its probabilities can sum to 1 depends on it.
     output_dtype: torch.dtype | None = None
+    #: What the user said the raw outputs are, ``(kind, description)``, where the model
+    #: came with such a statement (a pipeline's ``function_to_apply``); see
+    #: :func:`slalom_core.link.declared_output`.
+    declared_output: tuple[str, str] | None = None
 
     def _note_output_dtype(self, dtype: torch.dtype) -> None:
         if dtype.is_floating_point and (
@@ -226,6 +255,34 @@ class ModelAdapter(ABC):
             seg = Segmentation([(i,) for i in ids], list(tokens))
         self.check_length(seg.n_tokens)
         return seg
+
+    def score_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """Raw outputs (B, K) of whole texts, each cut into tokens as :meth:`segment` cuts it.
+
+        The way to score texts through any adapter (a text's tokens, framed by the
+        adapter's special tokens, as every sample is): a text with no tokens ("" or
+        whitespace) is the empty input, the default reference point. Too long a text is
+        refused as :meth:`segment` refuses it.
+
+        Example:
+            >>> class Lengths(ModelAdapter):
+            ...     tokenizer = WhitespaceTokenizer()
+            ...     def score(self, sequences):
+            ...         return torch.tensor([[0.0, float(len(s))] for s in sequences])
+            >>> Lengths().score_texts(["a great film", ""]).tolist()
+            [[0.0, 3.0], [0.0, 0.0]]
+        """
+        if isinstance(texts, str):
+            raise TypeError("score_texts takes a list of texts, not a single str")
+        seqs = []
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"every text must be a str, got {type(text).__name__}")
+            empty = None if text.strip() else self.empty_sequence()
+            if not text.strip() and empty is None:
+                raise ValueError("this model has no input without tokens: it cannot score an empty text")
+            seqs.append(empty if empty is not None else [i for u in self.segment(text).unit_ids for i in u])
+        return self.score(seqs)
 
     def _strip_frame(self, ids: list[int]) -> list[int]:
         # Ids straight from ``tokenizer(text)`` carry the special tokens the adapter adds
@@ -901,13 +958,11 @@ def as_adapter(
     if isinstance(model, ModelAdapter):
         # A shallow copy: overriding batch_size/device must not change the caller's object.
         adapter = copy.copy(model)
-    elif (
-        hasattr(model, "model")
-        and hasattr(model, "tokenizer")
-        and callable(model)
-        and not isinstance(model, torch.nn.Module)
-    ):
+    elif is_pipeline(model):
         adapter = HFClassifier(model.model, tokenizer or model.tokenizer)
+        # The logits are read, not what the pipeline makes of them: its function_to_apply
+        # still says what they are (independent labels or classes).
+        adapter.declared_output = pipeline_output_kind(model)
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config") and hasattr(model, "can_generate"):
         adapter = HFClassifier(model, tokenizer)
     elif isinstance(model, torch.nn.Module):

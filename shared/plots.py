@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .explanation import SlalomExplanation
-from .scores import SCORE_NAMES
+from .scores import check_score
 
 __all__ = ["plot_scatter", "highlight_html", "save_html"]
 
@@ -36,11 +36,6 @@ _MAX_ALPHA = 0.8
 # Marks that byte-level BPE (GPT-2, RoBERTa: "Ġ") and SentencePiece ("▁") put on a token
 # that starts a new word; WordPiece instead marks continuations with "##".
 _WORD_START_MARKS = ("Ġ", "▁")
-
-
-def _check_score(name: str) -> None:
-    if name not in SCORE_NAMES:
-        raise ValueError(f"unknown score {name!r}; choose one of {SCORE_NAMES}")
 
 
 def _class_column(explanation: SlalomExplanation, class_index: int | str | None) -> int | None:
@@ -126,7 +121,7 @@ def plot_scatter(
         >>> ax = plot_scatter(exp, max_labels=10)  # doctest: +SKIP
         >>> ax.figure.savefig("slalom_scatter.png", dpi=150)  # doctest: +SKIP
     """
-    _check_score(color_by)
+    check_score(color_by)
     if max_labels is not None and max_labels < 0:
         raise ValueError(f"max_labels must be >= 0 or None, got {max_labels}")
     col = _class_column(explanation, class_index)
@@ -243,7 +238,7 @@ def highlight_html(
         >>> snippet = highlight_html(exp, "importance")  # doctest: +SKIP
         >>> from IPython.display import HTML; HTML(snippet)  # doctest: +SKIP
     """
-    _check_score(score)
+    check_score(score)
     col = _class_column(explanation, class_index)
     values = _position_scores(explanation, score, col)
     finite = values[np.isfinite(values)]

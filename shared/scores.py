@@ -23,6 +23,7 @@ __all__ = [
     "SCORE_NAMES",
     "ADDITIVE_SCORES",
     "DEFAULT_SCORE",
+    "check_score",
     "attention",
     "contribution",
     "removal",
@@ -87,6 +88,18 @@ ADDITIVE_SCORES = tuple(n for n, s in SCORES.items() if s.additive)
 #: sampling), in log-odds measured from the reference point, and additive (sums with the
 #: reference to the surrogate's output), like Lime's and SHAP's attributions.
 DEFAULT_SCORE = "contribution"
+
+
+def check_score(name: str) -> str:
+    """``name`` if it is a score of the table, else a ValueError listing them.
+
+    Example:
+        >>> check_score("lin")
+        'lin'
+    """
+    if name not in SCORES:
+        raise ValueError(f"unknown score {name!r}; choose one of {SCORE_NAMES}")
+    return name
 
 
 def _bcast(a: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -574,6 +574,22 @@ def test_multilabel_pipeline_explained_per_label(tok):
     np.testing.assert_allclose(sv2.model_outputs[0], want, atol=1e-4)
 
 
+def test_standalone_log_odds_model_reads_the_multilabel_config(tok):
+    """LogOddsModel(adapter) on its own explains what the explainer explains: each label's
+    own log-odds for a model whose config declares multi-label, not centred logits."""
+    import scipy.special
+    import transformers
+
+    labels = ("toxic", "insult", "threat")
+    model = tiny_bert(tok, labels=labels, seed=3)
+    model.config.problem_type = "multi_label_classification"
+    f = LogOddsModel(sc.as_adapter(model, tok))
+    pipe_ml = transformers.pipeline("text-classification", model=model, tokenizer=tok, top_k=None)
+    scores = {d["label"]: d["score"] for d in pipe_ml(TEXT)[0]}  # one sigmoid per label
+    np.testing.assert_allclose(f([TEXT])[0], [scipy.special.logit(scores[n]) for n in labels], atol=1e-4)
+    assert f.output_kind == "multilabel_logits"
+
+
 def test_empty_string_in_a_batch_like_partition(gt_explainer, tok):
     texts = ["", TEXT]
     sv = gt_explainer(texts, silent=True)
