@@ -182,7 +182,8 @@ class SlalomExplainer(shap.Explainer):
             keep.append(i)
             units.append(unit)
             tokens.append(str(parts[i]))
-        return n, keep, sc.Segmentation(unit_ids=units, tokens=tokens)
+        # With the text, a model on strings sees its original substrings, not decoded ids.
+        return n, keep, sc.Segmentation(unit_ids=units, tokens=tokens, text=text if self._word_vocab is None else None)
 
     def _output_names(self, outputs: sc.ClassOutputs) -> list[str] | None:
         k = np.size(outputs.model_output)
@@ -228,11 +229,6 @@ class SlalomExplainer(shap.Explainer):
             _, keep, seg = self._positions(t)
             if keep:  # a text with no tokens has nothing to fit (see _row)
                 segs[i] = seg
-                if isinstance(self.adapter, sc.StringClassifier) and self._word_vocab is None:
-                    # The engine's string adapter shows f the user's own text and its original
-                    # substrings once it has segmented the text itself; the masker's
-                    # segmentation alone would leave it re-decoding (lower-cased) ids.
-                    self.adapter.segment(t)
         if not segs:
             return out
         options = dict(

@@ -23,11 +23,12 @@ __all__ = ["waterfall", "residual_note"]
 
 def _output_index(n_outputs: int, output: int | str | None, names: list[str] | None) -> int:
     """The column ``output`` (name or index) names; None picks a binary model's positive class."""
-    if output is None:
-        if n_outputs == 2:
-            return 1  # binary: the positive class, as SLALOM fits it
-        raise ValueError(f"this explanation has {n_outputs} outputs: choose one with output=")
-    return names.index(output) if isinstance(output, str) and names is not None else int(output)
+    if output is None and n_outputs == 2:
+        return 1  # binary: the positive class, as SLALOM fits it
+    names = list(names) if names is not None else []
+    if output in names or (isinstance(output, (int, np.integer)) and 0 <= output < n_outputs):
+        return names.index(output) if output in names else int(output)
+    raise ValueError(f"output={output!r}: give an index below {n_outputs} or one of the output names {names}")
 
 
 def _pick(x: np.ndarray, output: int | str | None, names: list[str] | None) -> float:
@@ -55,8 +56,9 @@ def residual_note(
         "f(x) = 4.11 = reference -0.20 + surrogate's share 2.86 + residual 1.45 (log-odds)"
     """
     if isinstance(explanation, sc.SlalomExplanation):
+        # Every class's outputs, a binary model's class 0 included (the negated log-odds).
         names = explanation.class_names
-        mo, ref, res = explanation.model_output, explanation.base_value, explanation.full_text_gap
+        ref, mo, res = explanation.per_class_outputs()
     else:
         if not hasattr(explanation, "residual_values"):
             raise ValueError(

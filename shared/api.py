@@ -305,6 +305,8 @@ def _prepare(
         seg = t if isinstance(t, Segmentation) else adapter.segment(t, call.granularity)
         if isinstance(t, Segmentation):
             adapter.check_length(seg.n_tokens)
+            if seg.text is not None:
+                adapter.note_text(seg.text, [i for u in seg.unit_ids for i in u])
         plan = _Plan(seg)
         need = fitter.min_samples(len(plan.units))
         if n_samples < need:

@@ -54,6 +54,8 @@ class Segmentation:
         unit_ids: per position, the token ids that make it up (one id at token
             granularity, a word's sub-tokens at word granularity).
         tokens: per position, a display string.
+        text: the text these positions were cut from, if known: a model on strings then
+            sees its original substrings (see :class:`StringClassifier`), not decoded ids.
 
     Example:
         >>> seg = Segmentation(unit_ids=[(7,), (8, 9)], tokens=["great", "film"])
@@ -63,6 +65,7 @@ class Segmentation:
 
     unit_ids: list[tuple[int, ...]]
     tokens: list[str]
+    text: str | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -283,6 +286,11 @@ class ModelAdapter(ABC):
                 raise ValueError("this model has no input without tokens: it cannot score an empty text")
             seqs.append(empty if empty is not None else [i for u in self.segment(text).unit_ids for i in u])
         return self.score(seqs)
+
+    def note_text(self, text: str, ids: Sequence[int]) -> None:
+        """Learn that ``ids`` (no special tokens) were cut from ``text``. Default: nothing to learn;
+        a model on strings keeps the text's own substrings for its samples."""
+        return None
 
     def _strip_frame(self, ids: list[int]) -> list[int]:
         # Ids straight from ``tokenizer(text)`` carry the special tokens the adapter adds
@@ -882,11 +890,11 @@ class StringClassifier(ModelAdapter):
     def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
         seg = super().segment(text_or_ids, granularity)
         if isinstance(text_or_ids, str):
-            self._remember(text_or_ids, [i for u in seg.unit_ids for i in u])
+            self.note_text(text_or_ids, [i for u in seg.unit_ids for i in u])
         return seg
 
-    def _remember(self, text: str, ids: list[int]) -> None:
-        self._texts[tuple(ids)] = text
+    def note_text(self, text: str, ids: Sequence[int]) -> None:
+        self._texts[tuple(int(i) for i in ids)] = text
         if not getattr(self.tokenizer, "is_fast", False):  # no offsets (WhitespaceTokenizer has none either)
             return
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

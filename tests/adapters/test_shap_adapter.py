@@ -640,6 +640,10 @@ def test_residual_is_shown_beside_the_plots(pipe):
     fit = ex.fit(TEXT)[0]
     note = plots.residual_note(fit)
     assert f"residual {fit.full_text_gap:.2f}" in note and f"f(x) = {fit.model_output:.2f}" in note
+    # Class 0 of the binary fit is the negated log-odds, as on the Explanation.
+    assert plots.residual_note(fit, output=0) == plots.residual_note(sv, 0, "NEGATIVE") == plots.residual_note(sv, 0, 0)
+    with pytest.raises(ValueError, match="output='POS': give an index below 2"):
+        plots.residual_note(fit, output="POS")  # an engine fit of a binary model names no classes
     plt.close("all")
     with pytest.raises(ValueError, match="unsliced"):
         plots.residual_note(sv[0])

@@ -96,6 +96,25 @@ def test_torch_and_string_classifiers():
     assert exp.value.tolist() == [1.0, 1.0, 0.0]
 
 
+def test_a_segmentation_with_its_text_shows_a_string_model_the_original_substrings(tok_dir):
+    # An uncased tokenizer's ids decode to "great movie"; given the text it was cut from, a
+    # case-sensitive model on strings sees "Great movie" and its own substrings instead.
+    tok = bert_tokenizer(tok_dir / "s")
+    seen: list[str] = []
+
+    def f(texts):
+        seen.extend(texts)
+        return [[0.0, 1.0 if "Great" in t else -1.0] for t in texts]
+
+    ids = tok("Great movie", add_special_tokens=False)["input_ids"]
+    for text, expected in ((None, -1.0), ("Great movie", 1.0)):
+        seen.clear()
+        seg = sc.Segmentation([(i,) for i in ids], ["Great", "movie"], text=text)
+        exp = sc.explain(sc.StringClassifier(f, tok), seg, method="ana", output="logits")
+        assert exp.model_output == pytest.approx(expected)
+        assert ("Great movie" in seen) == (text is not None) and ("Great" in seen) == (text is not None)
+
+
 def test_pipeline_accepted(tok_dir):
     from transformers import pipeline
 
