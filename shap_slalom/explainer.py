@@ -186,12 +186,8 @@ class SlalomExplainer(shap.Explainer):
         return n, keep, sc.Segmentation(unit_ids=units, tokens=tokens, text=text if self._word_vocab is None else None)
 
     def _output_names(self, outputs: sc.ClassOutputs) -> list[str] | None:
-        k = np.size(outputs.model_output)
-        if self.class_names is None or k == 1:
-            return None
-        if len(self.class_names) != k:
-            raise ValueError(f"the model has {k} outputs but {len(self.class_names)} output names were given")
-        return list(self.class_names)
+        # The engine has checked that the names match the outputs (one name per column).
+        return list(self.class_names) if self.class_names is not None and np.size(outputs.model_output) > 1 else None
 
     # -- fitting ------------------------------------------------------------------------
     def fit(

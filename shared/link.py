@@ -320,6 +320,12 @@ class OutputLink:
             raise ValueError(f"unknown output kind {self.output!r}; choose one of {OUTPUT_KINDS}")
         if self.multiclass not in MULTICLASS_MODES:
             raise ValueError(f"unknown multiclass mode {self.multiclass!r}; choose one of {MULTICLASS_MODES}")
+        if self.class_names is not None and len(self.class_names) != self.n_outputs:
+            # Names that do not match the outputs would label columns wrongly, or not at all.
+            raise ValueError(
+                f"the model returns {self.n_outputs} output(s) per example but {len(self.class_names)} "
+                f"class names were given ({list(self.class_names)[:5]}): give one name per output"
+            )
         self.target = check_target(self.target, self.n_outputs)
         if not self.multilabel and self.multiclass == "ovr" and self.n_outputs > 2 and self.target is None:
             raise ValueError("multiclass='ovr' explains one class against the rest: give target=")
@@ -344,7 +350,7 @@ class OutputLink:
         """Names of the columns of :meth:`transform` (None for a single log-odds column)."""
         if not self.joint:
             return None
-        if self.class_names is not None and len(self.class_names) == self.n_outputs:
+        if self.class_names is not None:
             return list(self.class_names)
         return [str(i) for i in range(self.n_outputs)]
 

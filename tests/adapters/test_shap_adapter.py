@@ -775,3 +775,9 @@ def test_models_are_resolved_by_the_engine(pipe, gt, tok):
             sc.check_call(**bad)
         with pytest.raises(type(engine_err.value), match=re.escape(str(engine_err.value))):
             SlalomExplainer(gt, tok, **bad)
+
+
+def test_output_names_that_do_not_match_the_model_are_refused(gt, tok):
+    explainer = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["A", "B", "C"], n_samples=100, seed=0)
+    with pytest.raises(ValueError, match="2 output.*3 class names"):
+        explainer(["good film"], silent=True)

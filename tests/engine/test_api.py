@@ -56,6 +56,16 @@ def test_bad_target_raises(slalom3, bert):
         sc.explain(model, "great movie", tokenizer=tok, target=2, n_samples=10)
 
 
+def test_class_names_that_do_not_match_the_outputs_raise(slalom3):
+    # Three outputs, two names: the columns cannot be labelled (they used to become "0".."2").
+    _, v, s = slalom3
+    clf = sc.TorchClassifier(SlalomModel(v, s), class_names=["neg", "pos"])
+    with pytest.raises(ValueError, match="3 output.*2 class names"):
+        sc.explain(clf, [1, 2, 3], method="ana")
+    named = sc.explain(sc.TorchClassifier(SlalomModel(v, s), class_names=["a", "b", "c"]), [1, 2, 3], method="ana")
+    assert named.class_names == ["a", "b", "c"]
+
+
 def test_unknown_names_raise(bert, slalom3):
     clf, _, _ = slalom3
     exp = sc.explain(clf, [1, 2, 3], method="ana")
