@@ -14,27 +14,19 @@ import numpy as np
 import slalom_core as sc
 import torch
 from captum._utils.typing import BaselineType, TargetType
-from slalom_core import SCORE_NAMES, RowTarget
+from slalom_core import RowTarget
 from torch import Tensor
 
 InputType = Tensor | tuple[Tensor, ...]
 FeatureMaskType = Tensor | tuple[Tensor | None, ...] | None
-
-# The engine's options that SlalomAttribution sets from its own arguments (target, seed,
-# perturbations_per_eval, show_progress) or that rows do not have (granularity, device):
-# derived from the engine's typed options, so a new one is refused here too.
-OWN_OPTIONS = sc.ExplainOptions.__optional_keys__ - sc.FitOptions.__optional_keys__
 
 
 def check_options(
     score: str, perturbations_per_eval: int, return_input_shape: bool, return_all: bool, fit_options: dict[str, Any]
 ) -> None:
     """Reject option combinations before any model call."""
-    if score not in SCORE_NAMES:
-        raise ValueError(f"unknown score {score!r}; choose one of {SCORE_NAMES}")
-    bad = sorted(set(fit_options) & OWN_OPTIONS)
-    if bad:
-        raise TypeError(f"{bad} cannot be passed as fit options: SlalomAttribution sets them from its own arguments")
+    sc.check_score(score)
+    sc.check_row_options(fit_options, owner="SlalomAttribution")
     if (
         isinstance(perturbations_per_eval, bool)
         or not isinstance(perturbations_per_eval, int)

@@ -58,7 +58,7 @@ from .models import (
     segment_text,
 )
 from .outputs import class_outputs, explain_outputs, fit_summary
-from .rows import PERTURBATIONS, RowTarget, explain_rows
+from .rows import PERTURBATIONS, RowTarget, check_row_options, explain_rows
 from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score, check_score
 from .surrogate import SlalomSurrogate
 
@@ -68,6 +68,7 @@ __all__ = [
     "explain",
     "explain_batch",
     "explain_rows",
+    "check_row_options",
     "PERTURBATIONS",
     "RowTarget",
     "FitOptions",
