@@ -3,7 +3,7 @@
 Ray Data reads the corpus (``read_json`` / ``read_csv`` / ``read_parquet`` /
 ``from_huggingface``) and streams it through ``map_batches`` over :class:`ExplainActor`, a
 callable class that loads the model once per worker. Each actor call explains one batch of
-``chunk_size`` texts with the same :func:`~.rows.explain_rows` as the local engine and writes
+``chunk_size`` texts with the same :func:`~.rows.explain_chunk` as the local engine and writes
 the same parts (so ``out`` must be a folder every worker can write: local disk for a local
 Ray instance, shared storage on a cluster). Texts get their seeds from their ids, so the
 scores equal the local engine's within the fits' tolerance.
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import store
-from .rows import CorpusOptions, explain_rows
+from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource, Row
 
 __all__ = ["ExplainActor", "run_ray"]
@@ -47,7 +47,7 @@ class ExplainActor:
         ids = [str(i.item() if isinstance(i, np.generic) else i) for i in batch[self.id_column]]
         texts = [t.item() if isinstance(t, np.generic) else t for t in batch[self.text_column]]
         rows = [Row(i, t, -1) for i, t in zip(ids, texts)]
-        tables = explain_rows(self.adapter, rows, self.opts, version=self.version)
+        tables = explain_chunk(self.adapter, rows, self.opts, version=self.version)
         store.write_chunk(self.out, ids, tables)
         failed = set(tables.failures["id"])
         return {"id": np.array(ids, dtype=object), "failed": np.array([i in failed for i in ids])}

@@ -1,6 +1,6 @@
 """One chunk of a corpus: rows in, three Arrow tables out (positions, texts, failures).
 
-Both engines (the local stream and Ray's actors) call :func:`explain_rows`, so a text gets
+Both engines (the local stream and Ray's actors) call :func:`explain_chunk`, so a text gets
 the same scores whichever engine, chunk or worker explains it: its seed comes from its id
 (:func:`text_seed`), never from its place in the run.
 """
@@ -19,7 +19,7 @@ from ..explanation import SlalomExplanation
 from ..models import ModelAdapter, Segmentation, segment_text
 from .source import Row
 
-__all__ = ["CorpusOptions", "ChunkTables", "explain_rows", "text_seed", "POSITION_COLUMNS", "TEXT_COLUMNS"]
+__all__ = ["CorpusOptions", "ChunkTables", "explain_chunk", "text_seed", "POSITION_COLUMNS", "TEXT_COLUMNS"]
 
 #: Columns of the per-position table, in order.
 POSITION_COLUMNS = (
@@ -226,7 +226,7 @@ def _add(tables: ChunkTables, text_id: str, exp: SlalomExplanation, words, trunc
         row["version"].append(version)
 
 
-def explain_rows(
+def explain_chunk(
     adapter: ModelAdapter,
     rows: list[Row],
     opts: CorpusOptions,

@@ -20,7 +20,7 @@ from ..api import (
 from ..link import SlalomOutputWarning, warn_user
 from ..models import ModelAdapter, as_adapter
 from . import store
-from .rows import CorpusOptions, explain_rows
+from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource
 
 __all__ = ["explain_corpus", "CorpusRun", "ModelLoader", "ENGINES"]
@@ -309,7 +309,7 @@ def _run_local(model, tokenizer, source, out, opts, chunk_size, finished, batch_
     pending = []
 
     def flush(rows) -> None:
-        tables = explain_rows(adapter, rows, opts, version=version)
+        tables = explain_chunk(adapter, rows, opts, version=version)
         store.write_chunk(out, [r.id for r in rows], tables)
         if bar is not None:
             bar.update(len(rows))
