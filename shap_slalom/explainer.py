@@ -35,7 +35,7 @@ ADDITIVITY = ("model", "surrogate")
 #: What :meth:`SlalomExplainer.fit` gives per text (:func:`slalom_core.explain_outputs`):
 #: one engine fit; one per label (a tuple) for a multi-label model; None for a text with no
 #: tokens to explain.
-Fit = sc.SlalomExplanation | sc.LabelExplanations | None
+Fit = sc.outputs.Fit
 
 
 class SlalomExplainer(shap.Explainer):

@@ -16,7 +16,7 @@ from typing_extensions import TypedDict, Unpack
 
 from .diagnostics import Diagnostics
 from .explanation import SlalomExplanation
-from .fitting import FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
+from .fitting import FITTERS, FitRequest, FitResult, Fitter, get_fitter, single_threaded_fits
 from .inputs import text_batch
 from .link import (
     MULTICLASS_MODES,
@@ -28,7 +28,7 @@ from .link import (
     warn_user,
 )
 from .models import GRANULARITIES, ModelAdapter, Segmentation, as_adapter
-from .options import Interval, check_options
+from .options import Interval, check_option_names, check_options
 from .surrogate import SlalomSurrogate
 
 __all__ = [
@@ -282,6 +282,11 @@ def check_call(
         raise ValueError(f"unknown granularity {granularity!r}; choose one of {GRANULARITIES}")
     fixed_reference = _check_reference(reference)
     check_options("explain", _CALL_OPTIONS, {"gamma": gamma})
+    if isinstance(method, str) and method in FITTERS:
+        # A misspelt keyword of explain itself lands here: suggest the call's names too.
+        check_option_names(
+            method, FITTERS[method].OPTIONS, fit_options, also=[*ExplainOptions.__optional_keys__, "tokenizer"]
+        )
     fitter = get_fitter(method, **fit_options)
     return CheckedCall(fitter, n_samples, target, output, fixed_reference, multiclass, granularity, seed, gamma)
 
@@ -730,7 +735,7 @@ def _check_seed(seed: object) -> int | tuple[int, ...] | None:
     return tuple(int(s) for s in seed) if many else int(seed)
 
 
-def _text_seeds(seed: int | tuple[int, ...] | None, n_texts: int) -> list[int]:
+def _text_seeds(seed: int | tuple[int, ...] | None, n_texts: int, what: str = "text") -> list[int]:
     """One seed per text from a checked ``seed`` (:func:`_check_seed`): ``seed`` for all, one
     of a tuple each, or (None) one draw."""
     if seed is None:
@@ -740,7 +745,7 @@ def _text_seeds(seed: int | tuple[int, ...] | None, n_texts: int) -> list[int]:
     if isinstance(seed, int):
         return [seed] * n_texts
     if len(seed) != n_texts:
-        raise ValueError(f"seed has {len(seed)} entries for {n_texts} texts; give one seed, or one per text")
+        raise ValueError(f"seed has {len(seed)} entries for {n_texts} {what}s; give one seed, or one per {what}")
     return list(seed)
 
 

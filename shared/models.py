@@ -116,19 +116,18 @@ def is_hf_tokenizer(tokenizer: object) -> bool:
 
 
 def is_pipeline(model: object) -> bool:
-    """True for a transformers pipeline (or anything built like one): :func:`as_adapter`
-    explains the ``model`` inside it, with its ``tokenizer``, reading its logits.
+    """True for a transformers pipeline: :func:`as_adapter` explains the ``model`` inside
+    it, with its ``tokenizer``, reading its logits.
+
+    Only a real ``transformers`` Pipeline (by its class, without importing transformers):
+    a user's function that merely holds a ``.model`` and a ``.tokenizer`` may change the
+    text or the outputs, and explaining the model inside it would explain something else.
 
     Example:
         >>> is_pipeline(torch.nn.Linear(2, 2)), is_pipeline(len)
         (False, False)
     """
-    return (
-        hasattr(model, "model")
-        and hasattr(model, "tokenizer")
-        and callable(model)
-        and not isinstance(model, torch.nn.Module)
-    )
+    return any(c.__name__ == "Pipeline" and c.__module__.startswith("transformers.") for c in type(model).__mro__)
 
 
 def segment_text(tokenizer: object, text: str, granularity: str = "token") -> Segmentation:
@@ -289,7 +288,14 @@ class ModelAdapter(ABC):
 
     def note_text(self, text: str, ids: Sequence[int]) -> None:
         """Learn that ``ids`` (no special tokens) were cut from ``text``. Default: nothing to learn;
-        a model on strings keeps the text's own substrings for its samples."""
+        a model on strings keeps the text's own substrings for its samples.
+
+        Example:
+            >>> clf = StringClassifier(lambda texts: [[float(len(t))] for t in texts])
+            >>> clf.note_text("Great film", [7, 8])
+            >>> clf.decode([7, 8])
+            'Great film'
+        """
         return None
 
     def _strip_frame(self, ids: list[int]) -> list[int]:
@@ -410,7 +416,9 @@ def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> t
     elif isinstance(output, (tuple, list)) and output and isinstance(output[0], (torch.Tensor, np.ndarray)):
         # (logits, hidden states, ...); a plain list of numbers is one score per input.
         output = output[0]
-    t = torch.as_tensor(output)
+    # A numpy view with negative strides (``scores[:, ::-1]``) is a valid answer that torch
+    # cannot wrap: copy it into a plain array first.
+    t = torch.as_tensor(np.ascontiguousarray(output) if isinstance(output, np.ndarray) else output)
     if t.dtype.is_complex:
         raise TypeError(f"the model returned complex scores ({t.dtype}); SLALOM needs real ones")
     if not t.dtype.is_floating_point:
@@ -629,7 +637,7 @@ class _TorchModel(ModelAdapter):
         """
         n = ids.shape[0]
         if self._one_by_one and n > 1:
-            return torch.cat([self._forward_scores(ids[r : r + 1], mask[r : r + 1]) for r in range(n)])
+            return torch.cat([self._one_sample(ids, mask, r) for r in range(n)])
         try:
             return score_matrix(self.forward(ids, mask), n).detach()
         except (FloatingPointError, _OutputShapeError):
@@ -638,7 +646,7 @@ class _TorchModel(ModelAdapter):
             if n == 1:
                 raise
             try:
-                first = self._forward_scores(ids[:1], mask[:1])
+                first = self._one_sample(ids, mask, 0)
             except Exception:
                 raise err from None
             warn_user(
@@ -647,7 +655,13 @@ class _TorchModel(ModelAdapter):
                 UserWarning,
             )
             self._one_by_one = True
-            return torch.cat([first, *(self._forward_scores(ids[r : r + 1], mask[r : r + 1]) for r in range(1, n))])
+            return torch.cat([first, *(self._one_sample(ids, mask, r) for r in range(1, n))])
+
+    def _one_sample(self, ids: torch.Tensor, mask: torch.Tensor, r: int) -> torch.Tensor:
+        # Row r alone, without the right-padding its batch gave it: a model that cannot take
+        # batches is likely blind to padding too (GPT-2 reads its last position).
+        width = int(mask[r].sum()) or ids.shape[1]
+        return self._forward_scores(ids[r : r + 1, :width], mask[r : r + 1, :width])
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
         if len(sequences) == 0:

@@ -17,8 +17,9 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -120,19 +121,29 @@ def check_options(owner: str, table: Mapping[str, Sequence[Constraint]], given: 
             )
 
 
-def check_option_names(owner: str, table: Mapping[str, object], names: object) -> None:
+def check_option_names(owner: str, table: Mapping[str, object], names: object, also: Iterable[str] = ()) -> None:
     """Raise a TypeError naming every option of ``names`` that ``table`` does not declare.
+
+    A name close to a declared one, or to one of ``also`` (options the caller takes
+    elsewhere, e.g. ``explain``'s own keywords), is suggested: a typo should say so.
 
     Example:
         >>> check_option_names("ana", {}, ["sample_length"])
         Traceback (most recent call last):
         ...
         TypeError: method 'ana': invalid option(s) ['sample_length']; it takes none
+        >>> check_option_names("eff", {"sample_length": ()}, ["n_sample"], also=["n_samples"])
+        Traceback (most recent call last):
+        ...
+        TypeError: method 'eff': invalid option(s) ['n_sample'] (did you mean 'n_samples'?); it takes ['sample_length']
     """
     unknown = sorted(set(names) - set(table))
     if unknown:
         takes = sorted(table) if table else "none"
-        raise TypeError(f"{_label(owner)}: invalid option(s) {unknown}; it takes {takes}")
+        known = sorted(set(table) | set(also))
+        close = [m[0] for u in unknown if (m := difflib.get_close_matches(u, known, n=1, cutoff=0.75))]
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        raise TypeError(f"{_label(owner)}: invalid option(s) {unknown}{hint}; it takes {takes}")
 
 
 def _label(owner: str) -> str:

@@ -17,6 +17,7 @@ Per-class scores and outputs of a fit are :meth:`SlalomExplanation.per_class` an
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,6 +25,9 @@ from .api import explain_batch
 from .explanation import LabelExplanations, SlalomExplanation
 from .link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, warn_user
 from .models import ModelAdapter, as_adapter
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["class_outputs", "explain_outputs", "fit_summary", "Fit"]
 
@@ -99,7 +103,7 @@ def explain_outputs(
     return [LabelExplanations(label[j] for label in per_label) for j in range(len(first))]
 
 
-def fit_summary(fits: Sequence[Fit]):
+def fit_summary(fits: Sequence[Fit]) -> pd.DataFrame:
     """One row per fitted text: model vs surrogate output, residual, held-out fit, cost.
 
     Columns ``tokens``, ``model_output``, ``surrogate_output``, ``residual`` (f(x) −

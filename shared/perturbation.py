@@ -7,6 +7,9 @@ and per-position forward arguments follow the deletion. :func:`replacement_row`:
 is a set of present features, absent ones take the baselines' values, and rows keep their
 length. :func:`shared_adapter` joins rows of one setup (:func:`setup_key`) into one adapter,
 so that one engine call explains them all and their samples share forward batches.
+
+Internal to :func:`~slalom_core.explain_rows` (its names are not exported by
+``slalom_core``): use that function, which checks every argument these assume.
 """
 
 from __future__ import annotations

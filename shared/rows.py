@@ -11,6 +11,7 @@ call, so their samples share forward batches.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,16 +21,17 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from .api import (
-    DEFAULT_METHOD,
     ExplainOptions,
     FitOptions,
     ProgressOption,
     _check_seed,
     _progress,
     _text_seeds,
+    check_call,
     explain_batch,
 )
 from .explanation import SlalomExplanation
+from .fitting import EffFitter
 from .link import check_target
 from .models import model_session, module_of, score_matrix
 from .perturbation import Layout, deletion_row, replacement_row, same_setup, setup_key, shared_adapter
@@ -187,9 +189,12 @@ def check_row_options(options: dict, owner: str = "explain_rows") -> None:
         ...
         TypeError: ['seed'] cannot be passed as fit options: SlalomAttribution sets them from its own arguments
     """
-    own = sorted(set(options) & (ExplainOptions.__optional_keys__ - FitOptions.__optional_keys__))
-    if own:
-        raise TypeError(f"{own} cannot be passed as fit options: {owner} sets them from its own arguments")
+    own = set(ExplainOptions.__optional_keys__ - FitOptions.__optional_keys__)
+    for f in (explain_rows, explain_batch):  # and every argument the rows call passes itself
+        own |= {n for n, p in inspect.signature(f).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    bad = sorted(set(options) & own)
+    if bad:
+        raise TypeError(f"{bad} cannot be passed as fit options: {owner} sets them from its own arguments")
 
 
 def _row_seeds(seed: int | Sequence[int] | None, n_rows: int) -> list[int]:
@@ -198,7 +203,7 @@ def _row_seeds(seed: int | Sequence[int] | None, n_rows: int) -> list[int]:
     checked = _check_seed(seed)
     if checked is None:
         return [_text_seeds(None, 1)[0] for _ in range(n_rows)]
-    return _text_seeds(checked, n_rows)
+    return _text_seeds(checked, n_rows, what="row")
 
 
 def _as_tensors(inputs: Tensor | Sequence[Tensor]) -> tuple[Tensor, ...]:
@@ -219,13 +224,20 @@ def _check_perturbation(perturbation: str, options: FitOptions) -> bool:
     """True for replacement; refuses what replacement cannot do, before any model call."""
     if perturbation not in PERTURBATIONS:
         raise ValueError(f"unknown perturbation {perturbation!r}; choose one of {PERTURBATIONS}")
-    method = options.get("method", DEFAULT_METHOD)
-    if perturbation == "replace" and method in ("eff", "hybrid") and int(options.get("sample_length", 2)) > 2:
-        raise ValueError(
-            "with perturbation='replace', a sample is a set of present features, so a "
-            "feature drawn twice cannot count twice: use sample_length <= 2"
-        )
-    return perturbation == "replace"
+    if perturbation == "delete":
+        return False
+    # The fitter as the call will build it (a name with options, or a fitter object).
+    fitter = check_call(**options).fitter
+    if isinstance(fitter, EffFitter):
+        length = fitter.sample_length
+        if (max(length) if isinstance(length, tuple) else length) > 2:
+            # A sample of 2 that draws one feature twice is that feature alone, as under
+            # deletion; in 3 or more, a repeated feature would weigh twice in the surrogate.
+            raise ValueError(
+                "with perturbation='replace', a sample is a set of present features, so a "
+                f"feature drawn twice cannot count twice: use sample_length <= 2 (got {length})"
+            )
+    return True
 
 
 def _per_row(target: RowTarget | list[RowTarget], n_rows: int) -> list[RowTarget]:

@@ -384,8 +384,9 @@ def test_argument_errors_are_explicit():
         slalom.attribute(ids.float(), target=1)
     with pytest.raises(ValueError, match="batch x length"):
         slalom.attribute(ids[0], target=1)
-    with pytest.raises(TypeError, match="fit options"):
-        slalom.attribute(ids, target=1, batch_size=3)
+    for own in ("batch_size", "tokenizer", "pad_id", "padding", "model", "texts"):
+        with pytest.raises(TypeError, match=rf"\['{own}'\] cannot be passed as fit options: SlalomAttribution"):
+            slalom.attribute(ids, target=1, **{own: 3})
     with pytest.raises(TypeError, match="invalid option"):
         slalom.attribute(ids, target=1, sample_lenght=3)
     with pytest.raises(ValueError, match="between content tokens"):

@@ -781,3 +781,20 @@ def test_output_names_that_do_not_match_the_model_are_refused(gt, tok):
     explainer = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["A", "B", "C"], n_samples=100, seed=0)
     with pytest.raises(ValueError, match="2 output.*3 class names"):
         explainer(["good film"], silent=True)
+
+
+def test_a_function_holding_a_model_is_explained_as_the_function(pipe, tok):
+    # It prompts and flips the labels: explaining the model inside it would explain
+    # something else (the engine looks inside real pipelines only).
+    class Prompted:
+        model, tokenizer = pipe.model, tok
+
+        def __call__(self, texts):
+            logits = pipe.model(**tok([f"review: {t}" for t in texts], return_tensors="pt", padding=True)).logits
+            return logits.detach().numpy()[:, ::-1]
+
+    f = Prompted()
+    explainer = SlalomExplainer(f, shap.maskers.Text(tok), n_samples=60, seed=0, output="logits")
+    fit = explainer.fit([TEXT])[0]
+    raw = f([TEXT])[0]
+    assert fit.model_output == pytest.approx(raw[1] - raw[0], abs=1e-5)

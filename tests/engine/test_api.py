@@ -78,6 +78,10 @@ def test_unknown_names_raise(bert, slalom3):
     model, tok = bert
     with pytest.raises(ValueError, match="unknown granularity"):
         sc.explain(model, "great", tokenizer=tok, granularity="char")
+    # A misspelt keyword of explain itself is named, with the keyword it resembles.
+    for typo, meant in (("tokenizr", "tokenizer"), ("n_sample", "n_samples"), ("sample_lenght", "sample_length")):
+        with pytest.raises(TypeError, match=rf"\['{typo}'\] \(did you mean '{meant}'\?\)"):
+            sc.explain(model, "great", **{typo: 3})
 
 
 def test_too_few_samples_raises(slalom3):

@@ -94,6 +94,8 @@ def test_torch_and_string_classifiers():
     exp = sc.explain(s, "good good bad", method="ana")
     assert exp.tokens == ["good", "good", "bad"]
     assert exp.value.tolist() == [1.0, 1.0, 0.0]
+    # A reversed numpy view (negative strides) is an answer like any other.
+    assert sc.score_matrix(np.array([[0.0, 1.0], [2.0, 3.0]])[:, ::-1], 2).tolist() == [[1.0, 0.0], [3.0, 2.0]]
 
 
 def test_a_segmentation_with_its_text_shows_a_string_model_the_original_substrings(tok_dir):
@@ -122,6 +124,15 @@ def test_pipeline_accepted(tok_dir):
     pipe = pipeline("text-classification", model=tiny_classifier("bert", tok), tokenizer=tok)
     exp = sc.explain(pipe, "a very good film", n_samples=30, seed=1)
     assert len(exp.tokens) == 4
+    assert sc.models.is_pipeline(pipe)
+
+    class Wrapper:  # a user's function that holds a model: not a pipeline to look inside
+        model, tokenizer = pipe.model, tok
+
+        def __call__(self, texts):
+            return [[0.0, 1.0] for _ in texts]
+
+    assert not sc.models.is_pipeline(Wrapper())
 
 
 def test_probabilities_converted_to_logits():

@@ -95,9 +95,17 @@ def test_deletion_errors_before_any_model_call():
         sc.explain_rows(f, ids, perturbation="replace")
     with pytest.raises(ValueError, match="sample_length <= 2"):
         sc.explain_rows(f, ids, perturbation="replace", baselines=[ids * 0], method="eff", sample_length=3)
+    for fitter in (sc.get_fitter("eff", sample_length=3), sc.get_fitter("hybrid", sample_length=(2, 4))):
+        with pytest.raises(ValueError, match="sample_length <= 2"):
+            sc.explain_rows(f, ids, perturbation="replace", baselines=[ids * 0], method=fitter)
     with pytest.raises(TypeError, match="fit options"):
         sc.explain_rows(f, ids, device="cpu")
     assert calls == []
+    # A range within 2 is fine (the default design's samples are pairs).
+    ok = sc.explain_rows(
+        f, ids, perturbation="replace", baselines=[ids * 0], method="eff", sample_length=(1, 2), n_samples=60, seed=0
+    )
+    assert len(ok) == len(ids)
 
 
 # ----------------------------------------------------------------------------------------
@@ -244,6 +252,24 @@ def test_batch_failure_falls_back_to_one_sample_per_call():
     assert sizes.count(1) > sizes.count(3) and max(sizes) > 1  # one failed batch, then one by one
     ref = sc.explain(sc.TorchClassifier(model, batch_size=1), [5, 6, 7, 8], n_samples=60, seed=0)
     np.testing.assert_allclose(got.lin, ref.lin, atol=1e-12)
+
+
+def test_one_sample_calls_drop_the_batch_padding():
+    # A padding-blind model that reads its last column (as GPT-2's classifier reads its last
+    # token) and refuses batches: each sample alone must be scored without the padding its
+    # batch gave it, as if scored in a call of its own.
+    emb = torch.nn.Embedding(20, 2)
+
+    def last_token(ids, mask):
+        if len(ids) > 1:
+            raise ValueError("Cannot handle batch sizes > 1 if no padding token is defined.")
+        return emb(ids[:, -1])
+
+    seqs = [[5, 6, 7], [8], [9, 3]]
+    with pytest.warns(UserWarning, match="one sample per call"):
+        together = sc.TorchClassifier(last_token, pad_id=0).score(seqs)
+    alone = torch.cat([sc.TorchClassifier(last_token, pad_id=0).score([s]) for s in seqs])
+    torch.testing.assert_close(together, alone)
 
 
 def test_no_fallback_for_model_errors():
