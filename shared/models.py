@@ -300,7 +300,19 @@ class ModelAdapter(ABC):
 
     def _strip_frame(self, ids: list[int]) -> list[int]:
         # Ids straight from ``tokenizer(text)`` carry the special tokens the adapter adds
-        # itself; wrapped again, [CLS]/[SEP] would be explained as content.
+        # itself; wrapped again, [CLS]/[SEP] would be explained as content. A row of a
+        # padded batch also carries padding, which would be explained as tokens: drop it
+        # first, where the pad token is its own (GPT-2 pads with its end-of-text token,
+        # which may be content).
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        others = (getattr(self.tokenizer, "bos_token_id", None), getattr(self.tokenizer, "eos_token_id", None))
+        if isinstance(pad, int) and pad not in others:
+            lo, hi = 0, len(ids)
+            while lo < hi and ids[lo] == pad:
+                lo += 1
+            while hi > lo and ids[hi - 1] == pad:
+                hi -= 1
+            ids = ids[lo:hi]
         pre, suf = list(self.prefix_ids), list(self.suffix_ids)
         if pre and ids[: len(pre)] == pre:
             ids = ids[len(pre) :]

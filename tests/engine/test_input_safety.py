@@ -55,6 +55,19 @@ def test_ids_with_the_models_own_special_tokens_are_not_explained_twice(tok_dir)
     np.testing.assert_allclose(a.value, b.value, atol=1e-6)
 
 
+def test_rows_of_a_padded_batch_explain_their_tokens_not_the_padding(tok_dir):
+    tok = bert_tokenizer(tok_dir / "safety_bert_pad")
+    model = tiny_classifier("bert", tok, initializer_range=0.2)
+    texts = ["the movie was great but boring", "great"]
+    batch = tok(texts, padding=True, return_tensors="pt")["input_ids"]
+    assert (batch[1] == tok.pad_token_id).any()
+    rows = slalom_core.explain_batch(model, batch, tokenizer=tok, method="ana")
+    plain = slalom_core.explain_batch(model, texts, tokenizer=tok, method="ana")
+    for a, b in zip(rows, plain):
+        assert a.tokens == b.tokens and "[PAD]" not in a.tokens
+        np.testing.assert_allclose(a.value, b.value, atol=1e-6)
+
+
 def test_string_black_box_sees_the_users_own_text(tok_dir):
     tok = bert_tokenizer(tok_dir / "safety_bert_str")  # uncased: decode would lower-case
     text = "The Movie was GREAT, but the plot... boring!"
