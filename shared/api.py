@@ -307,11 +307,11 @@ def _prepare(
     fitter, n_samples = call.fitter, call.n_samples
     plans = []
     for t in texts:
-        seg = t if isinstance(t, Segmentation) else adapter.segment(t, call.granularity)
         if isinstance(t, Segmentation):
-            adapter.check_length(seg.n_tokens)
-            if seg.text is not None:
-                adapter.note_text(seg.text, [i for u in seg.unit_ids for i in u])
+            adapter.check_length(t.n_tokens)
+            seg = adapter.relabel(t)  # the ids the adapter scores (a string model's own pieces)
+        else:
+            seg = adapter.segment(t, call.granularity)
         plan = _Plan(seg)
         need = fitter.min_samples(len(plan.units))
         if n_samples < need:
@@ -560,7 +560,7 @@ def _assemble(
     diag.update(fit.diagnostics)
     exp = SlalomExplanation(
         tokens=list(plan.seg.tokens),
-        token_ids=list(plan.seg.unit_ids),
+        token_ids=list(plan.seg.tokenizer_ids),  # the tokenizer's, not an adapter's own
         unit_index=plan.position_units,
         surrogate=SlalomSurrogate(value, fit.importance, gamma=call.gamma),
         method=fitter.name,

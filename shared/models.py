@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
+import itertools
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,16 +59,30 @@ class Segmentation:
         tokens: per position, a display string.
         text: the text these positions were cut from, if known: a model on strings then
             sees its original substrings (see :class:`StringClassifier`), not decoded ids.
+        token_ids: per position, the tokenizer's ids, where ``unit_ids`` are an adapter's
+            own (a :class:`StringClassifier` names each surface piece of a text, so that
+            "Great" and "great" are told apart); None: ``unit_ids`` are the tokenizer's.
+            Explanations report these (:attr:`tokenizer_ids`).
 
     Example:
         >>> seg = Segmentation(unit_ids=[(7,), (8, 9)], tokens=["great", "film"])
-        >>> seg.n_tokens
-        3
+        >>> seg.n_tokens, seg.tokenizer_ids
+        (3, [(7,), (8, 9)])
     """
 
     unit_ids: list[tuple[int, ...]]
     tokens: list[str]
     text: str | None = None
+    token_ids: list[tuple[int, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.token_ids is not None and [len(u) for u in self.token_ids] != [len(u) for u in self.unit_ids]:
+            raise ValueError("token_ids must have one id per id of unit_ids, position by position")
+
+    @property
+    def tokenizer_ids(self) -> list[tuple[int, ...]]:
+        """Per position, the tokenizer's ids (``token_ids`` where given, else ``unit_ids``)."""
+        return self.unit_ids if self.token_ids is None else self.token_ids
 
     @property
     def n_tokens(self) -> int:
@@ -286,17 +303,24 @@ class ModelAdapter(ABC):
             seqs.append(empty if empty is not None else [i for u in self.segment(text).unit_ids for i in u])
         return self.score(seqs)
 
-    def note_text(self, text: str, ids: Sequence[int]) -> None:
-        """Learn that ``ids`` (no special tokens) were cut from ``text``. Default: nothing to learn;
-        a model on strings keeps the text's own substrings for its samples.
+    def relabel(self, seg: Segmentation) -> Segmentation:
+        """``seg`` in the ids :meth:`score` reads. Default: the tokenizer's ids, as they are
+        (a segmentation relabelled by a :class:`StringClassifier` gets its tokenizer ids back).
+
+        Called by ``explain`` on every :class:`Segmentation` it is given; :meth:`segment`
+        returns segmentations already relabelled.
 
         Example:
-            >>> clf = StringClassifier(lambda texts: [[float(len(t))] for t in texts])
-            >>> clf.note_text("Great film", [7, 8])
-            >>> clf.decode([7, 8])
-            'Great film'
+            >>> class Lengths(ModelAdapter):
+            ...     def score(self, sequences):
+            ...         return torch.tensor([[0.0, float(len(s))] for s in sequences])
+            >>> seg = Segmentation([(-1,), (-2,)], ["Great", "film"], token_ids=[(7,), (8,)])
+            >>> Lengths().relabel(seg).unit_ids
+            [(7,), (8,)]
         """
-        return None
+        if seg.token_ids is None:
+            return seg
+        return dataclasses.replace(seg, unit_ids=list(seg.token_ids), token_ids=None)
 
     def _strip_frame(self, ids: list[int]) -> list[int]:
         # Ids straight from ``tokenizer(text)`` carry the special tokens the adapter adds
@@ -876,15 +900,64 @@ class HFClassifier(_TorchModel):
         return self.model(**kwargs)
 
 
+class _NotedText(str):
+    """A text its adapter must give back exactly, for as long as it is in use.
+
+    The segmentation cut from it holds it (as its ``text``); the adapter holds it weakly,
+    so that an explainer that lives for many texts keeps none it no longer needs.
+    """
+
+
+class _PieceVocabulary:
+    """The surface pieces of the texts a :class:`StringClassifier` has cut, with ids of its own.
+
+    A piece is (token id, separator, substring): what a sample shows the model for a token
+    kept. Its id is negative, so that it is never taken for a tokenizer id. A text that its
+    pieces, joined, do not give back exactly (repeated whitespace, a word repeated in
+    another case...) is remembered by its full id sequence, which one id given to that text
+    alone (its first piece, every occurrence) makes its own.
+    """
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[int, str, str], int] = {}
+        self.pieces: dict[int, tuple[str, str]] = {}  # id -> (separator, substring)
+        self.texts: weakref.WeakValueDictionary[tuple[int, ...], _NotedText] = weakref.WeakValueDictionary()
+        self._fresh = itertools.count(-1, -1)
+
+    def new_id(self, sep: str, piece: str) -> int:
+        i = next(self._fresh)
+        self.pieces[i] = (sep, piece)
+        return i
+
+    def piece_id(self, tid: int, sep: str, piece: str) -> int:
+        key = (tid, sep, piece)
+        if key not in self.ids:
+            self.ids[key] = self.new_id(sep, piece)
+        return self.ids[key]
+
+    def join(self, ids: Sequence[int]) -> str:
+        try:
+            parts = [self.pieces[i] for i in ids]
+        except KeyError as err:
+            raise ValueError(
+                f"piece id {err.args[0]} was not given out by this adapter, or the text it was cut "
+                "from is gone: score the ids of a segmentation you still hold"
+            ) from None
+        return parts[0][1] + "".join(sep + piece for sep, piece in parts[1:]) if parts else ""
+
+
 class StringClassifier(ModelAdapter):
     """A black box on strings, ``f(list[str]) -> scores`` (a hosted model, a pipeline...).
 
     The black box sees the user's own text: the full text exactly as given, and every
     sample as the original substrings of its tokens (read from the tokenizer's offsets),
-    joined with a space where the text had whitespace between them. A re-decoded text
+    joined with a space where the text had whitespace before them. A re-decoded text
     would differ (``"Don't"`` -> ``"don ' t"`` with an uncased tokenizer) and could flip
-    the model's answer. Tokenizers without offsets (slow ones) fall back to ``decode``;
-    with ``tokenizer=None`` texts are split on whitespace.
+    the model's answer. So that two texts never share what the model sees, the unit ids
+    of a text's segmentation are this adapter's own, one per surface piece ("Great" and
+    "great" are two, though an uncased tokenizer gives them one id); the explanation
+    still reports the tokenizer's ids. Tokenizers without offsets (slow ones) fall back
+    to ``decode`` for samples; with ``tokenizer=None`` texts are split on whitespace.
 
     Example:
         >>> f = lambda texts: [[t.count("good") - t.count("bad")] for t in texts]
@@ -908,40 +981,109 @@ class StringClassifier(ModelAdapter):
         self.class_names = list(class_names) if class_names is not None else None
         self.batch_size = int(batch_size)
         self.max_length = max_length
-        # token id -> (separator before it, its text), from the texts segmented so far;
-        # full id sequence -> the text itself.
-        self._pieces: dict[int, tuple[str, str]] = {}
-        self._texts: dict[tuple[int, ...], str] = {}
+        # One object, so that the shallow copies as_adapter makes share it (and its ids).
+        self._vocab = _PieceVocabulary()
+
+    @property
+    def _has_offsets(self) -> bool:
+        # WhitespaceTokenizer ids are words, case and all: they need no pieces of their own.
+        return bool(getattr(self.tokenizer, "is_fast", False)) and not isinstance(self.tokenizer, WhitespaceTokenizer)
 
     def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
-        seg = super().segment(text_or_ids, granularity)
-        if isinstance(text_or_ids, str):
-            self.note_text(text_or_ids, [i for u in seg.unit_ids for i in u])
-        return seg
+        """Positions of a text, in this adapter's ids (see :meth:`relabel`), or of token ids.
 
-    def note_text(self, text: str, ids: Sequence[int]) -> None:
-        self._texts[tuple(int(i) for i in ids)] = text
-        if not getattr(self.tokenizer, "is_fast", False):  # no offsets (WhitespaceTokenizer has none either)
-            return
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        Example:
+            >>> clf = StringClassifier(lambda texts: [[float(len(t))] for t in texts])
+            >>> seg = clf.segment("Great  film")
+            >>> clf.decode([i for u in seg.unit_ids for i in u])
+            'Great  film'
+        """
+        if not isinstance(text_or_ids, str):
+            ids = _as_id_list(text_or_ids)
+            if any(i < 0 for i in ids):
+                raise ValueError(
+                    "negative ids are a StringClassifier's own piece ids: explain the Segmentation "
+                    "that segment() returned (or the text), not its ids"
+                )
+            return super().segment(ids, granularity)
+        seg = super().segment(text_or_ids, granularity)
+        return self.relabel(dataclasses.replace(seg, text=text_or_ids))
+
+    def relabel(self, seg: Segmentation) -> Segmentation:
+        """``seg`` in the ids this adapter scores: with a fast tokenizer and the text, one id
+        per surface piece of the text, so that what the model sees for a sample depends on
+        this text alone; the tokenizer's ids move to ``token_ids``.
+
+        Without the text the ids stay the tokenizer's, decoded for the model. Without
+        offsets (slow tokenizers, :class:`WhitespaceTokenizer`) they stay too, and only the
+        full text is remembered, by its ids (two texts with the same ids: the later one).
+
+        Raises:
+            ValueError: the tokenizer does not cut the text into the segmentation's ids.
+
+        Example:
+            >>> clf = StringClassifier(lambda texts: [[float(len(t))] for t in texts])
+            >>> tok = clf.tokenizer
+            >>> seg = clf.relabel(Segmentation([(i,) for i in tok.encode("a  film")], ["a", "film"], text="a  film"))
+            >>> clf.decode([i for u in seg.unit_ids for i in u])
+            'a  film'
+        """
+        if seg.text is None:
+            return super().relabel(seg)
+        tids = seg.tokenizer_ids
+        flat = [int(i) for u in tids for i in u]
+        text = _NotedText(seg.text)
+        if not self._has_offsets:
+            self._vocab.texts[tuple(flat)] = text
+            return Segmentation(list(tids), list(seg.tokens), text)
+        enc = self.tokenizer(str(text), add_special_tokens=False, return_offsets_mapping=True)
+        if list(enc["input_ids"]) != flat:
+            raise ValueError(
+                "the segmentation's token ids are not what the tokenizer cuts its text into: give "
+                "text=None (the ids are then decoded), or segment the text with this tokenizer"
+            )
+        # A token's separator is its first occurrence's in this text (a token that starts
+        # the text or follows whitespace starts a word): each piece then has one id, and
+        # repeated tokens stay one unit, as the tokenizer's ids made them.
+        pieces: list[tuple[int, str, str]] = []
+        first_sep: dict[tuple[int, str], str] = {}
         end = 0
-        for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]):
-            # The first occurrence of a token fixes its text (an uncased tokenizer maps
-            # "Good" and "good" to one id, so the model can only see one of them).
-            # A token that starts the text or follows whitespace starts a word.
-            self._pieces.setdefault(int(tid), (" " if a > end or a == 0 else "", text[a:b]))
+        for tid, (a, b) in zip(flat, enc["offset_mapping"]):
+            sep = first_sep.setdefault((tid, text[a:b]), " " if a > end or a == 0 else "")
+            pieces.append((tid, sep, text[a:b]))
             end = b
+        ids = [self._vocab.piece_id(*p) for p in pieces]
+        if ids and self._vocab.join(ids) != text:
+            # The pieces do not give the text back: its full sequence names it, made its own
+            # by one id for this text alone, which goes when the text does.
+            own = self._vocab.new_id(*pieces[0][1:])
+            ids = [own if p == pieces[0] else i for p, i in zip(pieces, ids)]
+            self._vocab.texts[tuple(ids)] = text
+            weakref.finalize(text, self._vocab.pieces.pop, own, None).atexit = False
+        it = iter(ids)
+        return Segmentation([tuple(next(it) for _ in u) for u in tids], list(seg.tokens), text, token_ids=list(tids))
 
     def decode(self, ids: Sequence[int]) -> str:
-        """The text the black box sees for a sequence of token ids (no special tokens)."""
+        """The text the black box sees for a sequence of ids (no special tokens): this
+        adapter's piece ids (from :meth:`segment`) or the tokenizer's.
+
+        Example:
+            >>> clf = StringClassifier(lambda texts: [[float(len(t))] for t in texts])
+            >>> seg = clf.segment("Good film, good plot")
+            >>> clf.decode([seg.unit_ids[0][0], seg.unit_ids[2][0]])
+            'Good good'
+        """
         key = tuple(int(i) for i in ids)
-        if key in self._texts:
-            return self._texts[key]
+        text = self._vocab.texts.get(key)
+        if text is not None:
+            return str(text)  # a plain str, exactly the text
+        own = [i < 0 for i in key]
+        if any(own):
+            if not all(own):
+                raise ValueError("a sequence mixes this adapter's piece ids (negative) with tokenizer ids")
+            return self._vocab.join(key)
         if isinstance(self.tokenizer, WhitespaceTokenizer):
             return self.tokenizer.decode(key)
-        if key and all(i in self._pieces for i in key):
-            parts = [self._pieces[i] for i in key]
-            return parts[0][1] + "".join(sep + piece for sep, piece in parts[1:])
         return self.tokenizer.decode(list(key), skip_special_tokens=True)
 
     def score(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:

@@ -740,6 +740,32 @@ def test_string_model_sees_the_users_own_text_through_the_masker(tok):
     assert fit.scores("value")[0] > 0  # "Great" alone gives +1
 
 
+def test_one_explainer_never_shows_a_string_model_another_texts_case(tok):
+    # The explainer's adapter lives across calls: "great movie" after "Great movie" (same
+    # ids to the uncased masker) must be explained as itself, and the other way round.
+    seen = []
+
+    def f(texts):
+        seen.extend(texts)
+        return np.array([[0.0, 1.0 if "Great" in t else -1.0] for t in texts])
+
+    texts = ["Great movie", "great movie"]
+    for order in (texts, texts[::-1]):
+        explainer = SlalomExplainer(f, shap.maskers.Text(tok), n_samples=40, seed=0, output="logits")
+        for text in order:
+            seen.clear()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", sc.SlalomFitWarning)
+                sv = explainer([text])
+            assert all(w in text.split() for t in seen for w in t.split()), (text, seen)
+            truth = f([text])[0]
+            fit = explainer.fit([text])[0]
+            assert fit.model_output == pytest.approx(truth[1] - truth[0])
+            # f(x) of the row: the model read on the text itself, not through ids
+            np.testing.assert_allclose(sv.model_outputs[0], explainer.model([text])[0])
+            assert np.diff(sv.model_outputs[0]) == pytest.approx(2 * (truth[1] - truth[0]))
+
+
 def test_seed_none_follows_torch_manual_seed(gt, tok):
     explainer = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200, seed=None)
     torch.manual_seed(5)

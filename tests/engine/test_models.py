@@ -117,6 +117,104 @@ def test_a_segmentation_with_its_text_shows_a_string_model_the_original_substrin
         assert ("Great movie" in seen) == (text is not None) and ("Great" in seen) == (text is not None)
 
 
+def _case_sensitive(seen: list[str]):
+    """f(list[str]): [0, +1] when "Great" (capitalised) is in the text, else [0, -1]."""
+
+    def f(texts):
+        seen.extend(texts)
+        return [[0.0, 1.0 if "Great" in t else -1.0] for t in texts]
+
+    return f
+
+
+def _is_subsequence(sample: str, text: str) -> bool:
+    """True if the words of ``sample`` are words of ``text`` in their order, case kept."""
+    words = iter(text.split())
+    return all(any(w == x for x in words) for w in sample.split())
+
+
+def _is_cut_from(sample: str, text: str) -> bool:
+    """True if ``sample`` is ``text`` with characters left out (spaces aside), case kept."""
+    chars = iter(text.replace(" ", ""))
+    return all(any(c == x for x in chars) for c in sample.replace(" ", ""))
+
+
+@pytest.mark.filterwarnings("ignore::slalom_core.SlalomFitWarning")  # f is no SLALOM: only what it saw counts
+@pytest.mark.parametrize("granularity", ["token", "word"])
+def test_texts_that_differ_in_case_never_share_what_a_string_model_sees(tok_dir, granularity):
+    # An uncased tokenizer gives both texts the same ids; a case-sensitive model must still
+    # see each text's own words, whether the texts share a call or an adapter.
+    tok = bert_tokenizer(tok_dir / "case")
+    seen: list[str] = []
+    f = _case_sensitive(seen)
+    texts = ["Great movies", "great movies"]  # movie + ##s: a word of two tokens
+    truth = [row[1] for row in f(texts)]
+    options = dict(method="ana", output="logits", granularity=granularity)
+    seen.clear()
+    batch = sc.explain_batch(sc.StringClassifier(f, tok), texts, **options)
+    assert [e.model_output for e in batch] == pytest.approx(truth)
+    assert all(_is_cut_from(t, texts[0]) or _is_cut_from(t, texts[1]) for t in seen)
+    shared = sc.StringClassifier(f, tok)
+    for order in (texts, texts[::-1]):
+        for text in order:
+            seen.clear()
+            alone = sc.explain(sc.StringClassifier(f, tok), text, **options)
+            assert alone.model_output == pytest.approx(f([text])[0][1])
+            assert all(_is_cut_from(t, text) for t in seen), (text, seen)
+            seen.clear()
+            again = sc.explain(shared, text, **options)  # after the other text, same adapter
+            assert all(_is_cut_from(t, text) for t in seen), (text, seen)
+            assert again.model_output == pytest.approx(alone.model_output)
+            np.testing.assert_allclose(again.value, alone.value)
+            np.testing.assert_allclose(batch[texts.index(text)].value, alone.value)
+    # The explanation's ids are still the tokenizer's own.
+    ids = tok(texts[0], add_special_tokens=False)["input_ids"]
+    want = [(i,) for i in ids] if granularity == "token" else [tuple(ids[:1]), tuple(ids[1:])]
+    assert batch[0].token_ids == batch[1].token_ids == want
+
+
+@pytest.mark.filterwarnings("ignore::slalom_core.SlalomFitWarning")  # f is no SLALOM: only what it saw counts
+def test_a_string_model_sees_each_occurrence_in_its_own_case(tok_dir):
+    # "Good" and "good" are one id to an uncased tokenizer; a sample keeping only the
+    # lower-case one must not show the model "Good".
+    tok = bert_tokenizer(tok_dir / "occ")
+    seen: list[str] = []
+
+    def f(texts):
+        seen.extend(texts)
+        return [[0.0, float(t.split().count("Good"))] for t in texts]
+
+    text = "Good movie good"
+    exp = sc.explain(sc.StringClassifier(f, tok), text, method="ana", output="logits")
+    assert seen and all(_is_subsequence(t, text) for t in seen), seen
+    assert exp.model_output == pytest.approx(1.0)
+    good, lower = exp.value[0], exp.value[2]  # only the capitalised word moves f
+    assert good > 0.5 and abs(lower) < 1e-6
+
+
+@pytest.mark.filterwarnings("ignore::slalom_core.SlalomFitWarning")  # f is no SLALOM: only what it saw counts
+def test_texts_that_differ_in_whitespace_get_their_own_output(tok_dir):
+    # Same tokens, same pieces: only the full text tells them apart, and f sees it exactly.
+    tok = bert_tokenizer(tok_dir / "ws")
+    texts = ["great movie", "great  movie\n", " great movie"]
+    f = lambda ts: [[0.0, float(len(t))] for t in ts]
+    batch = sc.explain_batch(sc.StringClassifier(f, tok), texts, method="ana", output="logits")
+    assert [e.model_output for e in batch] == pytest.approx([float(len(t)) for t in texts])
+
+
+@pytest.mark.filterwarnings("ignore::slalom_core.SlalomFitWarning")  # f is no SLALOM: only what it saw counts
+def test_a_string_adapter_forgets_the_texts_it_no_longer_needs(tok_dir):
+    import gc
+
+    tok = bert_tokenizer(tok_dir / "mem")
+    clf = sc.StringClassifier(lambda ts: [[0.0, float(len(t))] for t in ts], tok)
+    for n in range(1, 50):
+        sc.explain(clf, "great movie" + " " * n + "!", method="ana", output="logits")
+    gc.collect()
+    assert len(clf._vocab.texts) == 0  # no text is kept once its explanation is done
+    assert len(clf._vocab.pieces) <= 3  # great, movie, ! (each in one surface form)
+
+
 def test_pipeline_accepted(tok_dir):
     from transformers import pipeline
 
