@@ -17,7 +17,6 @@ import contextlib
 import copy
 import dataclasses
 import inspect
-import itertools
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -326,10 +325,10 @@ class ModelAdapter(ABC):
         # Ids straight from ``tokenizer(text)`` carry the special tokens the adapter adds
         # itself; wrapped again, [CLS]/[SEP] would be explained as content. A row of a
         # padded batch also carries padding, which would be explained as tokens: drop it
-        # first, where the pad token is its own (GPT-2 pads with its end-of-text token,
-        # which may be content).
+        # first, where the pad token is its own (GPT-2 pads with its end-of-text token, and
+        # ``pad_token = unk_token`` is common: either may be content).
         pad = getattr(self.tokenizer, "pad_token_id", None)
-        others = (getattr(self.tokenizer, "bos_token_id", None), getattr(self.tokenizer, "eos_token_id", None))
+        others = [getattr(self.tokenizer, f"{n}_token_id", None) for n in ("bos", "eos", "unk")]
         if isinstance(pad, int) and pad not in others:
             lo, hi = 0, len(ids)
             while lo < hi and ids[lo] == pad:
@@ -922,10 +921,20 @@ class _PieceVocabulary:
         self.ids: dict[tuple[int, str, str], int] = {}
         self.pieces: dict[int, tuple[str, str]] = {}  # id -> (separator, substring)
         self.texts: weakref.WeakValueDictionary[tuple[int, ...], _NotedText] = weakref.WeakValueDictionary()
-        self._fresh = itertools.count(-1, -1)
+        self._next = -1  # the next id of its own (ids count down from -1)
+
+    def __getstate__(self) -> dict:
+        # Texts are held weakly and go with the segmentations that hold them: a copy (Ray
+        # pickles the adapter for its workers) keeps the pieces and starts with no texts.
+        return {"ids": self.ids, "pieces": self.pieces, "next": self._next}
+
+    def __setstate__(self, state: dict) -> None:
+        self.ids, self.pieces = state["ids"], state["pieces"]
+        self.texts = weakref.WeakValueDictionary()
+        self._next = state["next"]
 
     def new_id(self, sep: str, piece: str) -> int:
-        i = next(self._fresh)
+        i, self._next = self._next, self._next - 1
         self.pieces[i] = (sep, piece)
         return i
 
@@ -992,6 +1001,9 @@ class StringClassifier(ModelAdapter):
     def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
         """Positions of a text, in this adapter's ids (see :meth:`relabel`), or of token ids.
 
+        Hold the returned segmentation while its ids are scored: a text whose pieces do not
+        give it back exactly (repeated whitespace...) is remembered only as long as it is.
+
         Example:
             >>> clf = StringClassifier(lambda texts: [[float(len(t))] for t in texts])
             >>> seg = clf.segment("Great  film")
@@ -1049,6 +1061,10 @@ class StringClassifier(ModelAdapter):
         first_sep: dict[tuple[int, str], str] = {}
         end = 0
         for tid, (a, b) in zip(flat, enc["offset_mapping"]):
+            # Byte-level tokenizers cut one character into several tokens whose offsets all
+            # cover it: it is shown once, by the first of them.
+            a = max(a, end)
+            b = max(a, b)
             sep = first_sep.setdefault((tid, text[a:b]), " " if a > end or a == 0 else "")
             pieces.append((tid, sep, text[a:b]))
             end = b

@@ -152,7 +152,9 @@ def _segment(adapter: ModelAdapter, text: str, opts: CorpusOptions) -> tuple[Seg
     lengths = np.cumsum([len(u) for u in seg.unit_ids])
     keep = int(np.searchsorted(lengths, room, side="right"))
     if keep == len(seg.unit_ids):
-        return seg, 0
+        # The whole text: the adapter's own cut, which keeps the text (a model on strings
+        # then sees its spelling, not decoded ids).
+        return adapter.segment(text, opts.granularity), 0
     return Segmentation(seg.unit_ids[:keep], seg.tokens[:keep]), len(seg.unit_ids) - keep
 
 

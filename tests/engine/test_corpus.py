@@ -446,3 +446,18 @@ def test_a_local_path_and_a_loader_load_the_model_where_it_runs(bert, corpus, tm
     by_loader = explain_corpus(loader, corpus, tmp_path / "c", limit=4, **FAST)
     assert_same_scores(by_object, by_path, atol=1e-6)
     assert_same_scores(by_object, by_loader, atol=0)
+
+
+def _case_sensitive(texts):
+    return [[0.0, 1.0 if "Great" in t else -1.0] for t in texts]
+
+
+@pytest.mark.parametrize("truncate", [False, True])
+def test_a_string_model_sees_each_texts_own_spelling_in_a_corpus_run(bert, tmp_path, truncate):
+    _, tok = bert  # uncased: decoded ids would read "great"
+    path = write_jsonl(tmp_path / "c.jsonl", ["Great movie", "great movie"], ids=["a", "b"])
+    clf = sc.StringClassifier(_case_sensitive, tok, max_length=64)
+    run = explain_corpus(
+        clf, path, tmp_path / "out", truncate=truncate, method="ana", output="logits", show_progress=False
+    )
+    assert run.texts().set_index("id")["model_output"].to_dict() == {"a": 1.0, "b": -1.0}

@@ -68,6 +68,18 @@ def test_rows_of_a_padded_batch_explain_their_tokens_not_the_padding(tok_dir):
         np.testing.assert_allclose(a.value, b.value, atol=1e-6)
 
 
+def test_a_pad_token_that_is_also_a_real_token_is_kept(tok_dir):
+    # tokenizer.pad_token = tokenizer.unk_token is a common idiom: [UNK] at either end is
+    # then content, not padding.
+    tok = bert_tokenizer(tok_dir / "safety_bert_unkpad")
+    tok.pad_token = tok.unk_token
+    model = tiny_classifier("bert", tok, initializer_range=0.2)
+    film = tok.convert_tokens_to_ids("film")
+    for ids in ([film, tok.unk_token_id], [tok.unk_token_id, film]):
+        exp = slalom_core.explain(model, ids, tokenizer=tok, method="ana")
+        assert len(exp.tokens) == 2 and "[UNK]" in exp.tokens
+
+
 def test_string_black_box_sees_the_users_own_text(tok_dir):
     tok = bert_tokenizer(tok_dir / "safety_bert_str")  # uncased: decode would lower-case
     text = "The Movie was GREAT, but the plot... boring!"

@@ -215,6 +215,34 @@ def test_a_string_adapter_forgets_the_texts_it_no_longer_needs(tok_dir):
     assert len(clf._vocab.pieces) <= 3  # great, movie, ! (each in one surface form)
 
 
+def _length_model(texts):  # module level, so that it pickles
+    return [[0.0, float(len(t))] for t in texts]
+
+
+def test_a_string_adapter_pickles_and_explains_after(tok_dir):
+    # Ray ships the adapter to its workers by pickling it (a corpus run with engine="ray").
+    import pickle
+
+    tok = bert_tokenizer(tok_dir / "pickle")
+    clf = sc.StringClassifier(_length_model, tok)
+    seg = clf.segment("Great  movie")  # a text with an id of its own, alive while seg is
+    copy = pickle.loads(pickle.dumps(clf))
+    for text in ("Great  movie", "great movie\n"):
+        exp = sc.explain(copy, text, method="ana", output="logits")
+        assert exp.model_output == pytest.approx(len(text))
+    assert clf.decode([i for u in seg.unit_ids for i in u]) == "Great  movie"
+
+
+def test_byte_level_pieces_show_a_character_once(tok_dir):
+    # GPT-2 cuts an emoji into several byte tokens whose offsets all cover the character:
+    # a sample keeping them must show it once, not once per byte.
+    tok = gpt2_tokenizer(tok_dir / "bytes")
+    clf = sc.StringClassifier(_length_model, tok)
+    seg = clf.segment("a 😀 film")
+    assert len(seg.unit_ids) > 3
+    assert clf.decode([i for u in seg.unit_ids[1:] for i in u]) == " 😀 film"
+
+
 def test_pipeline_accepted(tok_dir):
     from transformers import pipeline
 
