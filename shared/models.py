@@ -17,6 +17,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import re
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -993,10 +994,14 @@ class StringClassifier(ModelAdapter):
         # One object, so that the shallow copies as_adapter makes share it (and its ids).
         self._vocab = _PieceVocabulary()
 
-    @property
-    def _has_offsets(self) -> bool:
-        # WhitespaceTokenizer ids are words, case and all: they need no pieces of their own.
-        return bool(getattr(self.tokenizer, "is_fast", False)) and not isinstance(self.tokenizer, WhitespaceTokenizer)
+    def _cut(self, text: str) -> tuple[list[int], list[tuple[int, int]]] | None:
+        """The tokenizer's ids of ``text`` and each token's (start, end) in it; None without offsets."""
+        if isinstance(self.tokenizer, WhitespaceTokenizer):
+            return self.tokenizer.encode(text), [m.span() for m in re.finditer(r"\S+", text)]
+        if not getattr(self.tokenizer, "is_fast", False):
+            return None
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(enc["input_ids"]), list(enc["offset_mapping"])
 
     def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
         """Positions of a text, in this adapter's ids (see :meth:`relabel`), or of token ids.
@@ -1022,13 +1027,14 @@ class StringClassifier(ModelAdapter):
         return self.relabel(dataclasses.replace(seg, text=text_or_ids))
 
     def relabel(self, seg: Segmentation) -> Segmentation:
-        """``seg`` in the ids this adapter scores: with a fast tokenizer and the text, one id
-        per surface piece of the text, so that what the model sees for a sample depends on
-        this text alone; the tokenizer's ids move to ``token_ids``.
+        """``seg`` in the ids this adapter scores: with the text and a tokenizer that gives
+        offsets (a fast one, or the :class:`WhitespaceTokenizer`), one id per surface piece of
+        the text, so that what the model sees for a sample depends on this text alone; the
+        tokenizer's ids move to ``token_ids``.
 
         Without the text the ids stay the tokenizer's, decoded for the model. Without
-        offsets (slow tokenizers, :class:`WhitespaceTokenizer`) they stay too, and only the
-        full text is remembered, by its ids (two texts with the same ids: the later one).
+        offsets (slow tokenizers) they stay too, and only the full text is remembered, by
+        its ids (two texts with the same ids: the later one).
 
         Raises:
             ValueError: the tokenizer does not cut the text into the segmentation's ids.
@@ -1045,11 +1051,11 @@ class StringClassifier(ModelAdapter):
         tids = seg.tokenizer_ids
         flat = [int(i) for u in tids for i in u]
         text = _NotedText(seg.text)
-        if not self._has_offsets:
+        cut = self._cut(str(text))
+        if cut is None:
             self._vocab.texts[tuple(flat)] = text
             return Segmentation(list(tids), list(seg.tokens), text)
-        enc = self.tokenizer(str(text), add_special_tokens=False, return_offsets_mapping=True)
-        if list(enc["input_ids"]) != flat:
+        if cut[0] != flat:
             raise ValueError(
                 "the segmentation's token ids are not what the tokenizer cuts its text into: give "
                 "text=None (the ids are then decoded), or segment the text with this tokenizer"
@@ -1060,7 +1066,7 @@ class StringClassifier(ModelAdapter):
         pieces: list[tuple[int, str, str]] = []
         first_sep: dict[tuple[int, str], str] = {}
         end = 0
-        for tid, (a, b) in zip(flat, enc["offset_mapping"]):
+        for tid, (a, b) in zip(flat, cut[1]):
             # Byte-level tokenizers cut one character into several tokens whose offsets all
             # cover it: it is shown once, by the first of them.
             a = max(a, end)

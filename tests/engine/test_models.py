@@ -329,3 +329,13 @@ def test_score_matrix_keeps_the_graph_and_rejects_bad_outputs():
         sc.score_matrix(torch.zeros(2, 2, dtype=torch.complex64), 2)
     with pytest.raises(ValueError, match="n_rows"):
         sc.score_matrix(torch.zeros(2, 2), -1)
+
+
+def test_the_default_word_tokenizer_keeps_each_texts_own_whitespace():
+    # StringClassifier(f) splits on whitespace: "a  b" and "a b" have the same ids, but the
+    # model must see each text as it was given.
+    clf = sc.StringClassifier(_length_model)
+    texts = ["Great film", "Great  film", " Great film\n"]
+    exps = sc.explain_batch(clf, texts, method="ana", output="logits")
+    assert [e.model_output for e in exps] == [float(len(t)) for t in texts]
+    assert all(e.tokens == ["Great", "film"] for e in exps)
