@@ -114,5 +114,6 @@ class EffFitter(_SampledFitter):
             prior_sd=_request_priors(self.prior_sd, requests),
             l2_value=self.l2_value,
             value_priors=[r.value_prior for r in requests],
+            importance_bases=[r.importance_basis for r in requests],
             device=device,
         )

@@ -24,6 +24,7 @@ def fit_gradient_batch(
     l2_value: float = 1e-3,
     prior_sd: float | list[float] | None = None,
     value_priors: list[tuple[np.ndarray, float] | None] | None = None,
+    importance_bases: list[np.ndarray | None] | None = None,
     device: torch.device | str | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray, dict]]:
     """:func:`fit_gradient` for many problems at once: one batched optimisation.
@@ -42,6 +43,8 @@ def fit_gradient_batch(
             N(centre, sd²) instead of the weak one centred at zero (needs ``prior_sd``);
             sd = 0 holds the values at the centre and fits the importances alone (the
             bounded solver gets equal lower and upper bounds there).
+        importance_bases: per problem, None or a (U,) direction h: the importances' prior
+            is then N(β·h, prior_sd²) with the slope β fitted (needs ``prior_sd``).
         device: where to fit (default: the CPU).
         Other arguments: as in :func:`fit_gradient`, shared by all problems.
 
@@ -82,8 +85,16 @@ def fit_gradient_batch(
         for t, (c, _sd) in given:
             c_np[t, : batch.sizes[t]] = np.asarray(c, dtype=np.float64).reshape(batch.sizes[t], n_out)
         centre = torch.from_numpy(c_np).to(dev)
+    basis = None
+    if importance_bases is not None and any(h is not None for h in importance_bases):
+        h_np = np.zeros((n_t, n_units))
+        for t, h in enumerate(importance_bases):
+            if h is not None:
+                h_np[t, : batch.sizes[t]] = np.asarray(h, dtype=np.float64)
+        basis = torch.from_numpy(h_np).to(dev)
     objective = _objective(
         batch,
+        importance_basis=basis,
         l2_importance=l2_importance,
         l2_value=l2_value,
         prior_sd=prior_sd,
@@ -103,10 +114,12 @@ def fit_gradient_batch(
                 s_np[t, :u] = np.asarray(init[1], dtype=np.float64)
         value0 = torch.from_numpy(v_np).to(dev)
         imp0 = torch.from_numpy(s_np).to(dev)
-    theta0 = torch.cat([value0.flatten(1), imp0], dim=1)
-    # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30).
+    slope0 = torch.zeros(n_t, objective.n_extra, dtype=FIT_DTYPE, device=dev)
+    theta0 = torch.cat([value0.flatten(1), imp0, slope0], dim=1)
+    # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30); the
+    # slope moves a unit-norm axis, so the same bound keeps its part of each s within it.
     inf = torch.full((objective.n_val,), float("inf"), dtype=FIT_DTYPE, device=dev)
-    bound = torch.full((n_units,), IMPORTANCE_BOUND, dtype=FIT_DTYPE, device=dev)
+    bound = torch.full((n_units + objective.n_extra,), IMPORTANCE_BOUND, dtype=FIT_DTYPE, device=dev)
     lower, upper = torch.cat([-inf, -bound]), torch.cat([inf, bound])
     if given:
         lower, upper = lower.repeat(n_t, 1), upper.repeat(n_t, 1)

@@ -7,6 +7,7 @@ import torch
 
 from ..surrogate import dense_slots, surrogate_forward
 from .constants import FIT_DTYPE
+from .objective import effective_samples
 
 
 def laplace_standard_errors(
@@ -18,6 +19,7 @@ def laplace_standard_errors(
     prior_sd: float | None = None,
     weights: np.ndarray | None = None,
     value_sd: float | None = None,
+    importance_basis: np.ndarray | None = None,
     device: torch.device | str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Standard errors of the fitted values (U, K) and mean-zero importances (U,).
@@ -39,6 +41,8 @@ def laplace_standard_errors(
         value_sd: the sd of a Gaussian prior on the values that the fit used (None: none;
             0: the values were held fixed, so they have no error and the importances' SEs
             are those given the values).
+        importance_basis: the (U,) direction along which the fit's prior on the importances
+            was flat (see :class:`~.objective._PosteriorObjective`); None: none.
         device: where to compute.
 
     Example:
@@ -74,9 +78,19 @@ def laplace_standard_errors(
     jac_s = a[:, None, :] * (v.T[None, :, :] - f[:, :, None])
     jac = torch.cat([jac_v, jac_s], dim=2).reshape(n_samples * n_out, n_par)
     rw = wts.repeat_interleave(n_out)
-    prec = (jac * rw[:, None]).T @ jac / sigma2
+    # Weights share the evidence out; they do not multiply it: the data carry the information
+    # of n_eff (Kish) samples, not of n (see objective.effective_samples).
+    n_eff = effective_samples(None if weights is None else wts.cpu().numpy(), n_samples)
+    prec = (jac * rw[:, None]).T @ jac * (n_eff / n_samples / sigma2)
     if prior_sd is not None:
-        prec[n_val:, n_val:] += torch.eye(n_units, dtype=FIT_DTYPE, device=dev) / prior_sd**2
+        prior = torch.eye(n_units, dtype=FIT_DTYPE, device=dev)
+        if importance_basis is not None:
+            h = tens(importance_basis)
+            h = h - h.mean()
+            if float(h.norm()) > 1e-12:
+                h = h / h.norm()
+                prior = prior - torch.outer(h, h)  # no prior precision along the fitted slope
+        prec[n_val:, n_val:] += prior / prior_sd**2
     if value_sd:
         prec[:n_val, :n_val] += torch.eye(n_val, dtype=FIT_DTYPE, device=dev) / value_sd**2
     # The reported parameters satisfy Cᵀθ = 0 (mean-zero s; class-centred v).

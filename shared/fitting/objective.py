@@ -27,6 +27,7 @@ class _Batch:
     y: torch.Tensor  # (T, B, K)
     w: torch.Tensor  # (T, B) sample weights, mean one over real samples, 0 for padding
     n_rows: torch.Tensor  # (T,) real samples
+    n_eff: torch.Tensor  # (T,) effective number of samples of the weighted likelihood (Kish)
     n_units: torch.Tensor  # (T,) real units
     unit_mask: torch.Tensor  # (T, U) 1 for real units
     sizes: list[int]  # real units per text (host copy)
@@ -60,6 +61,7 @@ def _pack(
         idx[t, :b, :l_], mult[t, :b, :l_], y[t, :b] = i, m, yy
         w[t, :b] = 1.0 if wt is None else np.asarray(wt, dtype=np.float64) / np.mean(wt)
     sizes = [int(p[3]) for p in problems]
+    n_eff = np.array([effective_samples(p[4], p[0].shape[0]) for p in problems], dtype=np.float64)
     unit_mask = (np.arange(u_max)[None, :] < np.array(sizes)[:, None]).astype(np.float64)
 
     def dev(a: np.ndarray, dt: torch.dtype = dtype) -> torch.Tensor:
@@ -71,10 +73,30 @@ def _pack(
         dev(y),
         dev(w),
         dev(np.array([p[0].shape[0] for p in problems], dtype=np.float64)),
+        dev(n_eff),
         dev(np.array(sizes, dtype=np.float64)),
         dev(unit_mask),
         sizes,
     )
+
+
+def effective_samples(weights: np.ndarray | None, n_samples: int) -> float:
+    """Kish's effective sample size (Σw)² / Σw² of a weighted fit (``n_samples`` unweighted).
+
+    A weight is a share of the evidence, not a count of observations: 40 samples that carry
+    three quarters of the weight are still 40 observations. The posterior objective weighs
+    its prior against this number; weighing it against the raw count let 40 heavily weighted
+    samples fit ~120 free importances far beyond the prior (an importance 13 prior sds out,
+    a different one at every seed).
+
+    Example:
+        >>> effective_samples(None, 10), effective_samples(np.array([1.0, 1.0, 2.0]), 3)
+        (10.0, 2.666...)
+    """
+    if weights is None:
+        return float(n_samples)
+    w = np.asarray(weights, dtype=np.float64)
+    return float(w.sum() ** 2 / max(float(np.sum(w * w)), 1e-300))
 
 
 def _mse_and_grads(
@@ -137,19 +159,26 @@ def _objective(
     prior_sd: float | list[float] | None,
     value_centre: torch.Tensor | None = None,
     value_sd: list[float | None] | None = None,
+    importance_basis: torch.Tensor | None = None,
 ) -> _Objective:
     """The posterior objective under a prior on the importances, else the ridge objective."""
     if prior_sd is None:
-        if value_centre is not None:
-            raise ValueError("a prior on the values needs the posterior objective (give prior_sd)")
+        if value_centre is not None or importance_basis is not None:
+            raise ValueError(
+                "a prior on the values or an importance basis needs the posterior objective (give prior_sd)"
+            )
         return _RidgeObjective(batch, l2_importance=l2_importance, l2_value=l2_value)
-    return _PosteriorObjective(batch, prior_sd=prior_sd, value_centre=value_centre, value_sd=value_sd)
+    return _PosteriorObjective(
+        batch, prior_sd=prior_sd, value_centre=value_centre, value_sd=value_sd, importance_basis=importance_basis
+    )
 
 
 class _Objective:
     """The gradient fits' objective per text, on a flat (T, P) parameter matrix.
 
-    The first U·K entries of a row are the values, the last U the importances. The MSE is
+    The first U·K entries of a row are the values, the next U the importances, and, where
+    :attr:`n_extra` is 1, a last entry β: the slope of the importances along a fitted axis
+    (see :class:`_PosteriorObjective`; the importances are then the U entries plus β·h). The MSE is
     taken in units of the targets' variance (1 − R² on the samples), so that a tolerance
     means the same for models with large or small log-odds. Subclasses add the
     regularisation (:meth:`_penalise`): a ridge, or a prior.
@@ -159,6 +188,8 @@ class _Objective:
         self.batch = batch
         n_t, n_units, n_out = batch.shape
         self.n_val = n_units * n_out
+        self.n_extra = 0
+        self.basis: torch.Tensor | None = None  # (T, U) unit-norm axis of the slope β
         self.centre = n_out > 1  # App. C.1: values sum to zero over classes
         real = batch.w > 0  # (T, B)
         n_el = batch.n_rows * n_out
@@ -170,26 +201,35 @@ class _Objective:
         self.size_v = 1.0 / ((batch.y**2).sum(dim=(1, 2)) / n_el).clamp_min(1e-12)
 
     def unpack(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(values (T, U, K), importances (T, U)) of a parameter matrix."""
+        value, own, slope = self._split(theta)
+        return value, own if slope is None else own + slope * self.basis
+
+    def _split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         n_t, n_units, n_out = self.batch.shape
         value = theta[:, : self.n_val].view(n_t, n_units, n_out)
         if self.centre:
             value = value - value.mean(dim=-1, keepdim=True)
-        return value, theta[:, self.n_val :]
+        own = theta[:, self.n_val : self.n_val + n_units]
+        return value, own, theta[:, -1:] if self.n_extra else None
 
     def __call__(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(objective (T,), gradient (T, P), relative MSE (T,))."""
-        value, imp = self.unpack(theta)
+        value, own, slope = self._split(theta)
+        imp = own if slope is None else own + slope * self.basis
         mse, gv, gs = _mse_and_grads(self.batch, value, imp)
         rel = mse * self.scale
         if self.centre:
             gv = gv - gv.mean(dim=-1, keepdim=True)
-        obj, gv, gs = self._penalise(rel, gv, gs, value, imp)
-        return obj, torch.cat([gv.flatten(1), gs], dim=1), rel
+        obj, gv, g_own, g_slope = self._penalise(rel, gv, gs, value, own)
+        parts = [gv.flatten(1), g_own] + ([] if g_slope is None else [g_slope])
+        return obj, torch.cat(parts, dim=1), rel
 
     def _penalise(
-        self, rel: torch.Tensor, gv: torch.Tensor, gs: torch.Tensor, value: torch.Tensor, imp: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(objective, value gradient, importance gradient) from the relative MSE and its gradients."""
+        self, rel: torch.Tensor, gv: torch.Tensor, gs: torch.Tensor, value: torch.Tensor, own: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(objective, value gradient, gradient of the importances' own entries, of the slope
+        or None) from the relative MSE and its gradients w.r.t. the values and importances."""
         raise NotImplementedError
 
 
@@ -214,14 +254,27 @@ class _RidgeObjective(_Objective):
         obj = rel + self.l2_value * sc * vv / n_v + self.l2_importance * ss / self.batch.n_units
         gv = gv * sc[:, None, None] + (2.0 * self.l2_value * sc / n_v)[:, None, None] * value
         gs = gs * sc[:, None] + (2.0 * self.l2_importance / self.batch.n_units)[:, None] * imp
-        return obj, gv, gs
+        return obj, gv, gs, None
 
 
 class _PosteriorObjective(_Objective):
     """Negative log posterior: profiled noise, a Gaussian prior on the importances (sd
     ``prior_sd``, one or one per text) and one on the values: weak and centred at zero, or,
     for the texts that give one, centred at ``value_centre`` (T, U, K) with sd ``value_sd``
-    (in the targets' units)."""
+    (in the targets' units).
+
+    ``importance_basis`` (T, U), where a text gives a non-zero row h: the importances' prior
+    is N(β·h, prior_sd²) with the slope β free (a flat prior on it). One number β fitted from
+    all samples moves every importance along h; each token's own deviation from that line
+    stays shrunk to what its few samples determine. β is a parameter of its own (s = d + β·ĥ,
+    the prior on d): minimised over β, that is the Gaussian penalty on s minus its projection
+    on ĥ, but a single parameter along the dense axis ĥ keeps the quasi-Newton steps well
+    conditioned where the projected penalty left a nearly flat valley (batched and single
+    fits then stopped at different points of it).
+
+    ``prior_sd``'s counterpart in samples is the effective number n_eff (Kish) of the
+    weighted samples: the objective is the negative log posterior per n_eff / 2.
+    """
 
     def __init__(
         self,
@@ -230,31 +283,42 @@ class _PosteriorObjective(_Objective):
         prior_sd: float | list[float],
         value_centre: torch.Tensor | None = None,
         value_sd: list[float | None] | None = None,
+        importance_basis: torch.Tensor | None = None,
     ) -> None:
         super().__init__(batch)
+        if importance_basis is not None:
+            # Unit-norm, centred over each text's real units (so the shift stays mean-zero).
+            h = importance_basis * batch.unit_mask
+            h = (h - (h.sum(dim=1, keepdim=True) / batch.n_units[:, None])) * batch.unit_mask
+            norm = h.norm(dim=1, keepdim=True)
+            self.basis = torch.where(norm > 1e-12, h / norm.clamp_min(1e-12), torch.zeros_like(h))
+            self.n_extra = 1
         self.prior_sd = prior_sd
         sd = torch.as_tensor(prior_sd, dtype=batch.y.dtype, device=batch.y.device)  # one, or one per text
-        self.prior = 1.0 / (batch.n_rows * sd**2)
-        self.prior_v = self.size_v / (batch.n_rows * VALUE_PRIOR_SD**2)
+        # The objective is the log posterior per n_eff / 2 samples (see effective_samples).
+        self.prior = 1.0 / (batch.n_eff * sd**2)
+        self.prior_v = self.size_v / (batch.n_eff * VALUE_PRIOR_SD**2)
         self.value_centre = torch.zeros_like(batch.y[:, :1, :]) if value_centre is None else value_centre
         for t, v_sd in enumerate(value_sd or []):
             if v_sd is not None:
-                self.prior_v[t] = 1.0 / (batch.n_rows[t] * v_sd**2)
+                self.prior_v[t] = 1.0 / (batch.n_eff[t] * v_sd**2)
 
-    def _penalise(self, rel, gv, gs, value, imp):
-        # Negative log posterior per n/2 samples, noise variance profiled out:
+    def _penalise(self, rel, gv, gs, value, own):
+        # Negative log posterior per n_eff/2 samples, noise variance profiled out:
         # d log(L) = dL/L. The floor keeps exact fits finite. Priors sit outside the
         # log, so that exact data is still fitted exactly: s ~ N(0, prior_sd²), and the
         # values a weak N(0, (VALUE_PRIOR_SD · sd(y))²) for the same reason as the ridge.
         sc = self.scale
         dv = value - self.value_centre
         vv = (dv * dv).sum(dim=(1, 2))
-        ss = (imp * imp).sum(dim=1)
+        ss = (own * own).sum(dim=1)
         floor = rel + 1e-12
         obj = torch.log(floor) + self.prior * ss + self.prior_v * vv
         gv = gv * (sc / floor)[:, None, None] + (2.0 * self.prior_v)[:, None, None] * dv
-        gs = gs * (sc / floor)[:, None] + (2.0 * self.prior)[:, None] * imp
-        return obj, gv, gs
+        g_data = gs * (sc / floor)[:, None]
+        g_own = g_data + (2.0 * self.prior)[:, None] * own
+        g_slope = None if self.basis is None else (g_data * self.basis).sum(dim=1, keepdim=True)
+        return obj, gv, g_own, g_slope
 
     def curvature(self, theta: torch.Tensor) -> torch.Tensor:
         """The diagonal of the objective's Gauss–Newton Hessian at ``theta`` (T, P).
@@ -278,6 +342,9 @@ class _PosteriorObjective(_Objective):
         d_s = torch.zeros_like(imp).scatter_add_(1, flat, (a2 * spread).flatten(1))
         data, p_v, p_s = self.scale / (self(theta)[2] + 1e-12), self.prior_v, self.prior
         d_v = d_v.unsqueeze(-1).expand(-1, -1, n_out).flatten(1) * data[:, None] + 2.0 * p_v[:, None]
-        d_s = d_s * data[:, None] + 2.0 * p_s[:, None]
-        d = torch.cat([d_v, d_s], dim=1)
+        d_s_data = d_s * data[:, None]
+        parts = [d_v, d_s_data + 2.0 * p_s[:, None]]
+        if self.basis is not None:
+            parts.append((d_s_data * self.basis**2).sum(dim=1, keepdim=True))  # the slope: data only
+        d = torch.cat(parts, dim=1)
         return torch.where(d > 0, d, torch.ones_like(d))

@@ -34,7 +34,10 @@ class FitRequest:
     their (B, K) targets, the number of units, an optional warm start (value, importance),
     optional (B,) sample weights, the importances' prior sd for this fit (None: the
     fitter's) and an optional prior on the values ``(centre (U, K), sd)`` (sd 0: the values
-    are held at the centre and only the importances are fitted). The driver sends back
+    are held at the centre and only the importances are fitted), and an optional (U,)
+    direction ``h`` along which the importances' prior is flat (the prior is on s minus
+    its best fit β·h, β fitted from the data; see :class:`~.objective._PosteriorObjective`).
+    The driver sends back
     ``(value, importance, info)``."""
 
     samples: list[np.ndarray]
@@ -44,3 +47,4 @@ class FitRequest:
     weights: np.ndarray | None = None
     prior_sd: float | None = None
     value_prior: tuple[np.ndarray, float] | None = None
+    importance_basis: np.ndarray | None = None

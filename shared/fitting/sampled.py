@@ -162,6 +162,11 @@ class _SampledFitter(Fitter):
         return None
         yield  # a generator that yields nothing
 
+    def importance_basis(self, value_prior: tuple[np.ndarray, float] | None) -> np.ndarray | None:
+        """The (U,) direction along which the importances' prior is flat, for a fit under
+        ``value_prior`` (default: None, the prior centred at zero)."""
+        return None
+
     def design_diagnostics(self, n_samples: int, n_positions: int) -> dict:
         """What the design was on this text, for the explanation's diagnostics."""
         return {}
@@ -203,6 +208,7 @@ class _SampledFitter(Fitter):
                 prior_sd=sd,
                 weights=request.weights,
                 value_sd=None if request.value_prior is None else request.value_prior[1],
+                importance_basis=request.importance_basis,
             )
             gamma = (request.n_units - 1) - float(np.sum(se_s**2)) / sd**2
             new = float(np.clip(np.sqrt(np.sum(s**2) / max(gamma, 0.5)), *EVIDENCE_RANGE))
@@ -231,7 +237,15 @@ class _SampledFitter(Fitter):
                 full_target,
             )
             value, imp, info, sd = yield from self._prior_fit(
-                FitRequest(train, y_train, n_units, None, w_train, value_prior=v_prior)
+                FitRequest(
+                    train,
+                    y_train,
+                    n_units,
+                    None,
+                    w_train,
+                    value_prior=v_prior,
+                    importance_basis=self.importance_basis(v_prior),
+                )
             )
             hold = [samples[i] for i in hold_idx]
             pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
@@ -244,7 +258,8 @@ class _SampledFitter(Fitter):
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
         v_prior = yield from self._value_prior(samples, y, np.arange(len(samples)), len(position_units), n_units)
         all_samples, y_all, weights = self._with_anchor(samples, y, w_design, position_units, full_target)
-        final = FitRequest(all_samples, y_all, n_units, init, weights, sd, value_prior=v_prior)
+        basis = self.importance_basis(v_prior)
+        final = FitRequest(all_samples, y_all, n_units, init, weights, sd, value_prior=v_prior, importance_basis=basis)
         if len(hold_idx):
             value, imp, info = yield final
         else:
@@ -263,5 +278,6 @@ class _SampledFitter(Fitter):
             prior_sd=sd,
             weights=weights,
             value_sd=None if v_prior is None else v_prior[1],
+            importance_basis=basis,
         )
         return FitResult(value, imp, diag, value_se=se_v, importance_se=se_s)

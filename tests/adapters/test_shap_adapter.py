@@ -217,7 +217,10 @@ def test_batch_of_different_lengths_matches_single_texts(gt_explainer, tok):
         assert list(sv.data[i]) == toks
         assert list(sv.feature_names[i]) == [t.strip() for t in toks]
         one = gt_explainer(text, silent=True)
-        np.testing.assert_allclose(sv[i].values, one[0].values, atol=1e-6)
+        # Exact data: a fit stops once its squared error is below 1e-10 of the targets'
+        # variance (EXACT_FIT), which leaves parameters free at about 1e-5: a batch and a loop
+        # may stop on either side of it.
+        np.testing.assert_allclose(sv[i].values, one[0].values, atol=1e-4)
     assert sv.compute_time > 0
 
 

@@ -69,7 +69,9 @@ def scores(run):
 def assert_same_scores(a, b, atol=1e-4):
     a, b = scores(a), scores(b)
     assert a.index.equals(b.index)
-    np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), atol=atol)
+    # Relative too: lin = v·exp(s) reaches ±85 on the tiny random BERT, where the fit's
+    # stopping tolerance alone moves it by about 1e-6 of its size.
+    np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), atol=atol, rtol=1e-5)
 
 
 # -- reading ----------------------------------------------------------------------------

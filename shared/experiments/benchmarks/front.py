@@ -48,6 +48,23 @@ from slalom_core.surrogate import _predict_sparse, pad_sequences
 #: share of the weight (w, in %; "wnone" = each sample the same), the anchor's (a, in %),
 #: and the deletions' largest fraction (d, in %) where it is not 50.
 DESIGNS: dict[str, tuple[str, int, dict]] = {
+    # The authors' implementation (PyPI slalom-explanations 0.1.2, SLALOM-eff, its defaults).
+    "reference-1000": ("reference", 1000, {}),
+    # The default since the importances' prior counts effective samples: as the old default,
+    # plus a fitted slope of importance on the pairs' |value| (`importance_slope`).
+    "hybrid-1000-del4-w75-a10-v0.1-slope": ("hybrid", 1000, {"context_weight": 0.75, "importance_slope": True}),
+    "hybrid-1000-del2-w75-a10-v0.1-slope": (
+        "hybrid",
+        1000,
+        {"context_weight": 0.75, "context_share": 0.02, "importance_slope": True},
+    ),
+    "hybrid-1000-del1-w75-a10-v0.1-slope": (
+        "hybrid",
+        1000,
+        {"context_weight": 0.75, "context_share": 0.01, "importance_slope": True},
+    ),
+    "hybrid-1000-del4-w75-a10-v0.1-noslope": ("hybrid", 1000, {"context_weight": 0.75, "importance_slope": False}),
+    "eff-500": ("eff", 500, {}),
     "eff-1000": ("eff", 1000, {}),
     "eff-1000-a10": ("eff", 1000, {"anchor_weight": 0.1}),
     # hybrid's defaults: 4 % deletions, half the weight, anchor 0.1, values within 0.1 of eff's
@@ -104,7 +121,17 @@ METRICS: tuple[tuple[str, bool], ...] = (
     ("nb_value", True),
     ("nb_lin", True),
     ("determined", True),
+    ("del_contribution", True),
+    ("del_removal", True),
+    ("top5_stable", True),
+    ("z_sd", False),
 )
+
+#: Metrics measured across seeds (``--seeds``): the share of the top-5 positions by
+#: |contribution| that two seeds agree on (mean over seed pairs), and the sd of the
+#: importances' seed-to-seed differences over their combined standard errors (1 when the
+#: standard errors mean what they say; determined importances only).
+SEED_METRICS = ("top5_stable", "z_sd")
 
 
 def _log_odds(adapter: sc.HFClassifier, seqs: list[list[int]]) -> np.ndarray:
@@ -112,48 +139,130 @@ def _log_odds(adapter: sc.HFClassifier, seqs: list[list[int]]) -> np.ndarray:
     return (logits[:, 1] - logits[:, 0]).numpy()
 
 
-def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads) -> dict:
-    """One design on one text: the row of per-text numbers the front aggregates."""
+class _ReferenceModel(torch.nn.Module):
+    """The HF-style ``model(input_ids, attention_mask)["logits"]`` the reference calls."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> dict:
+        with torch.no_grad():
+            return {"logits": self.inner(input_ids=input_ids, attention_mask=attention_mask).logits.float()}
+
+
+def _reference_scores(adapter, inst, n_samples: int, seed: int) -> dict:
+    """The reference's scores per position, in the engine's terms (no reference point, no SEs)."""
+    from slalom_explanations import SLALOMLocalExplanantions  # the package's own spelling
+
+    explainer = SLALOMLocalExplanantions(
+        _ReferenceModel(adapter.model),
+        adapter.tokenizer,
+        n_samples=n_samples,
+        device="cpu",
+        modes=["value", "imp", "lin", "removal"],
+        pad_token_id=int(adapter.pad_id),
+    )
+    torch.manual_seed(seed)
+    with _quiet_reference():
+        value, imp, lin, removal = np.asarray(explainer.get_signed_importance_for_tokens(list(inst.token_ids)), float)
+    alpha = np.exp(imp - imp.max())
+    alpha /= alpha.sum()
+    return {"value": value, "importance": imp, "lin": lin, "removal": removal, "contribution": alpha * value}
+
+
+def _quiet_reference():
+    from slalom_core.experiments.baselines import _quiet_reference as quiet
+
+    return quiet()
+
+
+def _explain(adapter, inst, design, seed: int):
+    """(scores per position, importance SEs or None, the explanation or None, seconds)."""
     method, n_samples, options = design
-    torch.set_num_threads(threads)
     t0 = time.perf_counter()
+    if method == "reference":
+        return _reference_scores(adapter, inst, n_samples, seed), None, None, time.perf_counter() - t0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sc.SlalomFitWarning)  # the gap and R² are measured here
         exp = sc.explain(adapter, inst.token_ids, method=method, n_samples=n_samples, seed=seed, **options)
     seconds = time.perf_counter() - t0
-    d = exp.diagnostics
-    units = [exp.unit_index[c] for c in check]
-    pred = _predict_sparse(*pad_sequences(units), exp.surrogate.value[:, None], exp.surrogate.importance)[0][:, 0]
-    y = check_y - exp.base_value
-    check_r2 = 1.0 - float(np.sum((pred - y) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12))
-    sign = 1.0 if exp.model_output > exp.base_value else -1.0
+    scores = {
+        k: np.asarray(exp.scores(k), dtype=float) for k in ("value", "importance", "lin", "removal", "contribution")
+    }
+    return scores, np.asarray(exp.importance_se, dtype=float), exp, seconds
+
+
+def seed_agreement(runs: list[tuple[dict, np.ndarray | None]]) -> dict:
+    """``top5_stable`` and ``z_sd`` (see :data:`SEED_METRICS`) from per-seed (scores, SEs).
+
+    Example:
+        >>> s = {"contribution": np.arange(8.0), "importance": np.zeros(8)}
+        >>> seed_agreement([(s, None), (s, None)])["top5_stable"]
+        1.0
+    """
+    tops, zs = [], []
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            (a, se_a), (b, se_b) = runs[i], runs[j]
+            ta = set(np.argsort(-np.abs(a["contribution"]), kind="stable")[:5])
+            tb = set(np.argsort(-np.abs(b["contribution"]), kind="stable")[:5])
+            tops.append(len(ta & tb) / 5)
+            if se_a is not None and se_b is not None:
+                se = np.sqrt(se_a**2 + se_b**2)
+                ok = np.isfinite(se) & (se > 0)
+                zs.append((a["importance"][ok] - b["importance"][ok]) / se[ok])
+    z = np.concatenate(zs) if zs else np.array([])
+    return {"top5_stable": float(np.mean(tops)) if tops else np.nan, "z_sd": float(np.std(z)) if len(z) > 2 else np.nan}
+
+
+def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, seeds=()) -> dict:
+    """One design on one text: the row of per-text numbers the front aggregates (the
+    explanation at ``seed``; ``seeds`` adds :data:`SEED_METRICS`)."""
+    torch.set_num_threads(threads)
+    scores, se, exp, seconds = _explain(adapter, inst, design, seed)
+    if exp is not None:
+        d = exp.diagnostics
+        units = [exp.unit_index[c] for c in check]
+        pred = _predict_sparse(*pad_sequences(units), exp.surrogate.value[:, None], exp.surrogate.importance)[0][:, 0]
+        y = check_y - exp.base_value
+        check_r2 = 1.0 - float(np.sum((pred - y) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12))
+        row = {
+            "seconds": seconds,
+            "tokens": d["tokens_evaluated"],
+            "evaluations": d["model_evaluations"],
+            "gap": abs(exp.full_text_gap),
+            "signal": abs(exp.model_output - exp.base_value),
+            "heldout_r2": d.get("heldout_r2", np.nan),
+            "check_r2": check_r2,
+            "converged": bool(d.get("fit_converged", True)),
+            "determined": float(np.mean(exp.importance_determined)) if exp.importance_se is not None else np.nan,
+        }
+    else:
+        row = {"seconds": seconds}
+    full = _log_odds(adapter, [list(inst.token_ids)])[0]
+    sign = 1.0 if full > 0 else -1.0  # towards the predicted class
     target = 1 if sign > 0 else 0
 
     def predict(seqs):
         return torch.softmax(adapter.score(seqs), dim=1)[:, target].numpy()
 
-    row = {
-        "seconds": seconds,
-        "tokens": d["tokens_evaluated"],
-        "evaluations": d["model_evaluations"],
-        "gap": abs(exp.full_text_gap),
-        "signal": abs(exp.model_output - exp.base_value),
-        "heldout_r2": d.get("heldout_r2", np.nan),
-        "check_r2": check_r2,
-        "converged": bool(d.get("fit_converged", True)),
-        "determined": float(np.mean(exp.importance_determined)) if exp.importance_se is not None else np.nan,
-    }
-    for score in ("lin", "value"):
-        oriented = sign * np.asarray(exp.scores(score), dtype=float)
+    for score in ("lin", "value", "contribution", "removal"):
+        oriented = sign * scores[score]
         row[f"del_{score}"] = ev.comprehensiveness(predict, inst.token_ids, oriented).value
         if score == "lin":
             row["ins_lin"] = ev.sufficiency(predict, inst.token_ids, oriented).value
     if inst.attention is not None:
-        row["hat_importance"] = ev.human_attention_agreement(exp.importance, inst.attention, absolute=False).roc_auc
-        row["hat_lin"] = ev.human_attention_agreement(exp.lin, inst.attention, absolute=True).roc_auc
+        row["hat_importance"] = ev.human_attention_agreement(
+            scores["importance"], inst.attention, absolute=False
+        ).roc_auc
+        row["hat_lin"] = ev.human_attention_agreement(scores["lin"], inst.attention, absolute=True).roc_auc
     if nb_table is not None:
-        row["nb_value"] = ev.nb_spearman(inst.token_ids, exp.value, nb_table).rho
-        row["nb_lin"] = ev.nb_spearman(inst.token_ids, exp.lin, nb_table).rho
+        row["nb_value"] = ev.nb_spearman(inst.token_ids, scores["value"], nb_table).rho
+        row["nb_lin"] = ev.nb_spearman(inst.token_ids, scores["lin"], nb_table).rho
+    if len(seeds) > 1:
+        runs = [(scores, se)] + [_explain(adapter, inst, design, s)[:2] for s in seeds if s != seed]
+        row.update(seed_agreement(runs))
     return row
 
 
@@ -199,8 +308,11 @@ def summarise(rows: list[dict], designs: list[str], baseline: str) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in designs:
         rs = [by[(name, t)] for t in texts]
-        ratio = np.mean([r["gap"] for r in rs]) / max(np.mean([r["signal"] for r in rs]), 1e-12)
-        cells = [name, f"{ratio:.3f}"]
+        if all("gap" in r for r in rs):
+            ratio = f"{np.mean([r['gap'] for r in rs]) / max(np.mean([r['signal'] for r in rs]), 1e-12):.3f}"
+        else:
+            ratio = "–"  # the reference reports no surrogate output
+        cells = [name, ratio]
         cells += [_cell(np.array([r.get(m, np.nan) for r in rs], dtype=float), m) for m in present]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Paired differences to `{baseline}` on the same texts (design − baseline, mean ± s.e.):", ""]
@@ -211,6 +323,8 @@ def summarise(rows: list[dict], designs: list[str], baseline: str) -> str:
             cells = [name] + [_cell(_paired(by, name, baseline, texts, m), m, signed=True) for m in present]
             lines.append("| " + " | ".join(cells) + " |")
     lengths = {t: by[(baseline, t)]["n_tokens"] for t in texts}
+    if not texts:
+        return "\n".join(lines) + "\n"
     cut = float(np.median(list(lengths.values())))
     halves = {
         f"≤ {cut:.0f} tokens": [t for t in texts if lengths[t] <= cut],
@@ -244,6 +358,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--check-samples", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--seeds", default="", help="comma-separated seeds for the seed metrics, e.g. 0,1,2 (default: none)"
+    )
     ap.add_argument("--out", default="bench_output/front")
     ap.add_argument(
         "--summarise", action="store_true", help="only rewrite front.md from --out's per_text.jsonl (no model calls)"
@@ -290,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
                     check_y=check_y,
                     nb_table=nb_table,
                     threads=args.threads,
+                    seeds=[int(x) for x in args.seeds.split(",") if x],
                 )
                 row.update(design=name, text=inst.index, n_tokens=inst.n_tokens)
                 rows.append(row)
