@@ -1,4 +1,4 @@
-"""The three ways of fitting a local SLALOM (Sec. 5.2-5.3, App. D, Prop. 5.2), in torch.
+"""The ways of fitting a local SLALOM (Sec. 5.2-5.3, App. D, Prop. 5.2), in torch.
 
 Each fitter is a small state machine written as a generator: it *yields* the samples (lists
 of unit-index sequences) it wants the model to score, receives the fitting targets back via
@@ -9,6 +9,9 @@ yield their fits as :class:`FitRequest` objects, so that the driver can solve th
 all texts in one batched optimisation (:meth:`_SampledFitter.solve_batch`) on the model's
 device; :meth:`~Fitter.run` solves them inline, one text at a time.
 
+- ``hybrid`` (:class:`HybridFitter`, the default): eff's short sequences for the values,
+  a few deletions from the full text and the text itself for the importances, whose prior
+  is centred on a fitted slope times the pairs' |value|.
 - ``eff``  (:class:`EffFitter`):   short random sequences, gradient descent on the MSE.
 - ``fidel`` (:class:`FidelFitter`): deletions from the full text, quasi-Newton on the
   posterior (default) or alternating least squares.
@@ -23,7 +26,8 @@ Files: :mod:`.constants` (shared numerical settings), :mod:`.protocol` (requests
 results), :mod:`.objective` (the batched objective), :mod:`.solvers` (batched L-BFGS, Adam),
 :mod:`.gradient` (gradient fits), :mod:`.als` (alternating least squares), :mod:`.laplace`
 (standard errors), :mod:`.fitter` (the interface and option tables), :mod:`.sampled` (the
-eff/fidel flow), and one file per method: :mod:`.eff`, :mod:`.fidel`, :mod:`.ana`.
+eff/hybrid/fidel flow), and one file per method: :mod:`.hybrid`, :mod:`.eff`, :mod:`.fidel`,
+:mod:`.ana`.
 """
 
 from __future__ import annotations
