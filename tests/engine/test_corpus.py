@@ -348,6 +348,19 @@ def test_every_row_is_explained_or_failed(bert, tmp_path):
     assert texts.loc["long", "n_positions"] == 62 and texts.loc["long", "truncated_positions"] == 18
 
 
+def _leaky_gateway(texts):
+    raise RuntimeError('HTTP 401: {"headers": {"Authorization": "Bearer sk-live-abcdefghijklmnop1234"}}')
+
+
+def test_failures_table_redacts_credentials_quoted_in_errors(bert, tmp_path):
+    _, tok = bert
+    path = write_jsonl(tmp_path / "c.jsonl", ["a film"], ids=["a"])
+    with pytest.warns(UserWarning, match="1 of 1 texts could not be explained"):
+        run = explain_corpus(sc.StringClassifier(_leaky_gateway, tok), path, tmp_path / "out", show_progress=False)
+    message = run.failures()["message"].iloc[0]
+    assert "Bearer [redacted]" in message and "abcdefghijklmnop" not in message
+
+
 class Exploding(torch.nn.Module):
     def forward(self, input_ids, attention_mask):
         raise AssertionError("the model must not be called")
