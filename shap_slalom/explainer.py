@@ -164,6 +164,79 @@ class SlalomExplainer(shap.Explainer):
         # known only after the first call, for string models).
         self.output_names = None
 
+    # -- saving ------------------------------------------------------------------------
+    #: The block this class adds after shap's own in a saved explainer.
+    _SAVE_BLOCK = "shap_slalom.SlalomExplainer"
+
+    def save(self, out_file: Any, model_saver: Any = ".save", masker_saver: Any = ".save") -> None:
+        """Write the explainer to a binary stream: shap's model and masker, then SLALOM's settings.
+
+        shap's own ``Explainer.save`` keeps only the model, masker and link, and its
+        ``load`` passes only those on, so an explainer came back with the default method,
+        sample count and seed. This block keeps ``method``, ``n_samples``, ``seed``,
+        ``output`` (as decided on the first call), ``fit_options`` and the class names.
+
+        Example:
+            >>> import io
+            >>> buf = io.BytesIO()
+            >>> explainer.save(buf); _ = buf.seek(0)  # doctest: +SKIP
+            >>> SlalomExplainer.load(buf).n_samples  # doctest: +SKIP
+            600
+        """
+        super().save(out_file, model_saver, masker_saver)
+        from shap._serializable import Serializer
+
+        with Serializer(out_file, self._SAVE_BLOCK, version=0) as s:
+            # "auto" is saved as what it decided, so that the loaded explainer reads the
+            # model's outputs in the same units without deciding again.
+            settings = {
+                "method": self.method,
+                "n_samples": self.n_samples,
+                "seed": self.seed,
+                "output": self.model.output_kind or self.output,
+                "fit_options": dict(self.fit_options),
+                "output_names": list(self.class_names) if self.class_names is not None else None,
+            }
+            for key, value in settings.items():
+                s.save(key, value)
+
+    @classmethod
+    def load(  # type: ignore[override]
+        cls, in_file: Any, model_loader: Any = None, masker_loader: Any = None, instantiate: bool = True
+    ) -> Any:
+        """Read an explainer written by :meth:`save`, with its SLALOM settings.
+
+        Example:
+            >>> explainer = SlalomExplainer.load(open("explainer.bin", "rb"))  # doctest: +SKIP
+            >>> explainer.method, explainer.n_samples, explainer.seed  # doctest: +SKIP
+            ('eff', 600, 7)
+        """
+        import pickle
+
+        from shap._serializable import Deserializer
+
+        if instantiate:
+            # shap's own instantiating load keeps only the positional arguments of __init__
+            # (model, masker): the settings, keyword-only here, would be dropped.
+            obj_type = pickle.load(in_file)
+            if not (isinstance(obj_type, type) and issubclass(obj_type, cls)):
+                raise ValueError(f"the stream holds a {obj_type!r}, not a {cls.__name__}: load it with its own class")
+            return obj_type(**obj_type.load(in_file, model_loader, masker_loader, instantiate=False))
+        kwargs = super().load(in_file, model_loader, masker_loader, instantiate=False)
+        model = kwargs.get("model")
+        if isinstance(model, LogOddsModel):
+            kwargs["model"] = model.adapter  # the wrapper is rebuilt by __init__
+        try:
+            with Deserializer(in_file, cls._SAVE_BLOCK, min_version=0, max_version=0) as s:
+                for key in ("method", "n_samples", "seed", "output", "fit_options", "output_names"):
+                    kwargs[key] = s.load(key)
+        except EOFError as err:
+            raise ValueError(
+                "the stream ends after shap's explainer block: it was saved without SLALOM's settings "
+                "(by shap_slalom before save() kept them, or by shap's Explainer.save); save it again"
+            ) from err
+        return kwargs
+
     # -- inputs -------------------------------------------------------------------------
     def _positions(self, text: str) -> tuple[int, list[int], sc.Segmentation]:
         """The masker's tokens of ``text``: their count, the explained ones, and their units."""

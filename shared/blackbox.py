@@ -8,7 +8,8 @@ paid endpoint needs:
 - concurrent requests (``workers``) for I/O-bound endpoints, retries with exponential
   backoff on transient errors, a clear :class:`APIError` on permanent ones; answers that
   came back are kept (cached) and nothing else: no partial result is returned, and the
-  cache file is replaced atomically, never half-written;
+  cache file is replaced atomically, never half-written, and merged with what other
+  processes wrote to it (under a lock file, POSIX ``flock``);
 - a budget (``max_calls``, ``max_input_tokens``) that ``explain`` checks against the
   method's planned samples before the first call, and enforces again before each batch;
 - running totals (:meth:`APIClassifier.usage`), which ``explain`` reports per call in
@@ -17,9 +18,11 @@ paid endpoint needs:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import re
 import tempfile
 import threading
 import time
@@ -31,9 +34,39 @@ import numpy as np
 
 from .models import StringClassifier
 
-__all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError"]
+__all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError", "redact_secrets"]
 
 _CACHE_FORMAT = "slalom-xai api cache"
+
+# Credentials a server may echo back in an error body (a gateway that quotes the request's
+# headers, a URL with its key): the value after the name, up to a quote, comma, brace or space.
+_SECRET_PATTERNS = [
+    re.compile(r"(?i)(\bbearer\s+)[^\s\"',;}\]]+"),
+    re.compile(r"(?i)(\bbasic\s+)[A-Za-z0-9+/=]{8,}"),
+    re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?!bearer\s|basic\s)[^\s\"',;}\]]+"),
+    re.compile(r"(?i)(\b(?:x-)?api[-_]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&}\]]+"),
+    re.compile(r"(?i)([?&](?:api[-_]?)?key=)[^&\s\"']+"),
+    re.compile(r"()\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys, wherever they appear
+]
+REDACTED = "[redacted]"
+
+
+def redact_secrets(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` with credentials replaced by ``[redacted]``: the given ``secrets`` wherever
+    they occur, and values of Authorization / Bearer / api-key patterns.
+
+    For anything quoted from a server or an exception into an error message, a log or a
+    failures table: a gateway that echoes the request headers must not put the API key there.
+
+    Example:
+        >>> redact_secrets('HTTP 400: {"headers": {"Authorization": "Bearer abc123", "x-api-key": "k9"}}')
+        'HTTP 400: {"headers": {"Authorization": "Bearer [redacted]", "x-api-key": "[redacted]"}}'
+    """
+    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
 
 
 class TransientAPIError(RuntimeError):
@@ -88,8 +121,15 @@ class APIClassifier(StringClassifier):
         transient: exception types that are retried.
         cache_file: a JSON file of answers: read if it exists, rewritten atomically after
             each batch of new answers. ``cache_key`` (e.g. model name and prompt version)
-            is stored with it; a file with another key is refused, so answers of one model
-            never stand in for another's.
+            is stored with it, and so is what else shapes an answer: ``class_names``, the
+            number of scores, the call's name and its ``cache_identity`` attribute (a
+            JSON-able dict of settings, e.g. endpoint, model, prompt and labels, as
+            :func:`~slalom_core.experiments.openai_chat.chat_label_logprobs` sets it). A
+            file that differs in any of them is refused, so answers of one model, prompt or
+            label set never stand in for another's. Processes may share one file: each
+            write takes an exclusive lock on ``<cache_file>.lock`` (``fcntl.flock``; POSIX
+            only, elsewhere writes are unlocked), re-reads the file and writes the union of
+            its answers and this process's.
         max_calls / max_input_tokens: the adapter's budget over its lifetime (all
             ``explain`` calls). ``explain`` refuses a request whose planned samples would
             exceed it, before the first call.
@@ -165,7 +205,27 @@ class APIClassifier(StringClassifier):
         self._ledger = {"calls": 0, "cache_hits": 0, "input_tokens": 0, "retries": 0, "failed_calls": 0}
         self._lock = threading.Lock()
         if self.cache_file is not None and self.cache_file.exists():
-            self._load()
+            self._cache.update(self._read_cache())
+
+    def cache_identity(self) -> dict:
+        """What shapes this classifier's answers besides the text: recorded in, and checked
+        against, its cache file. A call function's ``cache_identity`` attribute (a JSON-able
+        dict) stands for its settings; without one, its module and name do.
+
+        Example:
+            >>> def call(text):
+            ...     return [0.0, 1.0]
+            >>> APIClassifier(call, class_names=["neg", "pos"], cache_key="m1").cache_identity()["class_names"]
+            ['neg', 'pos']
+        """
+        settings = getattr(self.call, "cache_identity", None)
+        name = getattr(self.call, "__qualname__", type(self.call).__qualname__)
+        return {
+            "cache_key": self.cache_key,
+            "class_names": self.class_names,
+            "call": f"{getattr(self.call, '__module__', '?')}.{name}",
+            "call_settings": json.loads(json.dumps(settings, default=str)) if settings is not None else None,
+        }
 
     # -- tokens and budget -------------------------------------------------------------
 
@@ -290,7 +350,8 @@ class APIClassifier(StringClassifier):
                         self._ledger["failed_calls"] += 1
                     raise APIError(
                         f"the black box failed {self.retries + 1} times on {text[:60]!r} (last: "
-                        f"{type(err).__name__}: {err}); raise retries= or backoff= if the endpoint is overloaded"
+                        f"{type(err).__name__}: {redact_secrets(str(err))}); raise retries= or backoff= if the "
+                        "endpoint is overloaded"
                     ) from err
                 with self._lock:
                     self._ledger["retries"] += 1
@@ -302,14 +363,16 @@ class APIClassifier(StringClassifier):
                     # A retry sends the text again: the token budget holds for retries too.
                     raise BudgetExceededError(
                         f"retrying {text[:60]!r} would exceed max_input_tokens={self.max_input_tokens} "
-                        f"(last error: {type(err).__name__}: {err})"
+                        f"(last error: {type(err).__name__}: {redact_secrets(str(err))})"
                     ) from err
                 self._sleep(min(self.max_backoff, self.backoff * 2**attempt))
                 continue
             except Exception as err:
                 with self._lock:
                     self._ledger["failed_calls"] += 1
-                raise APIError(f"the black box failed on {text[:60]!r}: {type(err).__name__}: {err}") from err
+                raise APIError(
+                    f"the black box failed on {text[:60]!r}: {type(err).__name__}: {redact_secrets(str(err))}"
+                ) from err
             with self._lock:
                 # Answered (and paid for), even if the answer turns out unusable.
                 self._ledger["calls"] += 1
@@ -318,7 +381,8 @@ class APIClassifier(StringClassifier):
 
     # -- cache file ------------------------------------------------------------------------
 
-    def _load(self) -> None:
+    def _read_cache(self) -> dict[str, list[float]]:
+        """The cache file's answers, after checking they are this classifier's."""
         assert self.cache_file is not None
         try:
             data = json.loads(self.cache_file.read_text())
@@ -331,25 +395,75 @@ class APIClassifier(StringClassifier):
                 f"the cache file {self.cache_file} holds answers for cache_key={data.get('key')!r}, not "
                 f"{self.cache_key!r}: use another file (answers of one model must not stand in for another's)"
             )
-        self._cache.update({str(t): [float(x) for x in v] for t, v in data["entries"].items()})
+        entries = {str(t): [float(x) for x in v] for t, v in data["entries"].items()}
+        mine = self.cache_identity()
+        theirs = data.get("identity")
+        if theirs is not None and theirs != mine:
+            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            raise ValueError(
+                f"the cache file {self.cache_file} holds answers of another classifier: its "
+                + "; ".join(f"{k} {theirs.get(k)!r}, not {mine.get(k)!r}" for k in differ)
+                + ". Use another cache_file (answers of one model, prompt or label set must not stand in for another's)"
+            )
+        widths = {len(v) for v in entries.values()}
+        if self.class_names is not None:
+            widths.add(len(self.class_names))
+        if len(widths) > 1:
+            raise ValueError(
+                f"the cache file {self.cache_file} holds answers of {sorted(widths)} scores each, and this "
+                f"classifier has {len(self.class_names or [])} class names: use another cache_file"
+            )
+        return entries
 
     def _save(self) -> None:
+        """Merge this process's answers into the file, under a lock, atomically."""
         if self.cache_file is None:
             return
-        data = {"format": _CACHE_FORMAT, "key": self.cache_key, "entries": dict(sorted(self._cache.items()))}
         folder = self.cache_file.parent
         folder.mkdir(parents=True, exist_ok=True)
-        # Written beside the target and renamed over it: a crash leaves the old file whole.
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{self.cache_file.name}.", suffix=".tmp")
+        # Another process may have written answers since this one read the file: under the
+        # lock, read them back and write the union, so that neither process loses the other's.
+        with _locked(self.cache_file.with_name(self.cache_file.name + ".lock")):
+            if self.cache_file.exists():
+                for text, scores in self._read_cache().items():
+                    self._cache.setdefault(text, scores)
+            data = {
+                "format": _CACHE_FORMAT,
+                "key": self.cache_key,
+                "identity": self.cache_identity(),
+                "entries": dict(sorted(self._cache.items())),
+            }
+            # Written beside the target and renamed over it: a crash leaves the old file whole.
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{self.cache_file.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(data, fh)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.cache_file)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive ``flock`` on ``path`` (created if missing) while the block runs.
+
+    POSIX only: where ``fcntl`` is missing (Windows) the block runs unlocked, and processes
+    sharing a cache file may then lose each other's last answers.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(data, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.cache_file)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _as_scores(out: object, text: str) -> list[float]:

@@ -36,7 +36,8 @@ class StandIn:
     """``with StandIn(mode) as server:`` -> ``server.base_url``; ``server.requests`` counts requests.
 
     Modes: "ok"; "flaky" (each prompt first gets HTTP 503 ``fail_times`` times);
-    "no_logprobs" (answers without log-probs); "bad_request" (HTTP 400 for every request).
+    "no_logprobs" (answers without log-probs); "bad_request" (HTTP 400 for every request);
+    "echo_headers" (HTTP 400 whose body quotes the request's headers, as some gateways do).
     """
 
     def __init__(self, mode: str = "ok", *, fail_times: int = 1, max_requests: int = 5000, lifetime: float = 60.0):
@@ -57,7 +58,7 @@ class StandIn:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, payload = standin._respond(self.path, body)
+                status, payload = standin._respond(self.path, body, dict(self.headers))
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -69,7 +70,7 @@ class StandIn:
         self._server.timeout = 0.05
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def _respond(self, path: str, body: dict) -> tuple[int, dict]:
+    def _respond(self, path: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
         prompt = body["messages"][-1]["content"]
         with self._lock:
             self.requests += 1
@@ -80,6 +81,8 @@ class StandIn:
                 return 503, {"error": {"message": "overloaded, try again"}}
         if path != "/v1/chat/completions":
             return 404, {"error": {"message": f"no route {path}"}}
+        if self.mode == "echo_headers":  # a gateway that quotes the request in its error
+            return 400, {"error": {"message": "unknown model", "request": {"headers": headers}}}
         if self.mode == "bad_request":
             return 400, {"error": {"message": "model not found"}}
         top = sorted(review_logprobs(prompt).items(), key=lambda kv: -kv[1])[: int(body.get("top_logprobs", 5))]

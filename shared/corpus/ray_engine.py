@@ -11,13 +11,15 @@ scores equal the local engine's within the fits' tolerance.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
 from . import store
+from .fingerprint import cell_digest
 from .rows import CorpusOptions, explain_chunk
-from .source import CorpusSource, Row
+from .source import CorpusSource, Row, parse_json_line
 
 __all__ = ["ExplainActor", "run_ray"]
 
@@ -48,7 +50,7 @@ class ExplainActor:
         texts = [t.item() if isinstance(t, np.generic) else t for t in batch[self.text_column]]
         rows = [Row(i, t, -1) for i, t in zip(ids, texts)]
         tables = explain_chunk(self.adapter, rows, self.opts, version=self.version)
-        store.write_chunk(self.out, ids, tables)
+        store.write_chunk(self.out, ids, tables, [cell_digest(t) for t in texts])
         failed = set(tables.failures["id"])
         return {"id": np.array(ids, dtype=object), "failed": np.array([i in failed for i in ids])}
 
@@ -58,19 +60,82 @@ class ExplainActor:
 _LIGHT = 0.05
 
 
+class _JsonLines:
+    """JSONL lines (from ``read_text``) to id and text columns, parsed as the local reader does.
+
+    Ray's ``read_json`` infers column types with Arrow: ids ``1`` and ``1.5`` in one column
+    become floats (``"1.0"``), and a text that is a number in one row fails the whole read.
+    Parsing each line with :func:`~.source.parse_json_line` gives every id the same string
+    as the local engine, so seeds, resumes and rows agree between engines.
+    """
+
+    def __init__(self, text_column: str, id_column: str) -> None:
+        self.text_column, self.id_column = text_column, id_column
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        recs = [parse_json_line(line, self.id_column) for line in batch["text"] if line.strip()]
+        cols = {self.id_column: np.array([str(r[self.id_column]) for r in recs], dtype=object)}
+        if self.text_column != self.id_column:
+            texts = np.empty(len(recs), dtype=object)  # cells as parsed (a bad one fails in its chunk)
+            texts[:] = [r.get(self.text_column) for r in recs]
+            cols[self.text_column] = texts
+        return cols
+
+
 def _read(source: CorpusSource):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
     import ray.data
 
     files = [str(p) for p in source.files]
+    text_col, id_col = source.text_column, source.resolved_id_column
     if source.format == "hf":
         from datasets import load_from_disk
 
         return ray.data.from_huggingface(load_from_disk(files[0]))
     if source.format == "jsonl":
-        return ray.data.read_json(files, lines=True, num_cpus=_LIGHT)
+        lines = ray.data.read_text(files, encoding="utf-8", num_cpus=_LIGHT)
+        return lines.map_batches(_JsonLines(text_col, id_col), batch_format="numpy", num_cpus=_LIGHT)
     if source.format == "csv":
-        return ray.data.read_csv(files, num_cpus=_LIGHT)
+        # Every CSV cell is text, as csv.DictReader reads it locally: without these types
+        # Arrow would read the id "007" as 7 and a text "123" as a number. Quoted newlines
+        # are allowed, as they are locally.
+        return ray.data.read_csv(
+            files,
+            num_cpus=_LIGHT,
+            convert_options=pacsv.ConvertOptions(column_types={text_col: pa.string(), id_col: pa.string()}),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        )
     return ray.data.read_parquet(files, num_cpus=_LIGHT)
+
+
+def _init_local_ray(ray) -> None:
+    """Start a local Ray instance whose servers listen on 127.0.0.1 only.
+
+    By default Ray's GCS, raylet and workers listen on every interface, so a laptop's
+    corpus run would accept connections from its network. Ray binds to loopback when the
+    node's IP is 127.0.0.1, but ``ray.init(_node_ip_address="127.0.0.1")`` alone is turned
+    back into the machine's reachable IP (``services.resolve_ip_for_localhost``) unless
+    ``ray_constants.ENABLE_RAY_CLUSTER`` is off (as on macOS and Windows), so it is off for
+    the start of this instance only. Checked with Ray 2.x; a Ray without that constant
+    starts as before.
+    """
+    from ray._private import ray_constants
+
+    had = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(
+            _node_ip_address="127.0.0.1",
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    finally:
+        if had is None:
+            del ray_constants.ENABLE_RAY_CLUSTER
+        else:
+            ray_constants.ENABLE_RAY_CLUSTER = had
 
 
 def run_ray(
@@ -98,7 +163,10 @@ def run_ray(
         raise ImportError("engine='ray' needs Ray Data: pip install 'slalom-xai[ray]'") from err
 
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            _init_local_ray(ray)
+        else:  # the user's own cluster (given, or named by RAY_ADDRESS): joined as before
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True  # --limit takes the first rows, as locally
     ctx.enable_progress_bars = False  # our bar counts texts

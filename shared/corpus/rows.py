@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..api import DEFAULT_METHOD, explain_batch
+from ..blackbox import redact_secrets
 from ..explanation import SlalomExplanation
 from ..models import ModelAdapter, Segmentation, segment_text
 from .source import Row
@@ -135,7 +136,9 @@ class ChunkTables:
     def fail(self, text_id: str, err: BaseException | str, kind: str | None = None) -> None:
         self.failures["id"].append(text_id)
         self.failures["error"].append(kind or type(err).__name__)
-        self.failures["message"].append(str(err))
+        # A model's error may quote a server's reply, and a gateway may echo the request's
+        # credentials: the failures table is a file to share, so they are redacted.
+        self.failures["message"].append(redact_secrets(str(err)))
 
 
 def _segment(adapter: ModelAdapter, text: str, opts: CorpusOptions) -> tuple[Segmentation, int]:

@@ -20,6 +20,7 @@ from ..api import (
 from ..link import SlalomOutputWarning, warn_user
 from ..models import ModelAdapter, as_adapter
 from . import store
+from .fingerprint import DUPLICATE, cell_digest, model_fingerprint
 from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource
 
@@ -127,7 +128,9 @@ def _prepare_out(out: Path, manifest: dict, resume: bool) -> None:
         if not old_path.exists():
             raise FileExistsError(f"{str(out)!r} is not empty and holds no corpus run; choose another output path")
         old = json.loads(old_path.read_text())
-        differ = [k for k in ("input", "options", "model") if old.get(k) != manifest.get(k)]
+        if old.get("model") != manifest.get("model"):
+            raise ValueError(_other_model(out, old.get("model"), manifest["model"]))
+        differ = [k for k in ("input", "options") if old.get(k) != manifest.get(k)]
         if differ:
             raise ValueError(
                 f"cannot resume {str(out)!r}: its {', '.join(differ)} differ from this call's "
@@ -139,6 +142,55 @@ def _prepare_out(out: Path, manifest: dict, resume: bool) -> None:
     tmp = out / "manifest.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
     tmp.replace(out / "manifest.json")
+
+
+def _other_model(out: Path, old: object, new: dict) -> str:
+    def said(m: object) -> str:
+        if not isinstance(m, dict):
+            return f"{m!r}, recorded without a fingerprint by an older slalom-xai"
+        return f"{m.get('name')!r} ({m.get('class')}, fingerprint {m.get('digest')})"
+
+    what = "weights, config, tokenizer or settings" if isinstance(old, dict) else "model"
+    return (
+        f"cannot resume {str(out)!r}: it was explained with the model {said(old)}, this call's is {said(new)} "
+        f"(their {what} differ); resume with the run's own model, or explain with this one into a new "
+        "output path (--out / out=); nothing was changed"
+    )
+
+
+def _redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) -> None:
+    """Forget finished chunks whose texts the data no longer hold, and say which.
+
+    The data file may be edited between a run and its resume without changing its row
+    count; a kept chunk would then go on explaining texts that are no longer there. Its
+    rows are explained again from the data as they are now.
+    """
+    duplicates = source.duplicate_ids
+    digests = {
+        r.id: DUPLICATE if r.id in duplicates else cell_digest(r.text)
+        for chunk in source.chunks(1024)
+        for r in chunk
+        if r.id in finished
+    }
+    changed, unchecked = store.changed_chunks(out, digests)
+    if unchecked:
+        warn_user(
+            f"{len(unchecked)} finished chunks of {str(out)!r} were written without a fingerprint (by an older "
+            "slalom-xai), so their texts cannot be checked against the data; to be sure, explain into a new "
+            "output path",
+            UserWarning,
+        )
+    if not changed:
+        return
+    ids = sorted({i for chunk_ids in changed.values() for i in chunk_ids})
+    for key in changed:
+        store.remove_chunk(out, key)
+    shown = ", ".join(repr(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
+    warn_user(
+        f"the data changed since {str(out)!r} was written: {len(changed)} finished chunks ({len(ids)} texts: "
+        f"{shown}) held ids or texts that are no longer in the data, and are explained again",
+        UserWarning,
+    )
 
 
 def _bar(show: bool, total: int, done: int, desc: str):
@@ -192,7 +244,9 @@ def explain_corpus(
         model: what :func:`~slalom_core.explain` takes, a Hub name or local path of a
             sequence classifier (loaded with ``AutoModelForSequenceClassification``), or a
             :class:`ModelLoader`. With ``engine="ray"`` a path or loader lets each worker
-            load the weights itself; a model object is pickled to every worker.
+            load the weights itself; a model object is pickled to every worker. The model
+            is loaded once in this process too (after the data check), to record its
+            fingerprint (weights, config, tokenizer) in the manifest.
         data: a JSONL / CSV / Parquet file (JSONL and CSV may be gzipped), a folder of
             them, or a folder saved by ``datasets.Dataset.save_to_disk``.
         out: the output folder. It must not exist (or be empty) unless ``resume``.
@@ -202,12 +256,15 @@ def explain_corpus(
         limit: explain only the first ``limit`` rows.
         chunk_size: texts per chunk (per ``explain_batch`` call, per written part). Default: 64.
         resume: continue an interrupted run in ``out``: finished chunks are kept, unfinished
-            ones redone. The input and options must be those of the first call.
+            ones redone. The input, options and model (by fingerprint) must be those of the
+            first call; finished chunks whose ids or texts the data no longer hold are
+            explained again (with a warning naming them).
         truncate: cut texts longer than the model accepts to their first tokens (the cut is
             recorded in ``truncated_positions``); default: such texts fail with the reason.
         engine: "local" (this process) or "ray" (Ray Data; ``pip install slalom-xai[ray]``).
         ray_address: the cluster to join (``ray.init(address=...)``, e.g. "auto" or
-            "ray://head:10001"); None starts a local Ray instance.
+            "ray://head:10001"); None starts a local Ray instance, listening on 127.0.0.1
+            only (unless ``RAY_ADDRESS`` names a cluster, or Ray is already initialized).
         num_workers: Ray actors (model copies) to run; default: one per CPU, or per GPU
             when ``num_gpus_per_worker`` is given.
         num_gpus_per_worker: GPUs each Ray actor holds (e.g. 1, or 0.5 to share one).
@@ -255,6 +312,13 @@ def explain_corpus(
             "and give id_column=, or run with engine='local'"
         )
     out = Path(out)
+    # Loaded here, once the data and options have passed their checks, to fingerprint the
+    # model (a resume must use the same one); the local engine explains with this copy,
+    # the Ray engine drops it and each worker loads its own.
+    loaded, loaded_tokenizer = load_model(model, tokenizer)
+    fingerprint = model_fingerprint(
+        loaded, loaded_tokenizer, name=str(model) if isinstance(model, (str, Path)) else None
+    )
     manifest = {
         "version": __version__,
         "input": {
@@ -265,19 +329,25 @@ def explain_corpus(
             "n_rows": source.n_rows,
         },
         "options": opts.as_dict(),
-        "model": model if isinstance(model, str) else type(model).__name__,
+        "model": fingerprint,
     }
     manifest = json.loads(json.dumps(manifest, default=str))  # compared with the file's after a restart
     _prepare_out(out, manifest, resume)
+    if resume and store.markers(out):
+        _redo_changed_chunks(out, source, store.done_ids(out))
     if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
         store.write_duplicates(out, source.duplicate_counts)
     finished = store.done_ids(out)
     bar = _bar(show_progress, source.n_rows, len(finished), f"SLALOM {method} corpus")
     try:
         if engine == "local":
-            _run_local(model, tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, __version__)
+            _run_local(
+                loaded, loaded_tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, __version__
+            )
         else:
             from .ray_engine import run_ray
+
+            loaded = loaded_tokenizer = None  # the workers load their own
 
             run_ray(
                 model,
@@ -310,7 +380,7 @@ def _run_local(model, tokenizer, source, out, opts, chunk_size, finished, batch_
 
     def flush(rows) -> None:
         tables = explain_chunk(adapter, rows, opts, version=version)
-        store.write_chunk(out, [r.id for r in rows], tables)
+        store.write_chunk(out, [r.id for r in rows], tables, [cell_digest(r.text) for r in rows])
         if bar is not None:
             bar.update(len(rows))
 

@@ -1,8 +1,10 @@
 """Reading a corpus: JSONL / CSV / Parquet files, a folder of them, or a saved HF dataset.
 
 Rows are read in chunks so that memory is bounded by the chunk, not the corpus. Every row
-gets a string id: the id column's value, or its row number (0-based, across the files of a
-folder in name order) when the data have none. A first pass over the ids alone checks the
+gets a string id: the id column's value as written in the file (a CSV ``007`` stays
+``"007"``, a JSON ``1.0`` stays ``"1.0"``), or its row number (0-based, across the files of a
+folder in name order) when the data have none. Text files are read as UTF-8, a leading
+byte-order mark dropped. A first pass over the ids alone checks the
 columns and finds duplicate ids before any model is called.
 """
 
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CorpusSource", "Row", "SUFFIXES"]
+__all__ = ["CorpusSource", "Row", "SUFFIXES", "parse_json_line"]
 
 #: File kinds a corpus may be made of (a ``.gz`` suffix may follow JSONL and CSV).
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -30,6 +32,37 @@ class Row:
     id: str
     text: object
     row: int
+
+
+class _JsonNumber(str):
+    """A JSON number's literal, kept while a line is parsed so that an id reads as written."""
+
+
+def _numbers_back(value: object) -> object:
+    # Every cell but the id gets its number back (a number as text must still fail as
+    # "int, not str"): json.loads of the literal is exactly what the default parse gives.
+    if isinstance(value, _JsonNumber):
+        return json.loads(value)
+    if isinstance(value, list):
+        return [_numbers_back(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _numbers_back(v) for k, v in value.items()}
+    return value
+
+
+def parse_json_line(line: str, id_column: str | None) -> dict:
+    """One JSONL record; a number in ``id_column`` is kept as its literal string.
+
+    Shared by the local reader and the Ray engine, so that both give an id the same string:
+    ``{"id": 1}`` is id ``"1"`` and ``{"id": 1e3}`` is ``"1e3"`` (Arrow's JSON reader types a
+    column of ``1`` and ``1.5`` as floats, and ``1`` would become ``"1.0"``).
+    Raises ``json.JSONDecodeError`` for a line that is not JSON, ``TypeError`` for one that
+    is not an object.
+    """
+    rec = json.loads(line.lstrip("\ufeff"), parse_int=_JsonNumber, parse_float=_JsonNumber)
+    if not isinstance(rec, dict):
+        raise TypeError("expected a JSON object per line")
+    return {k: (str(v) if k == id_column and isinstance(v, _JsonNumber) else _numbers_back(v)) for k, v in rec.items()}
 
 
 def _kind(path: Path) -> str | None:
@@ -173,20 +206,23 @@ class CorpusSource:
         # Each reader streams: memory holds one line, one CSV record or one Parquet batch.
         if self.format == "jsonl":
             opener = gzip.open if path.name.lower().endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8") as f:
+            # utf-8-sig: an editor's byte-order mark must not stick to the first key.
+            with opener(path, "rt", encoding="utf-8-sig") as f:
                 for lineno, line in enumerate(f, 1):
                     if not line.strip():
                         continue
                     try:
-                        rec = json.loads(line)
+                        rec = parse_json_line(line, self.resolved_id_column)
                     except json.JSONDecodeError as err:
                         raise ValueError(f"{path.name}, line {lineno}: not valid JSON ({err.msg})") from None
-                    if not isinstance(rec, dict):
-                        raise ValueError(f"{path.name}, line {lineno}: expected a JSON object per line")
+                    except TypeError:
+                        raise ValueError(f"{path.name}, line {lineno}: expected a JSON object per line") from None
                     yield rec
         elif self.format == "csv":
             raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-            with raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
+            # utf-8-sig: a CSV saved by Excel starts with a byte-order mark, which would
+            # otherwise turn the header "id" into "\ufeffid" and lose the id column.
+            with raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
                 yield from csv.DictReader(f)
         elif self.format == "parquet":
             import pyarrow.parquet as pq

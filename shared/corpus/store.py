@@ -4,11 +4,14 @@
     OUT/positions/part-KEY.parquet    one row per (text id, label, position)
     OUT/texts/part-KEY.parquet        one row per (text id, label)
     OUT/failures/part-KEY.parquet     one row per text that could not be explained
-    OUT/done/KEY.json                 the ids of chunk KEY, written last
+    OUT/done/KEY.json                 the ids of chunk KEY and its fingerprint, written last
 
-KEY is a hash of the chunk's ids. A chunk counts only once its ``done`` marker exists: a
-run killed while writing leaves parts without a marker, which a resumed run removes and
-redoes, so a finished run holds every text exactly once.
+KEY is a hash of the chunk's ids (of their JSON list, so ids holding a newline or any other
+separator cannot give two chunks one key). A chunk counts only once its ``done`` marker
+exists: a run killed while writing leaves parts without a marker, which a resumed run
+removes and redoes, so a finished run holds every text exactly once. The marker's
+fingerprint hashes the chunk's ids with a digest of each text, so that a resumed run can
+tell which finished chunks were explained from texts the data file no longer holds.
 """
 
 from __future__ import annotations
@@ -20,11 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .fingerprint import DUPLICATE
 from .rows import ChunkTables
 
 __all__ = [
     "write_chunk",
     "write_duplicates",
+    "chunk_fingerprint",
+    "changed_chunks",
+    "remove_chunk",
     "done_ids",
     "markers",
     "remove_unfinished",
@@ -59,7 +66,13 @@ def schemas():
 
 def chunk_key(ids: list[str]) -> str:
     """A chunk's file key: the same ids in the same order give the same key."""
-    return hashlib.blake2b("\n".join(ids).encode(), digest_size=10).hexdigest()
+    # JSON, not the ids joined by newlines: ["a\nb"] and ["a", "b"] must not share a file.
+    return hashlib.blake2b(json.dumps(list(ids)).encode(), digest_size=10).hexdigest()
+
+
+def chunk_fingerprint(ids: list[str], digests: list[str | None]) -> str:
+    """A chunk's ids with the digests of their texts (:func:`~.fingerprint.cell_digest`)."""
+    return hashlib.blake2b(json.dumps([list(ids), list(digests)]).encode(), digest_size=16).hexdigest()
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -68,8 +81,14 @@ def _atomic_write(path: Path, write) -> None:
     os.replace(tmp, path)  # a reader (or a resumed run) never sees half a file
 
 
-def write_chunk(out: Path, ids: list[str], tables: ChunkTables) -> str:
-    """Write one chunk's three tables, then its ``done`` marker. Returns the chunk's key."""
+def write_chunk(out: Path, ids: list[str], tables: ChunkTables, digests: list[str]) -> str:
+    """Write one chunk's three tables, then its ``done`` marker. Returns the chunk's key.
+
+    ``digests`` has one :func:`~.fingerprint.cell_digest` per id: of the text the chunk
+    explained (recorded in the marker's fingerprint, checked by a resumed run).
+    """
+    if len(digests) != len(ids):
+        raise ValueError(f"write_chunk needs one text digest per id ({len(ids)} ids, {len(digests)} digests)")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -80,7 +99,12 @@ def write_chunk(out: Path, ids: list[str], tables: ChunkTables) -> str:
         table = pa.table({c: columns[c] for c in schema[name].names}, schema=schema[name])
         _atomic_write(out / name / f"part-{key}.parquet", lambda p, t=table: pq.write_table(t, p))
     (out / "done").mkdir(parents=True, exist_ok=True)
-    marker = {"ids": ids, "n_failures": len(tables.failures["id"]), "warnings": sorted(set(tables.warnings))}
+    marker = {
+        "ids": ids,
+        "fingerprint": chunk_fingerprint(ids, digests),
+        "n_failures": len(tables.failures["id"]),
+        "warnings": sorted(set(tables.warnings)),
+    }
     _atomic_write(out / "done" / f"{key}.json", lambda p: p.write_text(json.dumps(marker)))
     return key
 
@@ -105,12 +129,37 @@ def write_duplicates(out: Path, counts: dict[str, int]) -> str:
         for _ in range(counts[text_id]):
             tables.fail(text_id, f"the id {text_id!r} occurs {counts[text_id]} times in the corpus", "DuplicateIdError")
             ids.append(text_id)
-    return write_chunk(out, ids, tables)
+    return write_chunk(out, ids, tables, [DUPLICATE] * len(ids))
 
 
 def done_ids(out: Path) -> set[str]:
     """Ids of every finished chunk."""
     return {i for m in markers(out).values() for i in m["ids"]}
+
+
+def changed_chunks(out: Path, digests: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:
+    """Finished chunks whose texts are no longer those of the data.
+
+    ``digests``: the current text digest of every finished id found in the data (an id
+    the data no longer holds is missing). Returns ``({key: ids} of chunks whose fingerprint
+    differs, [keys of chunks whose marker has no fingerprint])``; the latter were written
+    by a version that recorded none, and cannot be checked.
+    """
+    changed, unchecked = {}, []
+    for key, m in markers(out).items():
+        if "fingerprint" not in m:
+            unchecked.append(key)
+        elif chunk_fingerprint(m["ids"], [digests.get(i) for i in m["ids"]]) != m["fingerprint"]:
+            changed[key] = m["ids"]
+    return changed, unchecked
+
+
+def remove_chunk(out: Path, key: str) -> None:
+    """Forget a finished chunk: its marker first (so that a crash here leaves an unfinished
+    chunk, which :func:`remove_unfinished` clears), then its parts."""
+    (out / "done" / f"{key}.json").unlink(missing_ok=True)
+    for name in TABLES:
+        (out / name / f"part-{key}.parquet").unlink(missing_ok=True)
 
 
 def remove_unfinished(out: Path) -> int:

@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 
-from ..blackbox import APIClassifier, APIError, TransientAPIError
+from ..blackbox import APIClassifier, APIError, TransientAPIError, redact_secrets
 
 __all__ = ["chat_label_logprobs", "openai_classifier", "DEFAULT_TEMPLATE", "RETRY_STATUS"]
 
@@ -65,6 +65,10 @@ def chat_label_logprobs(
     Transient failures (HTTP 408/409/425/429/5xx, timeouts, refused connections) raise
     :class:`slalom_core.TransientAPIError` (retried by :class:`slalom_core.APIClassifier`);
     other HTTP errors and answers without log-probs raise :class:`slalom_core.APIError`.
+    An error quotes up to 300 characters of the server's body, with the API key and any
+    Authorization / Bearer / api-key value replaced by ``[redacted]`` (a gateway may echo
+    the request's headers). The returned function's ``cache_identity`` (endpoint, model,
+    template, labels, top_logprobs, missing; never the key) keys an API cache file.
 
     Example:
         >>> call = chat_label_logprobs("http://127.0.0.1:8000/v1", "m", ["negative", "positive"])  # doctest: +SKIP
@@ -99,14 +103,28 @@ def chat_label_logprobs(
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 data = json.loads(resp.read().decode())
         except urllib.error.HTTPError as err:
-            detail = err.read()[:300].decode(errors="replace")
+            # Redacted before it is cut, so that no key survives half-cut at the 300th character.
+            body = err.read(65536).decode(errors="replace")
+            detail = redact_secrets(body, secrets)[:300]
             if err.code in RETRY_STATUS:
-                raise TransientAPIError(f"HTTP {err.code} from {url}: {detail}") from err
-            raise APIError(f"HTTP {err.code} from {url}: {detail}") from err
+                raise TransientAPIError(f"HTTP {err.code} from {shown_url}: {detail}") from err
+            raise APIError(f"HTTP {err.code} from {shown_url}: {detail}") from err
         except (TimeoutError, urllib.error.URLError, ConnectionError) as err:
-            raise TransientAPIError(f"no answer from {url}: {err}") from err
+            raise TransientAPIError(f"no answer from {shown_url}: {redact_secrets(str(err), secrets)}") from err
         return _label_scores(data, words, missing)
 
+    secrets = [key] if key else []
+    shown_url = redact_secrets(url, secrets)
+    # Everything that shapes an answer besides the text (an APIClassifier keys its cache by
+    # it); the key only grants access, and must not be written into a cache file.
+    call.cache_identity = {
+        "base_url": shown_url.rstrip("/").removesuffix("/chat/completions"),
+        "model": model,
+        "template": template,
+        "labels": words,
+        "top_logprobs": int(top_logprobs),
+        "missing": missing,
+    }
     return call
 
 

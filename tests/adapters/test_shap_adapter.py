@@ -827,3 +827,22 @@ def test_a_function_holding_a_model_is_explained_as_the_function(pipe, tok):
     fit = explainer.fit([TEXT])[0]
     raw = f([TEXT])[0]
     assert fit.model_output == pytest.approx(raw[1] - raw[0], abs=1e-5)
+
+
+def test_save_and_load_keep_the_slalom_settings(gt, tok, pipe):
+    import io
+
+    for model, masker in ((gt, shap.maskers.Text(tok)), (pipe, None)):
+        explainer = SlalomExplainer(
+            model, masker, method="eff", n_samples=123, seed=7, fit_options={"sample_length": 3}
+        )
+        before = explainer(["the movie was great"])  # decides output="auto" before the save
+        buf = io.BytesIO()
+        explainer.save(buf)
+        buf.seek(0)
+        loaded = SlalomExplainer.load(buf)
+        # shap's own load passed on only the model and masker: hybrid, 1000 samples, seed 0.
+        got = (loaded.method, loaded.n_samples, loaded.seed, loaded.fit_options, loaded.class_names)
+        assert got == ("eff", 123, 7, {"sample_length": 3}, explainer.class_names)
+        assert loaded.model.output_kind == explainer.model.output_kind is not None
+        np.testing.assert_allclose(loaded(["the movie was great"]).values, before.values)

@@ -73,12 +73,66 @@ def test_cache_file_makes_a_rerun_free(tmp_path):
     assert f.seen == [] and again.diagnostics["api_usage"]["calls"] == 0
     assert again.diagnostics["api_usage"]["hit_rate"] == 1.0
     np.testing.assert_array_equal(first.value, again.value)
-    assert [p.name for p in tmp_path.iterdir()] == ["cache.json"]  # no temporary file left
+    # no temporary file left (the lock file stays: deleting it would race another process's lock)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json", "cache.json.lock"]
     with pytest.raises(ValueError, match="cache_key='m1'"):
         sc.APIClassifier(f, cache_file=path, cache_key="another model")
     path.write_text("{not json")
     with pytest.raises(ValueError, match="cannot read the cache file"):
         sc.APIClassifier(f, cache_file=path, cache_key="m1")
+
+
+def test_a_cache_is_keyed_by_everything_that_shapes_an_answer(tmp_path):
+    path = tmp_path / "cache.json"
+
+    def three(text):
+        return [0.0, 1.0, 2.0]
+
+    _score_one(sc.APIClassifier(three, class_names=["neg", "neu", "pos"], cache_file=path), "good film")
+    # Default cache_key on both: a 2-label classifier must not be served 3-score answers.
+    with pytest.raises(
+        ValueError, match=r"another classifier: .*class_names \['neg', 'neu', 'pos'\], not \['neg', 'pos'\]"
+    ):
+        sc.APIClassifier(Counter(), class_names=["neg", "pos"], cache_file=path)
+    with pytest.raises(ValueError, match="another classifier: .*call"):
+        sc.APIClassifier(lambda t: [0.0, 1.0, 2.0], class_names=["neg", "neu", "pos"], cache_file=path)
+    # The same classifier reads its answers back.
+    again = sc.APIClassifier(three, class_names=["neg", "neu", "pos"], cache_file=path)
+    assert _score_one(again, "good film").tolist() == [0.0, 1.0, 2.0] and again.usage()["calls"] == 0
+    # An endpoint's settings (here its prompt and labels) key the cache as well, never its key.
+    with StandIn("ok") as server:
+        kw = dict(cache_file=tmp_path / "api.json", cache_key="shared", api_key="sk-secret-1234567890abcdef")
+        _score_one(openai_classifier(server.base_url, "standin", ["negative", "positive"], **kw), "good")
+        with pytest.raises(ValueError, match="another classifier: .*call_settings"):
+            openai_classifier(server.base_url, "standin", ["positive", "negative"], **kw)
+    assert "sk-secret" not in (tmp_path / "api.json").read_text()
+
+
+def test_processes_sharing_a_cache_file_keep_each_others_answers(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "cache.json"
+    a = sc.APIClassifier(Counter(), cache_file=path)
+    b = sc.APIClassifier(Counter(), cache_file=path)  # opened before a wrote anything
+    _score_one(a, "good film")
+    _score_one(b, "bad plot")
+    assert set(json.loads(path.read_text())["entries"]) == {"good film", "bad plot"}
+    # Two processes writing many batches at once: every answer of both is in the file.
+    code = (
+        "import sys, slalom_core as sc\n"
+        "clf = sc.APIClassifier(lambda t: [0.0, 1.0], cache_file=sys.argv[1], batch_size=1)\n"
+        "for i in range(40):\n"
+        "    text = f'{sys.argv[2]} {i}'\n"
+        "    clf.score([[j for u in clf.segment(text).unit_ids for j in u]])\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": ":".join(sys.path)}
+    shared = tmp_path / "shared.json"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(shared), name], env=env) for name in ("p", "q")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    entries = json.loads(shared.read_text())["entries"]
+    assert {f"{n} {i}" for n in "pq" for i in range(40)} <= set(entries)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_concurrent_calls_give_the_same_explanation():
@@ -233,5 +287,15 @@ def test_endpoint_errors_are_clear():
             call("good film")
         floor = chat_label_logprobs(server.base_url, "standin", ["negative", "enthusiastic"], missing="floor")
         assert floor("good film")[1] == pytest.approx(min(review_logprobs("Review: good film").values()))
+    key = "sk-test-0123456789abcdefXYZ"
+    with StandIn("echo_headers") as server:
+        clf = openai_classifier(server.base_url, "standin", ["negative", "positive"], api_key=key, retries=0)
+        with pytest.raises(sc.APIError, match="HTTP 400") as caught:
+            _score_one(clf, "good film")
+    message = str(caught.value) + str(caught.value.__cause__)
+    assert "Bearer [redacted]" in message and "0123456789abcdef" not in message
+    assert sc.blackbox.redact_secrets("boom: api-key=abc; key mine1234", ["mine1234"]) == (
+        "boom: api-key=[redacted]; key [redacted]"
+    )
     with pytest.raises(ValueError, match="slot"):
         chat_label_logprobs("http://127.0.0.1:9/v1", "m", ["a", "b"], template="no slot")

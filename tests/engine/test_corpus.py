@@ -117,6 +117,35 @@ def test_ids_from_row_numbers_limit_and_missing_columns(tmp_path):
         CorpusSource(tmp_path / "bad.jsonl").scan()
 
 
+def test_a_byte_order_mark_does_not_hide_the_id_column(tmp_path):
+    # Excel and Notepad save "UTF-8" with a BOM: the header must still read "id".
+    (tmp_path / "a.csv").write_text("id,text\nx1,a film\nx2,a plot\n", encoding="utf-8-sig")
+    (tmp_path / "a.jsonl").write_text('{"id": "x1", "text": "a film"}\n{"id": "x2", "text": "a plot"}\n', "utf-8-sig")
+    for name in ("a.csv", "a.jsonl"):
+        src = CorpusSource(tmp_path / name).scan()
+        assert src.resolved_id_column == "id", name
+        assert [(r.id, r.text) for c in src.chunks(5) for r in c] == [("x1", "a film"), ("x2", "a plot")], name
+
+
+def test_ids_are_read_as_written(tmp_path):
+    (tmp_path / "a.csv").write_text("id,text\n007,a film\n7,a plot\n")
+    lines = ['{"id": 1, "text": "a"}', '{"id": 1.0, "text": "b"}', '{"id": 1e3, "text": "c"}', '{"id": "x", "text": 5}']
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    assert [r.id for c in CorpusSource(tmp_path / "a.csv").scan().chunks(5) for r in c] == ["007", "7"]
+    rows = [r for c in CorpusSource(tmp_path / "a.jsonl").scan().chunks(5) for r in c]
+    assert [r.id for r in rows] == ["1", "1.0", "1e3", "x"]
+    assert rows[3].text == 5 and type(rows[3].text) is int  # only the id keeps its literal
+
+
+def test_chunk_keys_do_not_collide_on_ids_with_newlines(bert, tmp_path):
+    assert store.chunk_key(["a\nb"]) != store.chunk_key(["a", "b"])
+    model, tok = bert
+    # Chunks ["a", "b"] and ["a\nb"]: with the ids joined by newlines both were key hash("a\nb").
+    path = write_jsonl(tmp_path / "c.jsonl", TEXTS[:3], ids=["a", "b", "a\nb"])
+    run = explain_corpus(model, path, tmp_path / "out", tok, chunk_size=2, **FAST)
+    assert run.complete and sorted(run.texts()["id"].unique()) == ["a", "a\nb", "b"]
+
+
 def test_text_seed_is_stable_across_processes():
     here = [text_seed(3, "review-17"), text_seed(3, "review-18"), text_seed(4, "review-17")]
     assert len(set(here)) == 3
@@ -182,6 +211,31 @@ def test_ray_needs_an_id_column(bert, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_ray_reads_ids_as_written_on_a_ray_instance_of_its_own_bound_to_loopback(bert, tmp_path):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    model, tok = bert
+    # "007" and "7" are two ids (Arrow's type inference made both 7); 1 and 2.5 in one JSON
+    # column stay "1" and "2.5" (Arrow made them 1.0 and 2.5). The CSV has a byte-order mark.
+    (tmp_path / "c.csv").write_text("id,text\n007,a good film\n7,a bad plot\n", encoding="utf-8-sig")
+    lines = ['{"id": 1, "text": "a good film"}', '{"id": 2.5, "text": "a bad plot"}']
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    try:
+        for name, ids in (("c.csv", ["007", "7"]), ("c.jsonl", ["1", "2.5"])):
+            local = explain_corpus(model, tmp_path / name, tmp_path / f"local-{name}", tok, **FAST)
+            dist = explain_corpus(
+                model, tmp_path / name, tmp_path / f"ray-{name}", tok, engine="ray", num_workers=1, **FAST
+            )
+            assert dist.complete and sorted(dist.texts()["id"].unique()) == ids, name
+            assert_same_scores(local, dist)
+        # The engine started this instance itself: its servers listen on loopback only.
+        gcs = ray.get_runtime_context().gcs_address
+        assert gcs.startswith("127.0.0.1:"), gcs
+    finally:
+        ray.shutdown()
+
+
 # -- resume ------------------------------------------------------------------------------
 def test_resume_after_a_crash_gives_the_same_files(bert, corpus, tmp_path, monkeypatch):
     model, tok = bert
@@ -190,14 +244,14 @@ def test_resume_after_a_crash_gives_the_same_files(bert, corpus, tmp_path, monke
     real_write = store.write_chunk
     calls = {"n": 0}
 
-    def crash_on_third(out, ids, tables):
+    def crash_on_third(out, ids, tables, digests):
         calls["n"] += 1
         if calls["n"] == 3:
             # Killed between the parts and the marker: an orphan part is left behind.
             (out / "positions").mkdir(exist_ok=True)
             (out / "positions" / f"part-{store.chunk_key(ids)}.parquet").write_bytes(b"half a file")
             raise KeyboardInterrupt
-        return real_write(out, ids, tables)
+        return real_write(out, ids, tables, digests)
 
     monkeypatch.setattr(store, "write_chunk", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
@@ -217,6 +271,48 @@ def test_resume_after_a_crash_gives_the_same_files(bert, corpus, tmp_path, monke
     drop = ["seconds", "model_seconds", "fit_seconds"]  # wall-clock times: what a re-run may change
     pd.testing.assert_frame_equal(whole.texts().drop(columns=drop), resumed.texts().drop(columns=drop))
     pd.testing.assert_frame_equal(whole.positions(), resumed.positions())
+
+
+def test_resume_refuses_another_model(bert, corpus, tmp_path):
+    import copy
+
+    model, tok = bert
+    explain_corpus(model, corpus, tmp_path / "r", tok, chunk_size=2, limit=4, **FAST)
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        next(other.parameters()).add_(0.01)  # same class, config and tokenizer: other weights
+    with pytest.raises(ValueError, match=r"explained with the model .*new output path"):
+        explain_corpus(other, corpus, tmp_path / "r", tok, chunk_size=2, limit=4, resume=True, **FAST)
+    # The same model (a copy, or a loader of it) resumes.
+    same = ModelLoader(lambda: (copy.deepcopy(model), tok))
+    assert explain_corpus(same, corpus, tmp_path / "r", chunk_size=2, limit=4, resume=True, **FAST).complete
+    # A black box without weights is told apart by its settings.
+    path = write_jsonl(tmp_path / "s.jsonl", ["Great movie"], ids=["a"])
+    kw = dict(method="ana", output="logits", show_progress=False)
+    explain_corpus(sc.StringClassifier(_case_sensitive, tok, class_names=["neg", "pos"]), path, tmp_path / "s", **kw)
+    with pytest.raises(ValueError, match="explained with the model"):
+        swapped = sc.StringClassifier(_case_sensitive, tok, class_names=["pos", "neg"])
+        explain_corpus(swapped, path, tmp_path / "s", resume=True, **kw)
+
+
+def test_resume_explains_again_the_chunks_whose_texts_changed(bert, tmp_path):
+    model, tok = bert
+    path = write_jsonl(tmp_path / "c.jsonl", TEXTS[:4], ids=["a", "b", "c", "d"])
+    first = explain_corpus(model, path, tmp_path / "r", tok, chunk_size=2, **FAST)
+    edited = TEXTS[:2] + ["great fun !", TEXTS[3]]  # same rows, same ids, c's text edited
+    write_jsonl(path, edited, ids=["a", "b", "c", "d"])
+    with pytest.warns(UserWarning, match=r"data changed .*1 finished chunks \(2 texts: 'c', 'd'\)"):
+        resumed = explain_corpus(model, path, tmp_path / "r", tok, chunk_size=2, resume=True, **FAST)
+    assert resumed.complete
+    tokens = resumed.positions().query("id == 'c'")["token"].unique().tolist()
+    assert tokens == ["great", "fun", "!"]
+    fresh = explain_corpus(model, path, tmp_path / "fresh", tok, chunk_size=2, **FAST)
+    assert_same_scores(fresh, resumed)
+    # Unchanged chunks were kept, not redone.
+    pd.testing.assert_frame_equal(
+        first.texts().query("id in ['a', 'b']").reset_index(drop=True),
+        resumed.texts().query("id in ['a', 'b']").reset_index(drop=True),
+    )
 
 
 # -- failures ----------------------------------------------------------------------------
@@ -250,6 +346,19 @@ def test_every_row_is_explained_or_failed(bert, tmp_path):
         cut = explain_corpus(model, path, tmp_path / "cut", tok, truncate=True, limit=5, **FAST)
     texts = cut.texts().set_index("id")
     assert texts.loc["long", "n_positions"] == 62 and texts.loc["long", "truncated_positions"] == 18
+
+
+def _leaky_gateway(texts):
+    raise RuntimeError('HTTP 401: {"headers": {"Authorization": "Bearer sk-live-abcdefghijklmnop1234"}}')
+
+
+def test_failures_table_redacts_credentials_quoted_in_errors(bert, tmp_path):
+    _, tok = bert
+    path = write_jsonl(tmp_path / "c.jsonl", ["a film"], ids=["a"])
+    with pytest.warns(UserWarning, match="1 of 1 texts could not be explained"):
+        run = explain_corpus(sc.StringClassifier(_leaky_gateway, tok), path, tmp_path / "out", show_progress=False)
+    message = run.failures()["message"].iloc[0]
+    assert "Bearer [redacted]" in message and "abcdefghijklmnop" not in message
 
 
 class Exploding(torch.nn.Module):
