@@ -63,6 +63,24 @@ DESIGNS: dict[str, tuple[str, int, dict]] = {
         1000,
         {"context_weight": 0.75, "context_share": 0.01, "importance_slope": True},
     ),
+    "hybrid-1000-del2-w75-a10-v0.1-slope-L3": (
+        "hybrid",
+        1000,
+        {"context_weight": 0.75, "context_share": 0.02, "importance_slope": True, "sample_length": 3},
+    ),
+    "eff-1000-L3": ("eff", 1000, {"sample_length": 3}),
+    # eff's triples with the slope: values held near the triples' fit, importances centred on
+    # β·|v|, one deletion sample; "a0": the text itself carries no extra weight.
+    "hybrid-1000-L3-ctx1-a0-slope": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.001, "context_weight": None, "anchor_weight": 0.0},
+    ),
+    "hybrid-1000-L3-ctx1-a10-slope": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.001, "context_weight": None, "anchor_weight": 0.1},
+    ),
     "hybrid-1000-del4-w75-a10-v0.1-noslope": ("hybrid", 1000, {"context_weight": 0.75, "importance_slope": False}),
     "eff-500": ("eff", 500, {}),
     "eff-1000": ("eff", 1000, {}),
