@@ -186,8 +186,11 @@ class SlalomAttribution(PerturbationAttribution):
                         length) follow the deletions. In a 2-tuple
                         ``(input_ids, attention_mask)`` the mask's 0 entries are
                         padding (no feature) and samples of different lengths may
-                        share padded forward batches. Every row is explained
-                        separately.
+                        share padded forward batches. A 0/1 second tensor is read
+                        as a mask only where its 0s sit on the pad id (or, with no
+                        pad id known, on one repeated id at the row's ends); token
+                        type ids of a sentence pair follow the kept positions like
+                        any other tensor. Every row is explained separately.
             baselines (scalar, Tensor or tuple, optional): with the default
                         ``perturbation="delete"``, positions where the baseline equals
                         the input are special tokens (kept in place, attribution 0),
