@@ -98,9 +98,11 @@ def parse_rows(
     valid = torch.ones_like(ids, dtype=torch.bool) if attn is None else attn != 0
     bases = _baselines(baselines, tensors) if baselines is not None else None
     specials = _special_positions(ids, valid, special_token_ids, special_token_positions)
-    if bases is not None and bases[0] is not None:
-        # Captum's tutorials mark special tokens by giving them in the baseline (and
-        # replacing a token by itself would perturb nothing).
+    if not replace and bases is not None and bases[0] is not None:
+        # When deleting, baselines replace nothing: Captum's tutorials mark special tokens
+        # by giving them in the baseline. When replacing (as Lime), the baseline is the
+        # value absent features take, and a token that happens to equal it is still a
+        # feature (one whose absence changes nothing), never a special token.
         specials |= (ids == bases[0]) & valid
     if additional_forward_args is None:
         args: tuple = ()

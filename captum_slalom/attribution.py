@@ -198,7 +198,10 @@ class SlalomAttribution(PerturbationAttribution):
                         replaced. With ``perturbation="replace"``: the values absent
                         features take, as in Lime (a scalar such as the [PAD] id, a
                         tensor broadcastable to the ids, or one entry per input
-                        tensor, None leaving that tensor unchanged).
+                        tensor, None leaving that tensor unchanged); every position
+                        not named special (``tokenizer``, ``special_token_ids``,
+                        ``special_token_positions``) is a feature, even where it
+                        equals the baseline, as in Lime.
                         Default: None
             target (int, tuple, Tensor, or list, optional): Captum's target
                         convention. An int or a one-element tensor: that class for
