@@ -132,6 +132,23 @@ def check_length(rows: Rows, limit: int | None) -> None:
         )
 
 
+def check_ids(rows: Rows, vocab: tuple[int, str] | None) -> None:
+    """Raise before any model call on token ids the model cannot read: negative ids, and
+    ids past its vocabulary (``vocab``: its size and what says so) where that is known.
+    Padding is not checked (its id is the user's)."""
+    ids = rows.ids[rows.valid]
+    if ids.numel() == 0 or ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0:
+        raise ValueError(f"token ids must be >= 0, got {low}: give the ids the model's tokenizer produced")
+    if vocab is not None and high >= vocab[0]:
+        raise ValueError(
+            f"token id {high} is outside the model's vocabulary ({vocab[0]} ids, 0..{vocab[0] - 1}: "
+            f"{vocab[1]}): give the ids the model's own tokenizer produced"
+        )
+
+
 def _input_tensors(inputs: InputType, replace: bool) -> tuple[Tensor, ...]:
     tensors = inputs if isinstance(inputs, tuple) else (inputs,)
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):

@@ -739,3 +739,21 @@ def test_replace_keeps_a_token_equal_to_the_baseline_a_feature():
     ref = torch.tensor([[CLS, PAD, PAD, PAD, SEP]])
     deleted = SlalomAttribution(model).attribute(ids, baselines=ref, target=1, method="ana", return_all=True)
     assert len(deleted.explanations[0].tokens) == 3
+
+
+def test_ids_the_model_cannot_read_are_refused_before_any_model_call(tmp_path):
+    from tiny_models import bert_tokenizer, tiny_classifier
+
+    tok = bert_tokenizer(tmp_path)
+    model = tiny_classifier("bert", tok)
+    calls = []
+    model.register_forward_pre_hook(lambda *a: calls.append(1))
+    size = model.get_input_embeddings().num_embeddings
+    for attr in (SlalomAttribution(model, tokenizer=tok), SlalomAttribution(lambda i: model(i).logits, tokenizer=tok)):
+        with pytest.raises(ValueError, match="token ids must be >= 0, got -1"):
+            attr.attribute(torch.tensor([[2, 5, -1, 3]]), target=1, n_samples=50)
+        with pytest.raises(ValueError, match=rf"token id {size + 5} is outside the model's vocabulary \({size} ids"):
+            attr.attribute(torch.tensor([[2, 5, size + 5, 3]]), target=1, n_samples=50)
+    assert not calls
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizer"):
+        SlalomAttribution(model, tokenizer={})
