@@ -94,13 +94,15 @@ def parse_rows(
     """Check Captum's arguments and lay them out per row (see :class:`Rows`)."""
     tensors = _input_tensors(inputs, replace)
     ids = tensors[0]
-    attn = tensors[1] if len(tensors) == 2 and _is_zero_one(tensors[1]) else None
+    attn = _attention_mask(tensors, pad_token_id)
     valid = torch.ones_like(ids, dtype=torch.bool) if attn is None else attn != 0
     bases = _baselines(baselines, tensors) if baselines is not None else None
     specials = _special_positions(ids, valid, special_token_ids, special_token_positions)
-    if bases is not None and bases[0] is not None:
-        # Captum's tutorials mark special tokens by giving them in the baseline (and
-        # replacing a token by itself would perturb nothing).
+    if not replace and bases is not None and bases[0] is not None:
+        # When deleting, baselines replace nothing: Captum's tutorials mark special tokens
+        # by giving them in the baseline. When replacing (as Lime), the baseline is the
+        # value absent features take, and a token that happens to equal it is still a
+        # feature (one whose absence changes nothing), never a special token.
         specials |= (ids == bases[0]) & valid
     if additional_forward_args is None:
         args: tuple = ()
@@ -127,6 +129,23 @@ def check_length(rows: Rows, limit: int | None) -> None:
         raise ValueError(
             f"a row of inputs has {longest} tokens (special tokens included) but the model accepts at most "
             f"{limit}; truncate the inputs (e.g. tokenizer(..., truncation=True))"
+        )
+
+
+def check_ids(rows: Rows, vocab: tuple[int, str] | None) -> None:
+    """Raise before any model call on token ids the model cannot read: negative ids, and
+    ids past its vocabulary (``vocab``: its size and what says so) where that is known.
+    Padding is not checked (its id is the user's)."""
+    ids = rows.ids[rows.valid]
+    if ids.numel() == 0 or ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0:
+        raise ValueError(f"token ids must be >= 0, got {low}: give the ids the model's tokenizer produced")
+    if vocab is not None and high >= vocab[0]:
+        raise ValueError(
+            f"token id {high} is outside the model's vocabulary ({vocab[0]} ids, 0..{vocab[0] - 1}: "
+            f"{vocab[1]}): give the ids the model's own tokenizer produced"
         )
 
 
@@ -208,8 +227,35 @@ def _broadcast_rows(x: object, shape: tuple[int, ...], name: str, dtype: torch.d
 
 
 def _is_zero_one(t: Tensor) -> bool:
-    """True for a tensor holding only 0s and 1s (an attention mask)."""
+    """True for a tensor holding only 0s and 1s (an attention mask, or token type ids)."""
     return not t.dtype.is_complex and bool(((t == 0) | (t == 1)).all())
+
+
+def _attention_mask(tensors: tuple[Tensor, ...], pad_token_id: int | None) -> Tensor | None:
+    """The second of two input tensors if it is an attention mask, else None.
+
+    Token type ids of a sentence pair hold only 0s and 1s too, and reading them as a mask
+    would make the first sentence padding. A mask's 0s are padding, so it is read as one
+    only where every 0 sits on the pad id (or, with no pad id known, on one id repeated,
+    at the ends of each row); otherwise the tensor follows the kept positions like any
+    other input (token type ids of the kept tokens).
+    """
+    if len(tensors) != 2 or not _is_zero_one(tensors[1]):
+        return None
+    ids, second = tensors
+    off = second == 0
+    if not bool(off.any()):
+        return second  # nothing masked: reading it as a mask leaves every position a token
+    padded = ids[off]
+    if pad_token_id is not None:
+        return second if bool((padded == pad_token_id).all()) else None
+    if not bool((padded == padded[0]).all()):
+        return None
+    for row in off:
+        on = torch.nonzero(~row).flatten()
+        if on.numel() and int(on[-1] - on[0]) + 1 != on.numel():
+            return None  # 0s between tokens: not padding
+    return second
 
 
 def _pad_id(ids: Tensor, valid: Tensor, given: int | None) -> int | None:

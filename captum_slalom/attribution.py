@@ -18,12 +18,13 @@ from captum._utils.progress import progress
 from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
 from slalom_core import SCORE_NAMES
-from slalom_core.models import model_max_length, tokenizer_of
+from slalom_core.models import check_tokenizer, input_vocab_size, is_hf_tokenizer, model_max_length, tokenizer_of
 from torch import Tensor
 
 from ._arguments import (
     FeatureMaskType,
     InputType,
+    check_ids,
     check_length,
     check_options,
     feature_groups,
@@ -119,6 +120,7 @@ class SlalomAttribution(PerturbationAttribution):
                         Default: None
         """
         PerturbationAttribution.__init__(self, forward_func)
+        check_tokenizer(tokenizer)
         if tokenizer is None:
             # An HF model (or its bound forward) loaded from disk carries its tokenizer's
             # location: its special tokens are then known as with tokenizer=.
@@ -130,6 +132,18 @@ class SlalomAttribution(PerturbationAttribution):
         self.special_token_ids = None if special_token_ids is None else tuple(int(i) for i in special_token_ids)
         self.pad_token_id = pad_token_id
         self.tokenizer = tokenizer
+
+    def _vocab_size(self) -> tuple[int, str] | None:
+        """How many ids the model reads, where known: its input embedding, else the tokenizer."""
+        n = input_vocab_size(slalom_core.module_of(self.forward_func))
+        if n is not None:
+            return n, "the model's input embedding"
+        if is_hf_tokenizer(self.tokenizer):
+            try:
+                return len(self.tokenizer), "the tokenizer's vocabulary"
+            except TypeError:
+                return None
+        return None
 
     @classmethod
     def get_name(cls) -> str:
@@ -186,8 +200,11 @@ class SlalomAttribution(PerturbationAttribution):
                         length) follow the deletions. In a 2-tuple
                         ``(input_ids, attention_mask)`` the mask's 0 entries are
                         padding (no feature) and samples of different lengths may
-                        share padded forward batches. Every row is explained
-                        separately.
+                        share padded forward batches. A 0/1 second tensor is read
+                        as a mask only where its 0s sit on the pad id (or, with no
+                        pad id known, on one repeated id at the row's ends); token
+                        type ids of a sentence pair follow the kept positions like
+                        any other tensor. Every row is explained separately.
             baselines (scalar, Tensor or tuple, optional): with the default
                         ``perturbation="delete"``, positions where the baseline equals
                         the input are special tokens (kept in place, attribution 0),
@@ -195,7 +212,10 @@ class SlalomAttribution(PerturbationAttribution):
                         replaced. With ``perturbation="replace"``: the values absent
                         features take, as in Lime (a scalar such as the [PAD] id, a
                         tensor broadcastable to the ids, or one entry per input
-                        tensor, None leaving that tensor unchanged).
+                        tensor, None leaving that tensor unchanged); every position
+                        not named special (``tokenizer``, ``special_token_ids``,
+                        ``special_token_positions``) is a feature, even where it
+                        equals the baseline, as in Lime.
                         Default: None
             target (int, tuple, Tensor, or list, optional): Captum's target
                         convention. An int or a one-element tensor: that class for
@@ -313,6 +333,8 @@ class SlalomAttribution(PerturbationAttribution):
             pad_token_id=self.pad_token_id,
         )
         check_length(rows, model_max_length(slalom_core.module_of(self.forward_func), self.tokenizer))
+        if perturbation != "replace":  # replaced inputs need not be token ids
+            check_ids(rows, self._vocab_size())
         groups = [feature_groups(rows, row) for row in range(rows.n_rows)]
         try:
             explanations = slalom_core.explain_rows(

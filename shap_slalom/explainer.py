@@ -144,7 +144,7 @@ class SlalomExplainer(shap.Explainer):
             raise TypeError(f"unexpected arguments: {sorted(kwargs)} (engine options go in fit_options=)")
         # The engine's own checks of its options (the same errors as explain_batch gives),
         # before anything is resolved or called.
-        sc.check_call(method=method, n_samples=int(n_samples), output=output, seed=seed)
+        sc.check_call(method=method, n_samples=_evaluations(n_samples, "n_samples"), output=output, seed=seed)
         # Everything is resolved here, before shap's base __init__: it then gets a plain
         # callable and a Text masker, so it never re-enters (and if it did, this __init__
         # computes the same state again from the same inputs).
@@ -291,6 +291,7 @@ class SlalomExplainer(shap.Explainer):
             >>> fits = explainer.fit(["a great movie"])  # doctest: +SKIP
             >>> fits[0].model_output - fits[0].surrogate_output  # the fit residual  # doctest: +SKIP
         """
+        n_samples = self.n_samples if max_evals == "auto" else _evaluations(max_evals, "max_evals")
         texts = sc.text_batch(texts)
         out: list[Fit] = [None] * len(texts)
         segs = {}
@@ -302,7 +303,7 @@ class SlalomExplainer(shap.Explainer):
             return out
         options = dict(
             method=self.method,
-            n_samples=self.n_samples if max_evals == "auto" else int(max_evals),
+            n_samples=n_samples,
             seed=self.seed if seed is None else seed,
             show_progress=not silent,
             **self.fit_options,
@@ -545,3 +546,13 @@ def _nonempty(texts: list[str]) -> list[str]:
     if not texts:
         raise ValueError("nothing to explain: got no texts (an empty list)")
     return texts
+
+
+def _evaluations(n: object, name: str) -> int:
+    """A count of model evaluations, checked: int() would turn 2.7 into 2 and True into 1,
+    and fail on 'lots' with a message that does not name the argument. (The engine checks
+    n_samples' range itself; max_evals is named here, as the engine would say n_samples.)"""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or (name == "max_evals" and n < 1):
+        auto = ' or "auto"' if name == "max_evals" else ""
+        raise ValueError(f"{name} must be a positive int (model evaluations per text){auto}, got {n!r}")
+    return int(n)

@@ -72,10 +72,38 @@ def redact_secrets(text: str, secrets: Sequence[str] = ()) -> str:
 class TransientAPIError(RuntimeError):
     """Raise this from a call function for a failure worth retrying (rate limit, 5xx, timeout).
 
+    ``retry_after``: the seconds the server asked to wait (its ``Retry-After`` header on a
+    429 or 503), which :class:`APIClassifier` honours up to its ``max_backoff``.
+
     Example:
         >>> def call(text):
-        ...     raise TransientAPIError("HTTP 429: rate limited")  # APIClassifier retries it
+        ...     raise TransientAPIError("HTTP 429: rate limited", retry_after=2.0)  # retried after 2 s
     """
+
+    def __init__(self, *args: object, retry_after: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after = retry_after
+
+
+def _retry_after(err: BaseException) -> float | None:
+    """Seconds a transient error asks to wait: its ``retry_after``, or the ``Retry-After``
+    header (seconds, or an HTTP date) of the response it carries (requests, httpx)."""
+    given = getattr(err, "retry_after", None)
+    if given is None:
+        headers = getattr(getattr(err, "response", None), "headers", None)
+        given = headers.get("Retry-After") if headers is not None and hasattr(headers, "get") else None
+    if given is None:
+        return None
+    try:
+        wait = float(given)
+    except (TypeError, ValueError):
+        from email.utils import parsedate_to_datetime
+
+        try:
+            wait = parsedate_to_datetime(str(given)).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None  # unreadable: the exponential backoff decides
+    return wait if math.isfinite(wait) and wait >= 0 else None
 
 
 class APIError(RuntimeError):
@@ -117,7 +145,9 @@ class APIClassifier(StringClassifier):
         workers: requests in flight at once (threads; for I/O-bound endpoints).
         retries: retries per text after a transient error (so ``retries + 1`` attempts).
         backoff: seconds before the first retry, doubled for each further one (at most
-            ``max_backoff``).
+            ``max_backoff``). A server's ``Retry-After`` (a 429 or 503 response's header,
+            on the error's ``retry_after`` or its ``response``) is waited instead when
+            longer, also at most ``max_backoff``.
         transient: exception types that are retried.
         cache_file: a JSON file of answers: read if it exists, rewritten atomically after
             each batch of new answers. ``cache_key`` (e.g. model name and prompt version)
@@ -365,7 +395,8 @@ class APIClassifier(StringClassifier):
                         f"retrying {text[:60]!r} would exceed max_input_tokens={self.max_input_tokens} "
                         f"(last error: {type(err).__name__}: {redact_secrets(str(err))})"
                     ) from err
-                self._sleep(min(self.max_backoff, self.backoff * 2**attempt))
+                asked = _retry_after(err) or 0.0
+                self._sleep(min(self.max_backoff, max(self.backoff * 2**attempt, asked)))
                 continue
             except Exception as err:
                 with self._lock:

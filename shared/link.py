@@ -55,6 +55,9 @@ PROB_SUM_TOL = 1e-4
 # plainly something else.
 _PROB_CHECK_TOL = 1e-3
 _EPS = 1e-12
+#: The largest explained output (log-odds) a fit can use: the fitters square outputs, and
+#: float64 squares overflow past about 1.3e154. Real logits are a few tens at most.
+MAX_LOG_ODDS = 1e150
 
 
 def check_target(target: object, n_outputs: int) -> int | None:
@@ -418,7 +421,9 @@ class OutputLink:
                 f"the model returned non-finite outputs (NaN or inf) for {len(bad)} sample(s), "
                 f"e.g. rows {bad[:5]}; SLALOM cannot fit them"
             )
-        z = self._as_logits(raw)
+        return _check_log_odds(self._explained(self._as_logits(raw)), raw)
+
+    def _explained(self, z: torch.Tensor) -> torch.Tensor:
         if self.multilabel:
             # No softmax across labels: each label's log-odds is its own (sigmoid) logit.
             if self.target is not None:
@@ -434,3 +439,19 @@ class OutputLink:
         # One-vs-rest log-odds: log p_t - log(1 - p_t), computed stably from logits.
         rest = torch.cat([z[:, : self.target], z[:, self.target + 1 :]], dim=1)
         return z[:, self.target] - torch.logsumexp(rest, dim=1)
+
+
+def _check_log_odds(y: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+    """``y`` (the explained outputs of ``raw``), refused when the link overflowed or the
+    values are too large for a fit, before any fit fails on them in its linear algebra."""
+    ok = torch.isfinite(y) & (y.abs() <= MAX_LOG_ODDS)
+    if not bool(ok.all()):
+        rows = (~ok).reshape(len(y), -1).any(dim=1).nonzero().flatten().tolist()
+        largest = float(raw[rows].abs().max())
+        raise FloatingPointError(
+            f"the model's outputs are too large to be logits (up to {largest:.3g} in absolute value, "
+            f"in {len(rows)} sample(s), e.g. rows {rows[:5]}): their log-odds are not finite or exceed "
+            f"{MAX_LOG_ODDS:.0e}, which no fit can use. Return logits or probabilities (output='probs'), "
+            "or rescale the scores"
+        )
+    return y

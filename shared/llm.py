@@ -130,6 +130,18 @@ class PromptClassifier(_TorchModel):
             label_ids.append(tuple(ids))
         if len(set(label_ids)) < len(label_ids):
             raise ValueError(f"two label words tokenize to the same ids, so their classes cannot differ: {words}")
+        if names is None:
+            # The class names are the words stripped: " good" and "good" are two classes
+            # (two tokens) that results, plots and tables would show under one name.
+            seen: dict[str, str] = {}
+            for w in words:
+                other = seen.setdefault(w.strip() or w, w)
+                if other != w:
+                    raise ValueError(
+                        f"the label words {other!r} and {w!r} differ only in whitespace, so two classes would "
+                        f"share the name {w.strip()!r}: give distinct words, or name the classes with a "
+                        "{class name: word} dict"
+                    )
 
         before, _, after = template.partition(slot)
         pre_special, _ = special_token_frame(tokenizer)

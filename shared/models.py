@@ -132,6 +132,30 @@ def is_hf_tokenizer(tokenizer: object) -> bool:
     return hasattr(tokenizer, "convert_ids_to_tokens") and callable(tokenizer)
 
 
+def check_tokenizer(tokenizer: object) -> None:
+    """Refuse what cannot be a tokenizer (a dict, a model name...) where it is given.
+
+    Anything callable or with ``convert_ids_to_tokens`` passes (the adapters read no more
+    of it); otherwise the first use would fail far from the cause ("'dict' object is not
+    callable").
+
+    Example:
+        >>> check_tokenizer({})
+        Traceback (most recent call last):
+        ...
+        TypeError: tokenizer must be a tokenizer (e.g. AutoTokenizer.from_pretrained(name)) or None, got a dict
+    """
+    if tokenizer is None or isinstance(tokenizer, WhitespaceTokenizer):
+        return
+    if callable(tokenizer) or hasattr(tokenizer, "convert_ids_to_tokens"):
+        return
+    hint = f" ({tokenizer!r} looks like a name: load it first)" if isinstance(tokenizer, str) else ""
+    raise TypeError(
+        "tokenizer must be a tokenizer (e.g. AutoTokenizer.from_pretrained(name)) or None, "
+        f"got a {type(tokenizer).__name__}{hint}"
+    )
+
+
 def is_pipeline(model: object) -> bool:
     """True for a transformers pipeline: :func:`as_adapter` explains the ``model`` inside
     it, with its ``tokenizer``, reading its logits.
@@ -269,6 +293,7 @@ class ModelAdapter(ABC):
             ids = self._strip_frame(_as_id_list(text_or_ids))
             if not ids:
                 raise ValueError("cannot explain an empty sequence of token ids")
+            self.check_ids(ids)
             tok = self.tokenizer
             tokens = tok.convert_ids_to_tokens(ids) if hasattr(tok, "convert_ids_to_tokens") else map(str, ids)
             seg = Segmentation([(i,) for i in ids], list(tokens))
@@ -343,6 +368,35 @@ class ModelAdapter(ABC):
         if suf and ids[-len(suf) :] == suf:
             ids = ids[: -len(suf)]
         return ids
+
+    def vocab_size(self) -> tuple[int, str] | None:
+        """How many token ids the model reads (0 .. n-1) and what says so; None if unknown.
+
+        Here the tokenizer's vocabulary; a torch model's input embedding overrides it.
+        """
+        tok = self.tokenizer
+        if isinstance(tok, WhitespaceTokenizer):
+            return len(tok._words), "the words its WhitespaceTokenizer has seen"
+        if is_hf_tokenizer(tok):
+            try:
+                return len(tok), "the tokenizer's vocabulary"  # type: ignore[arg-type]
+            except TypeError:  # a tokenizer-like object without a length
+                return None
+        return None
+
+    def check_ids(self, ids: Sequence[int]) -> None:
+        """Refuse token ids the model cannot read, before any model call: negative ids, and
+        ids outside its vocabulary where that is known (an embedding lookup would fail
+        with an IndexError, or an overflow, far from the cause)."""
+        low = min(ids)
+        if low < 0:
+            raise ValueError(f"token ids must be >= 0, got {low}: give the ids the model's tokenizer produced")
+        known = self.vocab_size()
+        if known is not None and max(ids) >= known[0]:
+            raise ValueError(
+                f"token id {max(ids)} is outside the model's vocabulary ({known[0]} ids, 0..{known[0] - 1}: "
+                f"{known[1]}): give the ids the model's own tokenizer produced"
+            )
 
     def check_length(self, n_tokens: int) -> None:
         """Raise if ``n_tokens`` content tokens plus special tokens exceed the model's limit."""
@@ -488,6 +542,20 @@ def score_matrix(output: object, n_rows: int, *, index: Sequence[int] = ()) -> t
     return t
 
 
+def input_vocab_size(module: torch.nn.Module | None) -> int | None:
+    """The number of rows of a model's input embedding (Hugging Face's
+    ``get_input_embeddings``); None for other modules, whose ids nothing here can bound."""
+    get = getattr(module, "get_input_embeddings", None)
+    if get is None:
+        return None
+    try:
+        emb = get()
+    except Exception:  # NotImplementedError for models without one: unknown, not an error
+        return None
+    n = getattr(emb, "num_embeddings", None)
+    return int(n) if isinstance(n, int) else None
+
+
 def module_of(func: object) -> torch.nn.Module | None:
     """The ``nn.Module`` behind a callable: itself, or the owner of a bound method.
 
@@ -608,6 +676,10 @@ class _TorchModel(ModelAdapter):
     def fit_device(self) -> torch.device | None:
         return self._run_device
 
+    def vocab_size(self) -> tuple[int, str] | None:
+        n = input_vocab_size(self.module)
+        return (n, "the model's input embedding") if n is not None else super().vocab_size()
+
     def empty_sequence(self) -> list[int] | None:
         if self.prefix_ids or self.suffix_ids:
             return []
@@ -721,7 +793,16 @@ class _TorchModel(ModelAdapter):
                 mask_np[j, : len(r)] = 1
             ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
             with torch.inference_mode():
-                out = self._forward_scores(ids.to(device), mask.to(device))
+                try:
+                    out = self._forward_scores(ids.to(device), mask.to(device))
+                except IndexError as err:
+                    # A plain module's vocabulary is not known before the call (see
+                    # check_ids); an embedding lookup past its end fails here.
+                    raise IndexError(
+                        f"the model failed with IndexError ({err}) on token ids {int(ids.min())}..{int(ids.max())}: "
+                        "ids outside the model's vocabulary (its embedding) are the usual cause; give the ids "
+                        "the model's own tokenizer produced"
+                    ) from err
                 self._note_output_dtype(out.dtype)
                 out = out.to("cpu", torch.float64)
             for j, i in enumerate(batch):
@@ -768,6 +849,7 @@ class TorchClassifier(_TorchModel):
         pads_safely: bool = True,
         module: torch.nn.Module | None = None,
     ) -> None:
+        check_tokenizer(tokenizer)
         self.forward_func = forward_func
         self.module = module if module is not None else module_of(forward_func)
         self.prefix_ids = tuple(int(i) for i in prefix_ids)
@@ -871,6 +953,7 @@ class HFClassifier(_TorchModel):
     ) -> None:
         if tokenizer is None:
             raise ValueError("a Hugging Face model needs its tokenizer: pass tokenizer=")
+        check_tokenizer(tokenizer)
         self.model = self.module = model
         self.tokenizer = tokenizer
         self.prefix_ids, self.suffix_ids = special_token_frame(tokenizer)
@@ -986,6 +1069,7 @@ class StringClassifier(ModelAdapter):
         batch_size: int = 64,
         max_length: int | None = None,
     ) -> None:
+        check_tokenizer(tokenizer)
         self.func = func
         self.tokenizer = tokenizer if tokenizer is not None else WhitespaceTokenizer()
         self.class_names = list(class_names) if class_names is not None else None
@@ -1085,6 +1169,16 @@ class StringClassifier(ModelAdapter):
         it = iter(ids)
         return Segmentation([tuple(next(it) for _ in u) for u in tids], list(seg.tokens), text, token_ids=list(tids))
 
+    def check_ids(self, ids: Sequence[int]) -> None:
+        if isinstance(self.tokenizer, WhitespaceTokenizer) and max(ids) >= len(self.tokenizer._words):
+            # Its ids are made up as texts are read: ids from elsewhere name no word.
+            raise ValueError(
+                f"token id {max(ids)} was given to a StringClassifier without a tokenizer, whose ids "
+                "are made up as it reads texts: pass the text (a str), or give tokenizer= the "
+                "tokenizer that produced the ids"
+            )
+        super().check_ids(ids)
+
     def decode(self, ids: Sequence[int]) -> str:
         """The text the black box sees for a sequence of ids (no special tokens): this
         adapter's piece ids (from :meth:`segment`) or the tokenizer's.
@@ -1121,13 +1215,49 @@ class StringClassifier(ModelAdapter):
         outs = []
         for start in range(0, len(texts), self.batch_size):
             batch = [str(t) for t in texts[start : start + self.batch_size]]
-            arr = np.asarray(self.func(batch))
+            arr = _numeric(self.func(batch))
             out = score_matrix(arr if arr.dtype.kind == "f" else arr.astype(np.float64), len(batch))
             self._note_output_dtype(out.dtype)
             outs.append(out.to(torch.float64))
         if not outs:
             return torch.zeros((0, 0), dtype=torch.float64)
         return torch.cat(outs)
+
+
+def _numeric(answer: object) -> np.ndarray:
+    """A string model's answer as numbers; labels or dicts are refused, naming what came back.
+
+    A pipeline called plainly answers ``[{"label": ..., "score": ...}]`` and a
+    ``predict`` answers labels: neither is a score per class, and numpy's own error
+    ("could not convert string to float") does not say which model output was wrong.
+    """
+    try:
+        arr = np.asarray(answer)
+    except ValueError:  # ragged rows: score_matrix's shape check cannot see them otherwise
+        arr = np.asarray(answer, dtype=object)
+    if arr.dtype.kind in "biuf":
+        return arr
+    if arr.dtype.kind != "c":  # complex scores are score_matrix's to refuse
+        try:
+            return arr.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+        flat = arr.ravel()
+        odd = next((x for x in flat if not isinstance(x, (int, float, np.number))), flat[0] if flat.size else answer)
+        odd = odd.item() if isinstance(odd, np.generic) else odd  # 'POS', not np.str_('POS')
+        what = (
+            "labels (strings)"
+            if isinstance(odd, (str, np.str_))
+            else "dicts"
+            if isinstance(odd, Mapping)
+            else type(odd).__name__ + " objects"
+        )
+        raise TypeError(
+            f"the string model returned {what}, e.g. {odd!r}, not numbers: it must return one score per "
+            "class for each text, e.g. [[p_neg, p_pos], ...] (a pipeline: call it with top_k=None and "
+            "take each dict's 'score' in label order)"
+        )
+    return arr
 
 
 def as_adapter(
@@ -1153,6 +1283,7 @@ def as_adapter(
         >>> type(as_adapter(net)).__name__
         'TorchClassifier'
     """
+    check_tokenizer(tokenizer)
     if isinstance(model, ModelAdapter):
         # A shallow copy: overriding batch_size/device must not change the caller's object.
         adapter = copy.copy(model)

@@ -19,7 +19,7 @@ import numpy as np
 from . import store
 from .fingerprint import cell_digest
 from .rows import CorpusOptions, explain_chunk
-from .source import CorpusSource, Row, parse_json_line
+from .source import CorpusSource, Row, is_json_array, parse_json_line
 
 __all__ = ["ExplainActor", "run_ray"]
 
@@ -94,6 +94,13 @@ def _read(source: CorpusSource):
 
         return ray.data.from_huggingface(load_from_disk(files[0]))
     if source.format == "jsonl":
+        arrays = [p.name for p in source.files if is_json_array(p)]
+        if arrays:
+            # Ray reads JSON by lines; an array's lines are not records.
+            raise ValueError(
+                f"{arrays[0]} is a JSON array, not JSON lines: the Ray engine reads JSON lines (one object "
+                "per line); convert it, or use engine='local', which reads arrays"
+            )
         lines = ray.data.read_text(files, encoding="utf-8", num_cpus=_LIGHT)
         return lines.map_batches(_JsonLines(text_col, id_col), batch_format="numpy", num_cpus=_LIGHT)
     if source.format == "csv":

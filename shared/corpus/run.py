@@ -60,6 +60,24 @@ def load_model(model: object, tokenizer: object | None) -> tuple[object, object 
     return model, tokenizer
 
 
+def read_manifest(path: Path) -> dict:
+    """A run's manifest.json, or an error naming it (a run killed while the file was being
+    written by hand, or a copy cut short, leaves it truncated; json's own message names
+    no file)."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
+        why = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8"
+        raise ValueError(
+            f"{str(path)!r} is not a valid manifest ({why}{where}; truncated?): restore it, or start the run "
+            "again in another output path"
+        ) from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("options"), dict):
+        raise ValueError(f"{str(path)!r} is not a corpus run's manifest (no options): restore it, or use another path")
+    return manifest
+
+
 class CorpusRun:
     """A corpus run on disk (see :mod:`slalom_core.corpus.store` for the layout).
 
@@ -73,7 +91,7 @@ class CorpusRun:
         manifest = self.path / "manifest.json"
         if not manifest.exists():
             raise FileNotFoundError(f"{str(self.path)!r} holds no corpus run (no manifest.json)")
-        self.manifest: dict = json.loads(manifest.read_text())
+        self.manifest: dict = read_manifest(manifest)
 
     def positions(self):
         """One row per (text id, label, position): token, word index, the five scores and SEs."""
@@ -127,7 +145,7 @@ def _prepare_out(out: Path, manifest: dict, resume: bool) -> None:
         old_path = out / "manifest.json"
         if not old_path.exists():
             raise FileExistsError(f"{str(out)!r} is not empty and holds no corpus run; choose another output path")
-        old = json.loads(old_path.read_text())
+        old = read_manifest(old_path)
         if old.get("model") != manifest.get("model"):
             raise ValueError(_other_model(out, old.get("model"), manifest["model"]))
         differ = [k for k in ("input", "options") if old.get(k) != manifest.get(k)]
@@ -289,7 +307,7 @@ def explain_corpus(
         # global generator (torch.manual_seed reproduces) and records it in the manifest.
         old = Path(out) / "manifest.json"
         if resume and old.exists():
-            seed = json.loads(old.read_text())["options"]["seed"]
+            seed = read_manifest(old)["options"]["seed"]
         else:
             seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
     opts = CorpusOptions(

@@ -4,8 +4,10 @@ Rows are read in chunks so that memory is bounded by the chunk, not the corpus. 
 gets a string id: the id column's value as written in the file (a CSV ``007`` stays
 ``"007"``, a JSON ``1.0`` stays ``"1.0"``), or its row number (0-based, across the files of a
 folder in name order) when the data have none. Text files are read as UTF-8, a leading
-byte-order mark dropped. A first pass over the ids alone checks the
-columns and finds duplicate ids before any model is called.
+byte-order mark dropped (a byte that is not UTF-8 is an error naming its file and line). A
+``.json`` file may hold JSON lines or one JSON array of objects (pretty-printed or not). A
+first pass over the ids alone checks the columns and finds duplicate ids before any model
+is called.
 """
 
 from __future__ import annotations
@@ -59,10 +61,45 @@ def parse_json_line(line: str, id_column: str | None) -> dict:
     Raises ``json.JSONDecodeError`` for a line that is not JSON, ``TypeError`` for one that
     is not an object.
     """
-    rec = json.loads(line.lstrip("\ufeff"), parse_int=_JsonNumber, parse_float=_JsonNumber)
+    return _record(json.loads(line.lstrip("\ufeff"), parse_int=_JsonNumber, parse_float=_JsonNumber), id_column)
+
+
+def _record(rec: object, id_column: str | None) -> dict:
     if not isinstance(rec, dict):
         raise TypeError("expected a JSON object per line")
     return {k: (str(v) if k == id_column and isinstance(v, _JsonNumber) else _numbers_back(v)) for k, v in rec.items()}
+
+
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+
+
+def is_json_array(path: Path) -> bool:
+    """Whether a JSON file holds one array (``[{...}, {...}]``, pretty-printed or not)
+    rather than JSON lines: its first character that is not whitespace is ``[``."""
+    with _open_bytes(path) as f:
+        head = f.read(4096).decode("utf-8", "ignore").lstrip("\ufeff \t\r\n")
+        while not head:
+            chunk = f.read(65536)
+            if not chunk:
+                return False
+            head = chunk.decode("utf-8", "ignore").lstrip(" \t\r\n")
+    return head.startswith("[")
+
+
+def _not_utf8(path: Path, err: UnicodeDecodeError) -> ValueError:
+    """The error for a file that is not UTF-8, naming its first bad line: the decoder reads
+    in blocks, so its own position says neither the line nor the file."""
+    with _open_bytes(path) as f:
+        for lineno, line in enumerate(f, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return ValueError(
+                    f"{path.name}, line {lineno}: not UTF-8 (byte 0x{line[bad.start]:02x} at column {bad.start + 1}); "
+                    "save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                )
+    return ValueError(f"{path.name}: not UTF-8 ({err.reason}); save the file as UTF-8")
 
 
 def _kind(path: Path) -> str | None:
@@ -84,9 +121,9 @@ class CorpusSource:
     """A corpus on disk, read as a stream of :class:`Row` chunks.
 
     Args:
-        data: a ``.jsonl`` (``.json`` lines, optionally ``.gz``), ``.csv`` (optionally
-            ``.gz``) or ``.parquet`` file; a folder of such files (read in name order); or a
-            folder written by ``datasets.Dataset.save_to_disk``.
+        data: a ``.jsonl`` or ``.json`` (JSON lines, or one JSON array of objects; optionally
+            ``.gz``), ``.csv`` (optionally ``.gz``) or ``.parquet`` file; a folder of such
+            files (read in name order); or a folder written by ``datasets.Dataset.save_to_disk``.
         text_column: the column holding the texts. Default: "text".
         id_column: the column holding the ids; "auto" (default) takes a column named
             "id" when there is one and row numbers otherwise; None always uses row numbers.
@@ -203,28 +240,58 @@ class CorpusSource:
                 n += 1
 
     def _records(self, path: Path, columns: list[str] | None) -> Iterator[dict]:
-        # Each reader streams: memory holds one line, one CSV record or one Parquet batch.
-        if self.format == "jsonl":
-            opener = gzip.open if path.name.lower().endswith(".gz") else open
-            # utf-8-sig: an editor's byte-order mark must not stick to the first key.
-            with opener(path, "rt", encoding="utf-8-sig") as f:
-                for lineno, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        rec = parse_json_line(line, self.resolved_id_column)
-                    except json.JSONDecodeError as err:
-                        raise ValueError(f"{path.name}, line {lineno}: not valid JSON ({err.msg})") from None
-                    except TypeError:
-                        raise ValueError(f"{path.name}, line {lineno}: expected a JSON object per line") from None
-                    yield rec
-        elif self.format == "csv":
-            raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-            # utf-8-sig: a CSV saved by Excel starts with a byte-order mark, which would
-            # otherwise turn the header "id" into "\ufeffid" and lose the id column.
-            with raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
-                yield from csv.DictReader(f)
-        elif self.format == "parquet":
+        # Each reader streams: memory holds one line, one CSV record or one Parquet batch
+        # (a JSON array, which has no lines to stream, is read whole).
+        try:
+            if self.format == "jsonl" and is_json_array(path):
+                yield from self._json_array(path)
+            elif self.format == "jsonl":
+                opener = gzip.open if path.name.lower().endswith(".gz") else open
+                # utf-8-sig: an editor's byte-order mark must not stick to the first key.
+                with opener(path, "rt", encoding="utf-8-sig") as f:
+                    for lineno, line in enumerate(f, 1):
+                        if not line.strip():
+                            continue
+                        try:
+                            rec = parse_json_line(line, self.resolved_id_column)
+                        except json.JSONDecodeError as err:
+                            raise ValueError(f"{path.name}, line {lineno}: not valid JSON ({err.msg})") from None
+                        except TypeError:
+                            raise ValueError(f"{path.name}, line {lineno}: expected a JSON object per line") from None
+                        yield rec
+            elif self.format == "csv":
+                # utf-8-sig: a CSV saved by Excel starts with a byte-order mark, which would
+                # otherwise turn the header "id" into "\ufeffid" and lose the id column.
+                with _open_bytes(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
+                    yield from csv.DictReader(f)
+            else:
+                yield from self._binary_records(path, columns)
+        except UnicodeDecodeError as err:
+            raise _not_utf8(path, err) from None
+
+    def _json_array(self, path: Path) -> Iterator[dict]:
+        """The objects of a file holding one JSON array (read whole: an array cannot be
+        streamed by line as JSON lines are)."""
+        with _open_bytes(path) as f:
+            raw = f.read().decode("utf-8-sig")
+        try:
+            items = json.loads(raw, parse_int=_JsonNumber, parse_float=_JsonNumber)
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path.name}, line {err.lineno}: starts with '[' but is not one JSON array ({err.msg}); give "
+                "JSON lines (one object per line) or a single JSON array of objects"
+            ) from None
+        if not isinstance(items, list):
+            raise ValueError(f"{path.name}: starts with '[' but is not one JSON array")
+        for i, item in enumerate(items):
+            try:
+                yield _record(item, self.resolved_id_column)
+            except TypeError:
+                raise ValueError(f"{path.name}: element {i} of its JSON array is not an object") from None
+
+    def _binary_records(self, path: Path, columns: list[str] | None) -> Iterator[dict]:
+        """Parquet batches or a saved Hugging Face dataset (no text decoding of ours)."""
+        if self.format == "parquet":
             import pyarrow.parquet as pq
 
             pf = pq.ParquetFile(path)

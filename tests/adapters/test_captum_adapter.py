@@ -721,3 +721,39 @@ def test_llm_empty_prompt_or_target_is_a_clear_error(tiny_lm, prompt, target):
         llm_attr.attribute(TextTokenInput(prompt, tok), target=target, n_samples=20, seed=0)
     assert "\n" not in str(err.value)
     assert calls == []
+
+
+def test_replace_keeps_a_token_equal_to_the_baseline_a_feature():
+    model = TokenSlalom()
+    ids = torch.tensor([[CLS, 7, MASK, 9, SEP]])
+    slalom = SlalomAttribution(model, special_token_ids=SPECIALS)
+    kw = dict(baselines=MASK, perturbation="replace", target=1, n_samples=200, seed=0)
+    res = slalom.attribute(ids, return_all=True, **kw)
+    # [MASK] replaced by [MASK] changes nothing, but it is the user's token: a feature, as in Lime.
+    assert len(res.explanations[0].tokens) == 3
+    # ... so a feature_mask group holding it is a feature, not "special tokens" never named.
+    grouped = slalom.attribute(ids, feature_mask=torch.tensor([[0, 1, 2, 2, 3]]), return_all=True, **kw)
+    assert len(grouped.explanations[0].tokens) == 2
+    assert grouped.contribution[0, 2] == grouped.contribution[0, 3] != 0
+    # Deleting still reads a baseline-equal position as a special token (Captum's tutorials).
+    ref = torch.tensor([[CLS, PAD, PAD, PAD, SEP]])
+    deleted = SlalomAttribution(model).attribute(ids, baselines=ref, target=1, method="ana", return_all=True)
+    assert len(deleted.explanations[0].tokens) == 3
+
+
+def test_ids_the_model_cannot_read_are_refused_before_any_model_call(tmp_path):
+    from tiny_models import bert_tokenizer, tiny_classifier
+
+    tok = bert_tokenizer(tmp_path)
+    model = tiny_classifier("bert", tok)
+    calls = []
+    model.register_forward_pre_hook(lambda *a: calls.append(1))
+    size = model.get_input_embeddings().num_embeddings
+    for attr in (SlalomAttribution(model, tokenizer=tok), SlalomAttribution(lambda i: model(i).logits, tokenizer=tok)):
+        with pytest.raises(ValueError, match="token ids must be >= 0, got -1"):
+            attr.attribute(torch.tensor([[2, 5, -1, 3]]), target=1, n_samples=50)
+        with pytest.raises(ValueError, match=rf"token id {size + 5} is outside the model's vocabulary \({size} ids"):
+            attr.attribute(torch.tensor([[2, 5, size + 5, 3]]), target=1, n_samples=50)
+    assert not calls
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizer"):
+        SlalomAttribution(model, tokenizer={})

@@ -232,7 +232,14 @@ def test_replacement_is_explicit_and_keeps_the_length(bert):
         ids, baselines=ref, target=1, additional_forward_args=extra, perturbation="replace", n_samples=200, seed=0
     )
     assert widths == {ids.shape[1]}
-    assert attr[0, 0] == 0 and attr[0, -1] == 0
+    # Replacing, the baseline is what absent features take, not a list of special tokens:
+    # [CLS]/[SEP] (replaced by themselves) are features that never change the input, as in
+    # Lime; the tokenizer names them special (attribution exactly 0).
+    assert abs(attr[0, 0]) < 1e-3 and abs(attr[0, -1]) < 1e-3
+    named = SlalomAttribution(predict, tokenizer=tok).attribute(
+        ids, baselines=ref, target=1, additional_forward_args=extra, perturbation="replace", n_samples=200, seed=0
+    )
+    assert named[0, 0] == 0 and named[0, -1] == 0
 
 
 def test_probabilities_are_detected_and_explained_in_log_odds(bert):
@@ -326,3 +333,37 @@ def test_without_any_special_token_source_the_error_says_tokenizer(bert):
     with pytest.raises(ValueError, match="tokenizer=") as err:
         SlalomAttribution(lambda i: model(input_ids=i).logits).attribute(ids, target=1, n_samples=100, seed=0)
     assert "reference=<number>" not in str(err.value)
+
+
+def test_sentence_pair_token_type_ids_are_not_read_as_an_attention_mask(bert):
+    model, tok = bert
+    enc = tok("the movie was good", "the actor was bad", return_tensors="pt")
+    ids, tt = enc["input_ids"], enc["token_type_ids"]  # 0s on [CLS] A [SEP], 1s on B [SEP]
+
+    def pair(i, t):
+        return model(input_ids=i, token_type_ids=t).logits
+
+    slalom = SlalomAttribution(pair, tokenizer=tok)
+    kw = dict(target=1, n_samples=200, seed=0, perturbation="replace", baselines=(tok.pad_token_id, None))
+    attr, tt_attr = slalom.attribute((ids, tt), **kw)
+    # Sentence A is explained (it was padding, attribution exactly 0, before), and token
+    # types are passed as given, exactly as when they are an extra forward argument.
+    first = (tt[0] == 0) & ~torch.isin(ids[0], torch.tensor(tok.all_special_ids))
+    assert (attr[0, first] != 0).all()
+    alone = slalom.attribute(ids, additional_forward_args=(tt,), **{**kw, "baselines": tok.pad_token_id})
+    torch.testing.assert_close(attr, alone)
+    assert (tt_attr == 0).all()
+    # Deleting cannot keep the middle [SEP] in place: a clear error, not sentence B alone.
+    with pytest.raises(ValueError, match="between content tokens"):
+        slalom.attribute((ids, tt), target=1, n_samples=200, seed=0)
+    # A real attention mask, with padding, is still read as one (pad id known or not).
+    batch = tok(["the movie was good", "a bad plot"], return_tensors="pt", padding=True)
+    ids2, mask = batch["input_ids"], batch["attention_mask"]
+    assert (mask == 0).any()
+
+    def masked(i, m):
+        return model(input_ids=i, attention_mask=m).logits
+
+    for s in (SlalomAttribution(masked, tokenizer=tok), SlalomAttribution(masked, special_token_ids=[2, 3])):
+        out, _ = s.attribute((ids2, mask), target=1, n_samples=100, seed=0)
+        assert (out[mask == 0] == 0).all() and (out[1, 1:4] != 0).all()

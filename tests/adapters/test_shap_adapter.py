@@ -846,3 +846,16 @@ def test_save_and_load_keep_the_slalom_settings(gt, tok, pipe):
         assert got == ("eff", 123, 7, {"sample_length": 3}, explainer.class_names)
         assert loaded.model.output_kind == explainer.model.output_kind is not None
         np.testing.assert_allclose(loaded(["the movie was great"]).values, before.values)
+
+
+@pytest.mark.parametrize("bad", ["lots", 2.7, True, 0])
+def test_max_evals_and_n_samples_must_be_counts(bad):
+    def f(texts):
+        return np.array([[float(len(t)), 0.0] for t in texts])
+
+    ex = SlalomExplainer(f, shap.maskers.Text(), seed=0)
+    with pytest.raises(ValueError, match=rf"max_evals must be a positive int .*, got {bad!r}"):
+        ex(["a good film"], max_evals=bad, silent=True)
+    with pytest.raises(ValueError, match=rf"n_samples must be a positive int.*, got {bad!r}"):
+        SlalomExplainer(f, shap.maskers.Text(), n_samples=bad)
+    assert ex(["a good film"], max_evals=50, silent=True).values.shape == (1, 3, 2)

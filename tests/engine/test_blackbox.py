@@ -163,6 +163,36 @@ def test_transient_errors_are_retried_with_backoff():
     assert usage["input_tokens"] == 3 * sum(len(t.split()) for t in tries)
 
 
+def test_retry_after_is_honoured_up_to_max_backoff():
+    from email.utils import formatdate
+    from types import SimpleNamespace
+
+    class HTTPError(Exception):  # what requests/httpx raise: the response carries the headers
+        def __init__(self, retry_after):
+            super().__init__("HTTP 429")
+            self.response = SimpleNamespace(status_code=429, headers={"Retry-After": retry_after})
+
+    for asked, expected in ((7.0, [7.0]), ("3", [3.0]), ("soon", [0.5]), (100.0, [30.0])):
+        waits: list[float] = []
+        tries: list[str] = []
+
+        def busy(text, asked=asked, tries=tries):
+            tries.append(text)
+            if len(tries) == 1:
+                raise (
+                    sc.TransientAPIError("HTTP 429", retry_after=asked)
+                    if isinstance(asked, float)
+                    else HTTPError(asked)
+                )
+            return [0.0, 1.0]
+
+        clf = sc.APIClassifier(busy, backoff=0.5, transient=(sc.TransientAPIError, HTTPError), sleep=waits.append)
+        clf.score([clf.segment("good film").unit_ids[0]])
+        assert waits == expected, asked  # bounded by max_backoff (30 s by default)
+    # An HTTP date: the seconds until then.
+    assert sc.blackbox._retry_after(HTTPError(formatdate(time.time() + 60, usegmt=True))) == pytest.approx(60, abs=2)
+
+
 def test_permanent_and_exhausted_errors_stop_with_nothing_half_written(tmp_path):
     path = tmp_path / "c.json"
 

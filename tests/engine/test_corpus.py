@@ -127,6 +127,41 @@ def test_a_byte_order_mark_does_not_hide_the_id_column(tmp_path):
         assert [(r.id, r.text) for c in src.chunks(5) for r in c] == [("x1", "a film"), ("x2", "a plot")], name
 
 
+def test_a_byte_that_is_not_utf8_is_named_by_file_and_line(tmp_path):
+    (tmp_path / "a.jsonl").write_bytes(b'{"id": "x1", "text": "a film"}\n{"id": "x2", "text": "caf\xe9 plot"}\n')
+    (tmp_path / "b.csv").write_bytes(b"id,text\nx1,a film\nx2,caf\xe9 plot\n")
+    for name, line in (("a.jsonl", 2), ("b.csv", 3)):
+        with pytest.raises(ValueError, match=rf"^{name}, line {line}: not UTF-8 \(byte 0xe9"):
+            CorpusSource(tmp_path / name).scan()
+
+
+def test_a_pretty_printed_json_array_is_read_as_one(tmp_path):
+    records = [{"id": "x1", "text": "a film"}, {"id": 2, "text": "a plot"}]
+    (tmp_path / "a.json").write_text(json.dumps(records, indent=2), encoding="utf-8-sig")
+    src = CorpusSource(tmp_path / "a.json").scan()
+    assert src.resolved_id_column == "id"
+    assert [(r.id, r.text) for c in src.chunks(5) for r in c] == [("x1", "a film"), ("2", "a plot")]
+    (tmp_path / "b.json").write_text('[\n  {"id": "x1", "text": "a film"},\n  "oops"\n]')
+    with pytest.raises(ValueError, match="b.json: element 1 of its JSON array is not an object"):
+        CorpusSource(tmp_path / "b.json").scan()
+    (tmp_path / "c.json").write_text('[\n  {"id": "x1", "text": "a film"},\n')
+    with pytest.raises(ValueError, match="c.json, line 3: starts with '\\[' but is not one JSON array"):
+        CorpusSource(tmp_path / "c.json").scan()
+
+
+def test_a_truncated_manifest_is_named(bert, corpus, tmp_path):
+    model, tok = bert
+    out = tmp_path / "run"
+    explain_corpus(model, corpus, out, tokenizer=tok, limit=2, seed=0, **FAST)
+    text = (out / "manifest.json").read_text()
+    (out / "manifest.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ValueError, match=r"manifest.json' is not a valid manifest \(.*truncated\?\)"):
+        CorpusRun(out)
+    for seed in (None, 0):  # the seed of a resumed run is read from it too
+        with pytest.raises(ValueError, match="manifest.json' is not a valid manifest"):
+            explain_corpus(model, corpus, out, tokenizer=tok, limit=2, seed=seed, resume=True, **FAST)
+
+
 def test_ids_are_read_as_written(tmp_path):
     (tmp_path / "a.csv").write_text("id,text\n007,a film\n7,a plot\n")
     lines = ['{"id": 1, "text": "a"}', '{"id": 1.0, "text": "b"}', '{"id": 1e3, "text": "c"}', '{"id": "x", "text": 5}']
@@ -572,3 +607,13 @@ def test_a_string_model_sees_each_texts_own_spelling_in_a_corpus_run(bert, tmp_p
         clf, path, tmp_path / "out", truncate=truncate, method="ana", output="logits", show_progress=False
     )
     assert run.texts().set_index("id")["model_output"].to_dict() == {"a": 1.0, "b": -1.0}
+
+
+def test_ray_refuses_a_json_array_before_reading(tmp_path):
+    pytest.importorskip("ray")
+    from slalom_core.corpus.ray_engine import _read
+
+    (tmp_path / "a.json").write_text(json.dumps([{"id": "x1", "text": "a film"}], indent=2))
+    src = CorpusSource(tmp_path / "a.json").scan()
+    with pytest.raises(ValueError, match="a.json is a JSON array, not JSON lines: the Ray engine"):
+        _read(src)  # before any Ray call: nothing is started

@@ -191,3 +191,58 @@ def test_device_the_model_cannot_use_leaves_it_untouched(device):
     for k, t in net.state_dict().items():
         assert t.device.type == "cpu"
         torch.testing.assert_close(t, before[k])
+
+
+def test_ids_the_model_cannot_read_are_refused_before_any_model_call(tok_dir):
+    tok = bert_tokenizer(tok_dir / "ids_vocab")
+    model = tiny_classifier("bert", tok)
+    calls = []
+    model.register_forward_pre_hook(lambda *a: calls.append(1))
+    size = model.get_input_embeddings().num_embeddings
+    with pytest.raises(ValueError, match=r"token ids must be >= 0, got -3"):
+        slalom_core.explain(model, [5, -3, 7], tokenizer=tok, n_samples=50, seed=0)
+    with pytest.raises(ValueError, match=rf"token id {size + 10} is outside the model's vocabulary \({size} ids"):
+        slalom_core.explain(model, [5, size + 10, 7], tokenizer=tok, n_samples=50, seed=0)
+    assert not calls
+    # A plain module's vocabulary is unknown before the call: its IndexError says why.
+    emb = torch.nn.Embedding(30, 2)
+    with pytest.raises(IndexError, match="outside the model's vocabulary"):
+        slalom_core.explain(TorchClassifier(lambda i, m: emb(i).sum(1)), [5, 40, 7], n_samples=50, seed=0)
+
+
+@pytest.mark.parametrize(
+    "answer, match",
+    [
+        (lambda t: ["POS" for _ in t], r"labels \(strings\), e.g. 'POS'"),
+        (lambda t: [{"label": "POS", "score": 0.9} for _ in t], "dicts"),
+    ],
+    ids=["labels", "dicts"],
+)
+def test_string_model_answering_labels_or_dicts_is_named(answer, match):
+    with pytest.raises(TypeError, match=rf"the string model returned {match}.*one score per class"):
+        slalom_core.explain(StringClassifier(answer), "a good film", n_samples=50, seed=0)
+
+
+def test_token_ids_given_to_a_string_model_without_a_tokenizer_are_refused():
+    clf = StringClassifier(lambda t: [[float(len(x)), 0.0] for x in t])
+    with pytest.raises(ValueError, match="StringClassifier without a tokenizer.*pass the text"):
+        slalom_core.explain(clf, [5, 6, 7], n_samples=50, seed=0)
+
+
+@pytest.mark.parametrize("bad", [{}, "bert-base-uncased", 3])
+def test_something_that_is_no_tokenizer_is_refused_where_given(tok_dir, bad):
+    model = tiny_classifier("bert", bert_tokenizer(tok_dir / "no_tok"))
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizer"):
+        slalom_core.explain(model, "a good film", tokenizer=bad, n_samples=50, seed=0)
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizer"):
+        StringClassifier(lambda t: [[0.0]] * len(t), tokenizer=bad)
+
+
+@pytest.mark.parametrize("method", ["hybrid", "ana"])
+def test_outputs_too_large_to_be_logits_are_named_not_a_linalg_failure(method):
+    clf = StringClassifier(lambda t: [[1e300 * len(x), -1e300] for x in t])
+    with pytest.raises(FloatingPointError, match="too large to be logits"):
+        slalom_core.explain(clf, "a good film", n_samples=50, seed=0, method=method)
+    # Large but usable scores still fit.
+    clf = StringClassifier(lambda t: [[1e6 * len(x), 0.0] for x in t])
+    assert np.isfinite(slalom_core.explain(clf, "a good film", n_samples=50, seed=0, method=method).value).all()

@@ -144,6 +144,11 @@ def test_bad_templates_and_labels_are_refused(tok_dir):
         sc.PromptClassifier(model, tok, TEMPLATE, [" good", " good"])
     with pytest.raises(ValueError, match="at least 2"):
         sc.PromptClassifier(model, tok, TEMPLATE, [" good"])
+    # Two tokens, one name: refused, unless the classes are named.
+    with pytest.raises(ValueError, match="' good' and 'good' differ only in whitespace.*share the name 'good'"):
+        sc.PromptClassifier(model, tok, TEMPLATE, [" good", "good"])
+    named = sc.PromptClassifier(model, tok, TEMPLATE, {"spaced": " good", "bare": "good"})
+    assert named.class_names == ["spaced", "bare"]
     with pytest.raises(TypeError, match="one label word per class"):
         sc.PromptClassifier(model, tok, TEMPLATE, " good")
     with pytest.raises(ValueError, match="padding"):
