@@ -263,12 +263,14 @@ class SlalomAttribution(PerturbationAttribution):
             score (str, optional): which score to return: "contribution", "lin",
                         "value", "importance", "removal" or "shapley".
                         Default: "contribution"
-            method (str, optional): "hybrid" (short random sequences plus a few
-                        deletions from the full input; the engine's default),
-                        "eff" (short random sequences, fastest), "fidel"
+            method (str, optional): "eff-slope" (short random triples, the
+                        importances' prior following |value|; the engine's
+                        default), "hybrid" (short random sequences plus a few
+                        deletions from the full input), "eff" (short random
+                        sequences, fastest), "fidel"
                         (deletions from the full input) or "ana" (closed form from
                         singles and pairs; exact on a true SLALOM).
-                        Default: ``slalom_core.DEFAULT_METHOD`` ("hybrid")
+                        Default: ``slalom_core.DEFAULT_METHOD`` ("eff-slope")
             seed (int, optional): random seed; the same seed gives the same
                         explanation. None draws from torch's global generator, so
                         ``torch.manual_seed`` reproduces (as with Lime).

@@ -51,7 +51,7 @@ __all__ = [
 DEFAULT_N_SAMPLES = 1000
 #: The fitting method when none is named: chosen from the cost/quality front of the designs
 #: (docs/results.md §19), by explain, explain_batch, estimate_cost and both adapters alike.
-DEFAULT_METHOD = "hybrid"
+DEFAULT_METHOD = "eff-slope"
 
 TextLike = str | Sequence[int] | torch.Tensor | Segmentation
 # show_progress: True for the engine's own tqdm bar, or a factory ``total -> bar`` so that a
@@ -811,7 +811,9 @@ def explain(
             :class:`ModelAdapter` (:class:`TorchClassifier`, :class:`StringClassifier`).
         text_or_ids: the text, or its token ids without special tokens.
         tokenizer: the model's tokenizer (special tokens and padding are read from it).
-        method: "hybrid" (the default, :data:`DEFAULT_METHOD`: eff's short samples
+        method: "eff-slope" (the default, :data:`DEFAULT_METHOD`: eff's short random
+            samples as triples, the importances' prior centred on a fitted slope of
+            |value|; see :class:`~slalom_core.EffSlopeFitter`), "hybrid" (short samples
             for the values plus a few deletions from the full text for the importances
             and the text's own output; see :class:`~slalom_core.HybridFitter`), "eff"
             (short random samples, gradient fit; the paper's fastest), "fidel" (deletions

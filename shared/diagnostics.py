@@ -26,7 +26,7 @@ class Diagnostics(dict):
     AttributeError.
 
     Attributes:
-        method: the fitting method's name ("eff", "fidel", "ana", "hybrid").
+        method: the fitting method's name ("eff-slope", "eff", "fidel", "ana", "hybrid").
         seed: the seed this text's samples were drawn with (reproduces the explanation).
         n_samples: the samples the fit asked for (ana: 2U − 1 for U unique units).
         n_positions: positions of the text (tokens, or words at word granularity).

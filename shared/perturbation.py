@@ -188,7 +188,7 @@ class _ReplacementForward(_RowForward):
         present = torch.zeros((batch, self.n_features + 1), dtype=torch.bool, device=device)
         present[:, self.n_features] = True
         rows = torch.arange(batch, device=device)[:, None].expand_as(units)
-        # A unit drawn twice is simply present (eff's sample_length is capped at 2 here).
+        # A unit drawn twice is simply present (samples that could count it twice are refused).
         present[rows[real], units[real]] = True
         keep = present[:, self.feature_of_position]
         inputs = []

@@ -228,15 +228,14 @@ def _check_perturbation(perturbation: str, options: FitOptions) -> bool:
         return False
     # The fitter as the call will build it (a name with options, or a fitter object).
     fitter = check_call(**options).fitter
-    if isinstance(fitter, EffFitter):
-        length = fitter.sample_length
-        if (max(length) if isinstance(length, tuple) else length) > 2:
-            # A sample of 2 that draws one feature twice is that feature alone, as under
-            # deletion; in 3 or more, a repeated feature would weigh twice in the surrogate.
-            raise ValueError(
-                "with perturbation='replace', a sample is a set of present features, so a "
-                f"feature drawn twice cannot count twice: use sample_length <= 2 (got {length})"
-            )
+    if isinstance(fitter, EffFitter) and fitter.samples_repeat_units:
+        # In 3 or more units drawn with replacement, a repeated feature would weigh twice in
+        # the surrogate, once in the replaced input.
+        raise ValueError(
+            "with perturbation='replace', a sample is a set of present features, so a feature "
+            f"drawn twice cannot count twice: use sample_length <= 2 (got {fitter.sample_length}) "
+            "or method='eff-slope' (distinct units per sample)"
+        )
     return True
 
 

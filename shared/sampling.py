@@ -7,6 +7,8 @@ sampler serves token and word granularity alike.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -19,7 +21,11 @@ __all__ = [
 
 
 def short_sequences(
-    rng: np.random.Generator, n_units: int, n_samples: int, length: int | tuple[int, int] = 2
+    rng: np.random.Generator,
+    n_units: int,
+    n_samples: int,
+    length: int | tuple[int, int] = 2,
+    distinct: bool = False,
 ) -> list[np.ndarray]:
     """SLALOM-eff's design (App. D): random sequences of ``length`` units drawn uniformly
     with replacement from the text's unique units.
@@ -27,7 +33,10 @@ def short_sequences(
     Short sequences make each forward pass cheap, which is where SLALOM-eff's speed comes
     from; a unit drawn twice simply counts twice. ``length=(lo, hi)`` draws each sample's
     length uniformly from lo … hi (App. D mentions lengths 1–3): one-unit samples measure
-    values directly, longer ones weigh more units against each other.
+    values directly, longer ones weigh more units against each other. ``distinct=True``
+    draws each sample's units without replacement (on a text with too few distinct sets of
+    that length, lengths from 1 up are mixed in): a sample is then a set, which a model that replaces
+    absent features by a baseline can be shown as it is.
 
     Example:
         >>> seqs = short_sequences(np.random.default_rng(0), n_units=4, n_samples=3)
@@ -39,7 +48,18 @@ def short_sequences(
     lo, hi = (length, length) if not isinstance(length, tuple) else length
     if not 1 <= lo <= hi:
         raise ValueError(f"sample_length must be >= 1 (or a range 1 <= lo <= hi), got {length}")
-    draws = rng.integers(0, n_units, size=(n_samples, hi))
+    if distinct:
+        hi = min(hi, n_units)
+        if math.comb(n_units, hi) < 3 * n_units:
+            # Too few distinct sets of hi units to pin 2n − 1 parameters (4 triples of a
+            # 4-unit text are fitted exactly by other values than the true ones): mix in the
+            # shorter lengths, down to single units, which measure values directly.
+            lo = 1
+        lo = min(lo, hi)
+        # The first hi columns of a random permutation per sample: hi distinct units.
+        draws = np.argsort(rng.random((n_samples, n_units)), axis=1)[:, :hi]
+    else:
+        draws = rng.integers(0, n_units, size=(n_samples, hi))
     if lo == hi:
         return list(draws)
     lengths = rng.integers(lo, hi + 1, size=n_samples)

@@ -9,9 +9,10 @@ yield their fits as :class:`FitRequest` objects, so that the driver can solve th
 all texts in one batched optimisation (:meth:`_SampledFitter.solve_batch`) on the model's
 device; :meth:`~Fitter.run` solves them inline, one text at a time.
 
-- ``hybrid`` (:class:`HybridFitter`, the default): eff's short sequences for the values,
-  a few deletions from the full text and the text itself for the importances, whose prior
-  is centred on a fitted slope times the pairs' |value|.
+- ``eff-slope`` (:class:`EffSlopeFitter`, the default): eff's short random sequences, as
+  triples, with the importances' prior centred on a fitted slope times the tokens' |value|.
+- ``hybrid`` (:class:`HybridFitter`): eff's short sequences for the values, a few deletions
+  from the full text and the text itself for the importances (the same slope by default).
 - ``eff``  (:class:`EffFitter`):   short random sequences, gradient descent on the MSE.
 - ``fidel`` (:class:`FidelFitter`): deletions from the full text, quasi-Newton on the
   posterior (default) or alternating least squares.
@@ -52,7 +53,7 @@ from .eff import EffFitter
 from .fidel import FidelFitter
 from .fitter import Fitter
 from .gradient import fit_gradient, fit_gradient_batch
-from .hybrid import HybridFitter
+from .hybrid import EffSlopeFitter, HybridFitter
 from .laplace import laplace_standard_errors
 from .objective import _Batch, _mse_and_grads, _Objective, _objective, _pack, _PosteriorObjective, _RidgeObjective
 from .protocol import FitGenerator, FitRequest, FitResult
@@ -68,6 +69,7 @@ __all__ = [
     "FidelFitter",
     "AnaFitter",
     "HybridFitter",
+    "EffSlopeFitter",
     "FITTERS",
     "get_fitter",
     "fit_gradient",
@@ -108,6 +110,7 @@ FITTERS: dict[str, type[Fitter]] = {
     "fidel": FidelFitter,
     "ana": AnaFitter,
     "hybrid": HybridFitter,
+    "eff-slope": EffSlopeFitter,
 }
 
 

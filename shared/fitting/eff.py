@@ -50,6 +50,8 @@ class EffFitter(_SampledFitter):
     """
 
     name = "eff"
+    #: Draw each short sample's units without replacement (a sample is then a set).
+    distinct_units = False
     OPTIONS = {
         **_SAMPLED_OPTIONS,
         "sample_length": (Interval(int, 1, None), IntPair(1)),
@@ -93,6 +95,14 @@ class EffFitter(_SampledFitter):
         self.learning_rate = learning_rate
         self.l2_importance = l2_importance
         self.l2_value = l2_value
+
+    @property
+    def samples_repeat_units(self) -> bool:
+        """Whether one short sample may hold a unit more than once (and count it twice):
+        samples of 3 or more units drawn with replacement. A pair that draws one unit twice
+        is that unit alone, as a set would be."""
+        hi = max(self.sample_length) if isinstance(self.sample_length, tuple) else self.sample_length
+        return hi > 2 and not self.distinct_units
 
     def design(self, rng, position_units, n_units, n_samples):
         singles = [np.array([u]) for u in range(n_units)] if self.singletons else []

@@ -156,16 +156,13 @@ class _SampledFitter(Fitter):
         """Per-sample weights of the design (None: every sample counts the same)."""
         return None
 
-    def _value_prior(self, samples, y, idx, n_positions, n_units):
-        """Generator: the values' prior ``(centre, sd)`` for the fit on ``samples[idx]``
-        (default: None, the weak one); it may yield fit requests of its own to find it."""
-        return None
+    def _priors(self, samples, y, idx, n_positions, n_units):
+        """Generator: the priors of the fit on ``samples[idx]``: the values' ``(centre, sd)``
+        (None: the weak one) and the importances' slope axis, a (U,) direction along which
+        their prior is flat (None: centred at zero). Default: (None, None); it may yield fit
+        requests of its own to find them."""
+        return None, None
         yield  # a generator that yields nothing
-
-    def importance_basis(self, value_prior: tuple[np.ndarray, float] | None) -> np.ndarray | None:
-        """The (U,) direction along which the importances' prior is flat, for a fit under
-        ``value_prior`` (default: None, the prior centred at zero)."""
-        return None
 
     def design_diagnostics(self, n_samples: int, n_positions: int) -> dict:
         """What the design was on this text, for the explanation's diagnostics."""
@@ -228,7 +225,7 @@ class _SampledFitter(Fitter):
         if len(hold_idx):
             # With prior_sd="evidence" the sd is chosen here, without the held-out samples,
             # so that the held-out R² judges the whole procedure; so is a prior on the values.
-            v_prior = yield from self._value_prior(samples, y, fit_idx, len(position_units), n_units)
+            v_prior, basis = yield from self._priors(samples, y, fit_idx, len(position_units), n_units)
             train, y_train, w_train = self._with_anchor(
                 [samples[i] for i in fit_idx],
                 y[fit_idx],
@@ -244,7 +241,7 @@ class _SampledFitter(Fitter):
                     None,
                     w_train,
                     value_prior=v_prior,
-                    importance_basis=self.importance_basis(v_prior),
+                    importance_basis=basis,
                 )
             )
             hold = [samples[i] for i in hold_idx]
@@ -256,9 +253,8 @@ class _SampledFitter(Fitter):
             diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
             diag["n_heldout"] = 0
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
-        v_prior = yield from self._value_prior(samples, y, np.arange(len(samples)), len(position_units), n_units)
+        v_prior, basis = yield from self._priors(samples, y, np.arange(len(samples)), len(position_units), n_units)
         all_samples, y_all, weights = self._with_anchor(samples, y, w_design, position_units, full_target)
-        basis = self.importance_basis(v_prior)
         final = FitRequest(all_samples, y_all, n_units, init, weights, sd, value_prior=v_prior, importance_basis=basis)
         if len(hold_idx):
             value, imp, info = yield final

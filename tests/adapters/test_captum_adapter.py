@@ -203,8 +203,8 @@ def test_samples_keep_special_tokens_in_place_and_masks_rebuilt():
             assert row[0] == CLS and row[n - 1] == SEP  # frame kept at both ends
             assert torch.all(row[n:] == PAD) and torch.all(row_mask[:n] == 1)
             assert not torch.isin(row[1 : n - 1], torch.tensor(SPECIALS)).any()
-    # SLALOM-eff: two content tokens per sample (plus the full texts).
-    assert 4 in lengths
+    # The default (eff-slope): three content tokens per sample (plus the full texts).
+    assert 5 in lengths
     # A single input tensor has no mask: the model never sees padding it cannot tell apart.
     model.calls.clear()
     ids1 = torch.tensor([_rows()[0]])
@@ -323,7 +323,7 @@ def test_perturbation_replace_uses_baselines_like_lime():
     )
     torch.testing.assert_close(masked.value, exact.value)
     with pytest.raises(ValueError, match="sample_length"):
-        slalom.attribute((ids, mask), baselines=PAD, perturbation="replace", target=1, sample_length=3)
+        slalom.attribute((ids, mask), baselines=PAD, perturbation="replace", target=1, method="eff", sample_length=3)
 
 
 def test_baselines_alone_never_switch_to_replacement():

@@ -535,8 +535,10 @@ def test_probability_function_detected_and_explained_in_log_odds(gt, tok):
         assert ex.fit([TEXT])[0].diagnostics["output"] == "probs (detected)"
     base = ref(TEXTS, silent=True)
     for i in range(len(TEXTS)):
-        np.testing.assert_allclose(sv[i].values, base[i].values, atol=1e-6)
-        np.testing.assert_allclose(sv.base_values[i], base.base_values[i], atol=1e-6)
+        # Two fits of exact data (probabilities, and the same in log-odds) stop once their error
+        # is below EXACT_FIT, which leaves the parameters free at about 1e-5.
+        np.testing.assert_allclose(sv[i].values, base[i].values, atol=1e-4)
+        np.testing.assert_allclose(sv.base_values[i], base.base_values[i], atol=1e-4)
     # The user's word: output="logits" reads them as logits, silently, in other units.
     raw = SlalomExplainer(probs, shap.maskers.Text(tok), output="logits", n_samples=300, seed=0)
     with warnings.catch_warnings():

@@ -203,7 +203,7 @@ def test_permanent_and_exhausted_errors_stop_with_nothing_half_written(tmp_path)
 
     clf = sc.APIClassifier(broken, cache_file=path, workers=3)
     with pytest.raises(sc.APIError, match="invalid API key"):
-        sc.explain(clf, TEXT, n_samples=100, seed=0)
+        sc.explain(clf, TEXT, method="eff", n_samples=100, seed=0)
     saved = json.loads(path.read_text())["entries"]
     assert saved and all(v == [0.0, 2.0] for v in saved.values())  # only complete answers were kept
     assert TEXT in saved and "" in saved  # the first round's answers were kept
@@ -249,13 +249,16 @@ def test_budget_refused_before_any_call():
         sc.explain(ok, TEXT, method="eff", n_samples=300, seed=5)
 
 
-def test_the_default_methods_estimate_is_exact():
-    # hybrid's samples (pairs and deletions) are all drawn before the first call, as eff's
+@pytest.mark.parametrize("method", [None, "hybrid"])
+def test_the_default_methods_estimate_is_exact(method):
+    # the default's triples, and hybrid's pairs and deletions, are all drawn before the first
+    # call, as eff's
+    opts = {} if method is None else {"method": method}
     clf = sc.APIClassifier(Counter())
-    est = sc.estimate_cost(clf, TEXT, n_samples=200, seed=3)
-    exp = sc.explain(sc.APIClassifier(Counter()), TEXT, n_samples=200, seed=3)
+    est = sc.estimate_cost(clf, TEXT, n_samples=200, seed=3, **opts)
+    exp = sc.explain(sc.APIClassifier(Counter()), TEXT, n_samples=200, seed=3, **opts)
     usage = exp.diagnostics["api_usage"]
-    assert exp.diagnostics["method"] == sc.DEFAULT_METHOD == "hybrid"
+    assert exp.diagnostics["method"] == (method or sc.DEFAULT_METHOD)
     assert (usage["calls"], usage["input_tokens"]) == (est["calls"], est["input_tokens"])
 
 

@@ -48,6 +48,20 @@ from slalom_core.surrogate import _predict_sparse, pad_sequences
 #: share of the weight (w, in %; "wnone" = each sample the same), the anchor's (a, in %),
 #: and the deletions' largest fraction (d, in %) where it is not 50.
 DESIGNS: dict[str, tuple[str, int, dict]] = {
+    # The default: eff's triples, importances' prior centred on a fitted slope of |value|.
+    "eff-slope-1000": ("eff-slope", 1000, {}),
+    # ... with the text itself as an anchor (10 % of the weight), values held within 0.1 of the
+    # triples' fit so that the anchor moves the slope rather than the values.
+    "hybrid-1000-L3-a10-v0.1-slope": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.0, "anchor_weight": 0.1, "value_sd": 0.1},
+    ),
+    "hybrid-1000-L3-a10-slope": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.0, "anchor_weight": 0.1, "value_sd": None, "importance_slope": True},
+    ),
     # The authors' implementation (PyPI slalom-explanations 0.1.2, SLALOM-eff, its defaults).
     "reference-1000": ("reference", 1000, {}),
     # The default since the importances' prior counts effective samples: as the old default,
