@@ -176,11 +176,11 @@ class APIClassifier(StringClassifier):
         ...     return [text.count("bad"), text.count("good")]
         >>> clf = APIClassifier(call, class_names=["neg", "pos"], max_calls=100)
         >>> estimate_cost(clf, "good good bad film", n_samples=40, seed=0)["calls"]
-        8
+        16
         >>> exp = explain(clf, "good good bad film", n_samples=40, seed=0)
         >>> usage = exp.diagnostics["api_usage"]
         >>> usage["calls"], usage["cache_hits"], round(usage["hit_rate"], 2)
-        (8, 34, 0.81)
+        (16, 26, 0.62)
     """
 
     def __init__(

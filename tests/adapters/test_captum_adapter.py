@@ -452,7 +452,9 @@ def test_rows_share_one_engine_call_and_forward_batches():
     for i in range(2):
         alone = slalom.attribute((ids[i : i + 1], mask[i : i + 1]), target=1, n_samples=100, seed=None, return_all=True)
         for name in SCORE_NAMES:
-            torch.testing.assert_close(both[name][i], alone[name][0], atol=1e-9, rtol=0)
+            # Exact data: each fit stops once its error is below EXACT_FIT, which leaves the
+            # parameters free at about 1e-5 (a batched and a single fit stop at either side).
+            torch.testing.assert_close(both[name][i], alone[name][0], atol=1e-4, rtol=1e-4)
         assert both.explanations[i].token_ids == alone.explanations[0].token_ids  # the row's own ids
         assert both.explanations[i].diagnostics["seed"] == alone.explanations[0].diagnostics["seed"]
 
