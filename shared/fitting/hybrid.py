@@ -39,8 +39,11 @@ class HybridFitter(EffFitter):
     (``importance_slope``) the importances' prior is centred on β·|v| (v the pairs' values)
     with the slope β fitted, and each token's own deviation from that line keeps the
     prior's sd. Strongly polar tokens then take the weight that brings the surrogate to the
-    model's output on the text, every seed the same ones; an importance the data do not
-    determine keeps a standard error near the prior's. docs/results.md has the measured
+    model's output on the text, and no single token's importance runs off with the seed; an
+    importance the data do not determine keeps a standard error near the prior's. Its top
+    tokens are still less stable across seeds than the default's (:class:`EffSlopeFitter`),
+    and ``removal`` ranks worse, because concentrating the weight puts the surrogate's output
+    above most polar tokens' values. docs/results.md has the measured
     front (two classifiers, against eff, the reference implementation and the previous
     design).
 
