@@ -15,6 +15,13 @@ text at a time, so that seconds are per explanation) is measured for:
 - agreement: Yelp-HAT ROC-AUC of ``importance`` and |``lin``| (``--data`` with
   ``human_attention``), Naive-Bayes Spearman of ``value`` and ``lin`` (``--nb-train``);
 - ``determined``: the share of positions whose importance SE is below half the prior's sd.
+- with ``--seeds 0,1,2``: ``top5_stable``, the share of the top-5 positions by |contribution|
+  that two seeds agree on, and ``z_sd``, the sd of the importances' seed-to-seed differences
+  over their combined standard errors (1 when the standard errors mean what they say);
+- deletion AOPC of ``contribution`` and ``removal`` too.
+
+The design ``reference-1000`` runs the authors' implementation (PyPI ``slalom-explanations``
+0.1.2, when installed) on the same texts, for the paired comparison of docs/results.md §20.
 
 Rows are mean ± s.e. over texts; a second table gives, for every design, the paired
 difference to ``--baseline`` on the same texts (mean ± s.e. of the per-text difference),
