@@ -192,6 +192,7 @@ class _ReferenceModel(torch.nn.Module):
 
 def _reference_scores(adapter, inst, n_samples: int, seed: int) -> dict:
     """The reference's scores per position, in the engine's terms (no reference point, no SEs)."""
+    from slalom_core.experiments.baselines import _quiet_reference  # the bench's own silencer
     from slalom_explanations import SLALOMLocalExplanantions  # the package's own spelling
 
     explainer = SLALOMLocalExplanantions(
@@ -208,12 +209,6 @@ def _reference_scores(adapter, inst, n_samples: int, seed: int) -> dict:
     alpha = np.exp(imp - imp.max())
     alpha /= alpha.sum()
     return {"value": value, "importance": imp, "lin": lin, "removal": removal, "contribution": alpha * value}
-
-
-def _quiet_reference():
-    from slalom_core.experiments.baselines import _quiet_reference as quiet
-
-    return quiet()
 
 
 def _explain(adapter, inst, design, seed: int):
