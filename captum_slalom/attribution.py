@@ -184,7 +184,10 @@ class SlalomAttribution(PerturbationAttribution):
         perturbation: str = "delete",
         special_token_ids: Sequence[int] | None = None,
         special_token_positions: Sequence[int] | Tensor | None = None,
-        output: str | None = None,
+        output: str = "auto",
+        reference: slalom_core.api.ReferenceOption = "empty",
+        multiclass: str = "joint",
+        gamma: float = 0.0,
         return_all: bool = False,
         **fit_options: Any,
     ) -> Tensor | tuple[Tensor, ...] | SlalomAttributionResult:
@@ -291,14 +294,22 @@ class SlalomAttribution(PerturbationAttribution):
                         Default: None
             output (str, optional): what ``forward_func`` returns, as in
                         ``slalom_core.explain`` (e.g. "logits" or "probs").
-                        Default: None (the engine's default)
+                        Default: "auto" (detected from the first outputs)
+            reference (str, float or sequence, optional): the point every score is
+                        measured from, as in ``slalom_core.explain``: "empty" (the
+                        model's output on the row without its features) or a number.
+                        Default: "empty"
+            multiclass (str, optional): "joint" or "ovr", as in ``slalom_core.explain``.
+                        Default: "joint"
+            gamma (float, optional): the importances' sum, as in ``slalom_core.explain``.
+                        Default: 0.0
             return_all (bool, optional): return a :class:`SlalomAttributionResult`
                         holding every score (each shaped like the ids) and the
                         engine's explanations, instead of one score.
                         Default: False
             **fit_options: the engine's fitting options (``slalom_core.explain``),
                         e.g. ``sample_length=2`` (eff), ``max_delete_fraction=0.5``
-                        (fidel), ``reference``.
+                        (fidel), ``prior_sd=0.25``.
 
         Returns:
 
@@ -319,8 +330,6 @@ class SlalomAttribution(PerturbationAttribution):
         (A runnable example is on the class.)
         """
         check_options(score, perturbations_per_eval, return_input_shape, return_all, fit_options)
-        if output is not None:
-            fit_options["output"] = output
         rows = parse_rows(
             inputs,
             baselines,
@@ -359,6 +368,10 @@ class SlalomAttribution(PerturbationAttribution):
                 else False,
                 method=method,
                 n_samples=n_samples,
+                output=output,
+                reference=reference,
+                multiclass=multiclass,
+                gamma=gamma,
                 **fit_options,
             )
         except slalom_core.NoEmptyInputError as err:

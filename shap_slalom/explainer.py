@@ -100,6 +100,11 @@ class SlalomExplainer(shap.Explainer):
         output: what the model returns, one of :data:`slalom_core.OUTPUT_KINDS`: "auto"
             (default: detected, see above), "logits", "probs", "multilabel_logits",
             "multilabel_probs".
+        reference: the point every score is measured from, as in
+            :func:`slalom_core.explain`: "empty" (default: the model's output on the empty
+            text) or a number (one per class).
+        multiclass: "joint" (default) or "ovr" for k > 2 classes, as in :func:`slalom_core.explain`.
+        gamma: the importances' sum (default 0: mean-zero), as in :func:`slalom_core.explain`.
         seed: random seed of the fit. Default 0: two identical calls give identical
             explanations, as shap's deterministic explainers (Partition) do. None draws a
             seed from torch's global generator on every call, so ``torch.manual_seed``
@@ -129,6 +134,9 @@ class SlalomExplainer(shap.Explainer):
         method: str = sc.DEFAULT_METHOD,
         n_samples: int = sc.DEFAULT_N_SAMPLES,
         output: str = "auto",
+        reference: sc.api.ReferenceOption = "empty",
+        multiclass: str = "joint",
+        gamma: float = 0.0,
         seed: int | None = 0,
         batch_size: int | None = None,
         device: torch.device | str | None = None,
@@ -145,7 +153,11 @@ class SlalomExplainer(shap.Explainer):
             raise TypeError(f"unexpected arguments: {sorted(kwargs)} (engine options go in fit_options=)")
         # The engine's own checks of its options (the same errors as explain_batch gives),
         # before anything is resolved or called.
-        sc.check_call(method=method, n_samples=_evaluations(n_samples, "n_samples"), output=output, seed=seed)
+        own = {"reference": reference, "multiclass": multiclass, "gamma": gamma}
+        clash = sorted(set(fit_options or {}) & {*own, "method", "n_samples", "output", "seed"})
+        if clash:
+            raise TypeError(f"{clash} are SlalomExplainer's own arguments: pass them directly, not in fit_options")
+        sc.check_call(method=method, n_samples=_evaluations(n_samples, "n_samples"), output=output, seed=seed, **own)
         # Everything is resolved here, before shap's base __init__: it then gets a plain
         # callable and a Text masker, so it never re-enters (and if it did, this __init__
         # computes the same state again from the same inputs).
@@ -157,7 +169,8 @@ class SlalomExplainer(shap.Explainer):
         self.n_samples = int(n_samples)
         self.output = output
         self.seed = seed
-        self.fit_options = dict(fit_options or {})
+        # The engine's options other than the ones above: one dict, handed on as it is.
+        self.fit_options = {**own, **(fit_options or {})}
         self._prefit: deque = deque()
         log_odds = LogOddsModel(self.adapter, output, self.class_names)
         super().__init__(log_odds, r.masker, link=shap.links.identity, linearize_link=True)
@@ -231,6 +244,10 @@ class SlalomExplainer(shap.Explainer):
             with Deserializer(in_file, cls._SAVE_BLOCK, min_version=0, max_version=0) as s:
                 for key in ("method", "n_samples", "seed", "output", "fit_options", "output_names"):
                     kwargs[key] = s.load(key)
+            # Saved inside fit_options (the block's format is unchanged): arguments again.
+            for key in ("reference", "multiclass", "gamma"):
+                if key in kwargs["fit_options"]:
+                    kwargs[key] = kwargs["fit_options"].pop(key)
         except EOFError as err:
             raise ValueError(
                 "the stream ends after shap's explainer block: it was saved without SLALOM's settings "

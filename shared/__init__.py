@@ -15,17 +15,20 @@ from .api import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
     FULL_TEXT_GAP_BOUND,
+    PERTURBATIONS,
     CallOptions,
     ExplainOptions,
     FitOptions,
     NoEmptyInputError,
+    RowTarget,
     SlalomFitWarning,
     check_call,
+    check_row_options,
     estimate_cost,
     explain,
     explain_batch,
+    explain_rows,
 )
-from .blackbox import APIClassifier, APIError, BudgetExceededError, TransientAPIError
 from .diagnostics import Diagnostics
 from .explanation import ClassOutputs, LabelExplanations, SlalomExplanation
 from .fitting import (
@@ -44,13 +47,18 @@ from .fitting import (
 )
 from .inputs import text_batch
 from .link import OUTPUT_KINDS, OutputLink, SlalomOutputWarning, declared_output, resolve_output
-from .llm import PromptClassifier
 from .models import (
+    APIClassifier,
+    APIError,
+    BudgetExceededError,
     HFClassifier,
     ModelAdapter,
+    PromptClassifier,
     Segmentation,
     StringClassifier,
     TorchClassifier,
+    TorchModel,
+    TransientAPIError,
     WhitespaceTokenizer,
     as_adapter,
     model_session,
@@ -59,8 +67,17 @@ from .models import (
     segment_text,
 )
 from .outputs import class_outputs, explain_outputs, fit_summary
-from .rows import PERTURBATIONS, RowTarget, check_row_options, explain_rows
-from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score, check_score
+from .scores import (
+    ADDITIVE_SCORES,
+    DEFAULT_SCORE,
+    SCORE_NAMES,
+    SCORES,
+    STORED_SCORES,
+    Score,
+    check_score,
+    register_score,
+    unregister_score,
+)
 from .surrogate import SlalomSurrogate
 
 __version__ = "0.1.0"
@@ -94,6 +111,9 @@ __all__ = [
     "SCORE_NAMES",
     "SCORES",
     "ADDITIVE_SCORES",
+    "STORED_SCORES",
+    "register_score",
+    "unregister_score",
     "Score",
     "DEFAULT_SCORE",
     "check_score",
@@ -105,6 +125,7 @@ __all__ = [
     "ModelAdapter",
     "HFClassifier",
     "TorchClassifier",
+    "TorchModel",
     "model_session",
     "module_of",
     "score_matrix",

@@ -143,17 +143,17 @@ class SlalomExplanation:
     @property
     def lin(self) -> np.ndarray:
         """v·exp(s), the paper's linearised attribution (v measured from ``base_value``)."""
-        return _scores.lin(self.value, self.importance)
+        return self.scores("lin")
 
     @property
     def removal(self) -> np.ndarray:
         """Predicted change F(t) − F(t without this position), in output units."""
-        return _scores.removal(self.value, self.importance)
+        return self.scores("removal")
 
     @property
     def contribution(self) -> np.ndarray:
         """α_i·v_i; with ``base_value`` they sum to :attr:`surrogate_output`."""
-        return _scores.contribution(self.value, self.importance)
+        return self.scores("contribution")
 
     def shapley(self, *, exact_max_positions: int = 12, n_permutations: int = 512, seed: int | None = 0) -> np.ndarray:
         """Shapley values of the surrogate game with F(∅) = ``base_value`` (see
@@ -167,10 +167,15 @@ class SlalomExplanation:
         )
 
     def scores(self, name: str) -> np.ndarray:
-        """Per-position scores by name, one of :data:`slalom_core.SCORE_NAMES`."""
-        if _scores.check_score(name) == "shapley":
-            return self.shapley()
-        return getattr(self, name)
+        """Per-position scores by name, one of :data:`slalom_core.SCORE_NAMES` (the score
+        table, :data:`slalom_core.SCORES`, computes them from :attr:`value` and
+        :attr:`importance`; a score added with :func:`slalom_core.register_score` too).
+
+        Example:
+            >>> exp.scores("contribution").sum() + exp.base_value == exp.surrogate_output  # doctest: +SKIP
+        """
+        row = _scores.SCORES[_scores.check_score(name)]
+        return np.asarray(row.compute(self.value, self.importance))
 
     # -- every class at once -------------------------------------------------------------
     def _binary_class(self) -> int | None:
@@ -309,11 +314,7 @@ class SlalomExplanation:
             "granularity": self.granularity,
             "target": self.target,
             "class_names": self.class_names,
-            "value": plain(self.value),
-            "importance": plain(self.importance),
-            "lin": plain(self.lin),
-            "removal": plain(self.removal),
-            "contribution": plain(self.contribution),
+            **{name: plain(self.scores(name)) for name in _scores.STORED_SCORES},
             "model_output": plain(self.model_output),
             "base_value": plain(self.base_value),
             "value_se": plain(self.value_se),

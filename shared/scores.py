@@ -10,6 +10,7 @@ All functions take per-position value ``v`` ((n,) or (n, C)) and importance ``s`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,9 @@ __all__ = [
     "SCORES",
     "SCORE_NAMES",
     "ADDITIVE_SCORES",
+    "STORED_SCORES",
+    "register_score",
+    "unregister_score",
     "DEFAULT_SCORE",
     "check_score",
     "attention",
@@ -30,76 +34,6 @@ __all__ = [
     "lin",
     "shapley",
 ]
-
-
-@dataclass(frozen=True)
-class Score:
-    """What one score is: the row of the score table every entry point reads.
-
-    Attributes:
-        name: the score's name (``score=`` in every adapter).
-        formula: how it is computed from the fitted value v and importance s.
-        unit: what its numbers are in.
-        additive: the scores of a text sum, with the reference point, to an output (the
-            surrogate's); safe for waterfall plots.
-        from_base: measured from ``base_value`` (the reference point); False for a score
-            with no zero of its own (importance).
-        class0_sign: for a binary model, class 0's score is this times class 1's (log-odds
-            of class 0 are minus those of class 1; importances are shared).
-        per: "token" (a property of the unique token, broadcast to its positions) or
-            "position" (each position is a player: a repeated token counts twice).
-
-    Example:
-        >>> SCORES["contribution"].additive, SCORES["importance"].class0_sign
-        (True, 1)
-    """
-
-    name: str
-    formula: str
-    unit: str
-    additive: bool
-    from_base: bool
-    class0_sign: int
-    per: str
-
-
-#: The one table of scores (all computed from the fitted surrogate, no model call).
-#: Adding a score means one row here and its function below.
-SCORES: dict[str, Score] = {
-    s.name: s
-    for s in (
-        Score("value", "v_i", "log-odds from the reference point", False, True, -1, "token"),
-        Score("importance", "s_i (mean-zero over the text's units)", "log-weight", False, False, 1, "token"),
-        Score("lin", "v_i·exp(s_i)", "log-odds from the reference point × weight", False, True, -1, "token"),
-        Score(
-            "removal", "α_i(v_i − F)/(1 − α_i) = F(t) − F(t∖i)", "log-odds (a difference)", False, False, -1, "position"
-        ),
-        Score(
-            "contribution", "α_i·v_i, α = softmax(s)", "log-odds from the reference point", True, True, -1, "position"
-        ),
-        Score("shapley", "Shapley values of S ↦ F(S)", "log-odds from the reference point", True, True, -1, "position"),
-    )
-}
-SCORE_NAMES = tuple(SCORES)
-#: Scores that add up, with the reference point, to the surrogate's output.
-ADDITIVE_SCORES = tuple(n for n, s in SCORES.items() if s.additive)
-
-#: The one score every adapter returns unless told otherwise: alpha_i * v_i, exact (no
-#: sampling), in log-odds measured from the reference point, and additive (sums with the
-#: reference to the surrogate's output), like Lime's and SHAP's attributions.
-DEFAULT_SCORE = "contribution"
-
-
-def check_score(name: str) -> str:
-    """``name`` if it is a score of the table, else a ValueError listing them.
-
-    Example:
-        >>> check_score("lin")
-        'lin'
-    """
-    if name not in SCORES:
-        raise ValueError(f"unknown score {name!r}; choose one of {SCORE_NAMES}")
-    return name
 
 
 def _bcast(a: np.ndarray, like: np.ndarray) -> np.ndarray:
@@ -217,3 +151,197 @@ def shapley(
     for p in range(len(perms)):
         phi[perms[p]] += gains[p]
     return phi / len(perms)
+
+
+@dataclass(frozen=True)
+class Score:
+    """What one score is and how it is computed: a row of the score table every entry point reads.
+
+    Attributes:
+        name: the score's name (``score=`` in every adapter).
+        formula: how it is computed from the fitted value v and importance s.
+        unit: what its numbers are in.
+        additive: the scores of a text sum, with the reference point, to an output (the
+            surrogate's); safe for waterfall plots.
+        from_base: measured from ``base_value`` (the reference point); False for a score
+            with no zero of its own (importance).
+        class0_sign: for a binary model, class 0's score is this times class 1's (log-odds
+            of class 0 are minus those of class 1; importances are shared).
+        per: "token" (a property of the unique token, broadcast to its positions) or
+            "position" (each position is a player: a repeated token counts twice).
+        compute: ``compute(v, s) -> scores``: per-position values ((n,) or (n, C), measured
+            from the reference point) and importances ((n,)) to per-position scores, shaped
+            like ``v``. No model call.
+        stored: kept in saved tables (``to_dict``, corpus runs); False for a score that
+            is cheap to recompute from v and s but costly to compute for every text (Shapley).
+
+    Example:
+        >>> SCORES["contribution"].additive, SCORES["importance"].class0_sign
+        (True, 1)
+        >>> SCORES["lin"].compute(np.array([1.0, -2.0]), np.zeros(2)).tolist()
+        [1.0, -2.0]
+    """
+
+    name: str
+    formula: str
+    unit: str
+    additive: bool
+    from_base: bool
+    class0_sign: int
+    per: str
+    compute: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    stored: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"a score's name must be an identifier (a table column), got {self.name!r}")
+        if self.per not in ("token", "position"):
+            raise ValueError(f"per must be 'token' or 'position', got {self.per!r}")
+        if self.class0_sign not in (-1, 1):
+            raise ValueError(f"class0_sign must be -1 or 1, got {self.class0_sign!r}")
+        if not callable(self.compute):
+            raise TypeError(f"compute must be a function (v, s) -> scores, got {type(self.compute).__name__}")
+
+
+def _value(v: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return v
+
+
+def _importance(v: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return s
+
+
+def _shapley_default(v: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return shapley(v, s)
+
+
+#: The one table of scores (all computed from the fitted surrogate, no model call), in
+#: display order. Add a score with :func:`register_score`: every entry point reads it.
+SCORES: dict[str, Score] = {
+    row.name: row
+    for row in (
+        Score("value", "v_i", "log-odds from the reference point", False, True, -1, "token", _value),
+        Score(
+            "importance", "s_i (mean-zero over the text's units)", "log-weight", False, False, 1, "token", _importance
+        ),
+        Score("lin", "v_i·exp(s_i)", "log-odds from the reference point × weight", False, True, -1, "token", lin),
+        Score(
+            "removal",
+            "α_i(v_i − F)/(1 − α_i) = F(t) − F(t∖i)",
+            "log-odds (a difference)",
+            False,
+            False,
+            -1,
+            "position",
+            removal,
+        ),
+        Score(
+            "contribution",
+            "α_i·v_i, α = softmax(s)",
+            "log-odds from the reference point",
+            True,
+            True,
+            -1,
+            "position",
+            contribution,
+        ),
+        Score(
+            "shapley",
+            "Shapley values of S ↦ F(S)",
+            "log-odds from the reference point",
+            True,
+            True,
+            -1,
+            "position",
+            _shapley_default,
+            stored=False,
+        ),
+    )
+}
+
+
+class _Names(Sequence):
+    """The names of the table's rows that pass ``keep``, read from :data:`SCORES` at each use,
+    so that a score registered later is listed too."""
+
+    def __init__(self, keep: Callable[[Score], bool]) -> None:
+        self._keep = keep
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(name for name, row in SCORES.items() if self._keep(row))
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, (tuple, list, _Names)) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+#: Every score's name, in table order (a live view of :data:`SCORES`).
+SCORE_NAMES: Sequence[str] = _Names(lambda row: True)
+#: Scores that add up, with the reference point, to the surrogate's output.
+ADDITIVE_SCORES: Sequence[str] = _Names(lambda row: row.additive)
+#: Scores kept in saved tables (``to_dict``, corpus runs).
+STORED_SCORES: Sequence[str] = _Names(lambda row: row.stored)
+
+#: The one score every adapter returns unless told otherwise: alpha_i * v_i, exact (no
+#: sampling), in log-odds measured from the reference point, and additive (sums with the
+#: reference to the surrogate's output), like Lime's and SHAP's attributions.
+DEFAULT_SCORE = "contribution"
+
+
+def register_score(row: Score, *, replace: bool = False) -> Score:
+    """Add a score to the table: :meth:`SlalomExplanation.scores`, ``to_dict``, Captum's and
+    SHAP's ``score=``, corpus tables and summaries then offer it, with no other edit.
+
+    Args:
+        row: the score, its metadata and its ``compute(v, s)``.
+        replace: allow replacing a score of the same name (the built-in ones included).
+
+    Returns:
+        ``row``.
+
+    Example:
+        >>> row = Score("odds_share", "exp(v_i)·α_i", "odds ratio × weight", False, True, -1, "position",
+        ...             lambda v, s: np.exp(v) * attention(s))
+        >>> register_score(row).name in SCORE_NAMES
+        True
+        >>> unregister_score("odds_share")
+    """
+    if not isinstance(row, Score):
+        raise TypeError(f"register_score takes a slalom_core.Score, got {type(row).__name__}")
+    if row.name in SCORES and not replace:
+        raise ValueError(f"a score named {row.name!r} exists; pass replace=True to replace it")
+    SCORES[row.name] = row
+    return row
+
+
+def unregister_score(name: str) -> None:
+    """Remove a registered score (a built-in one cannot be removed: the adapters rely on it)."""
+    if name in _BUILT_IN:
+        raise ValueError(f"{name!r} is a built-in score and cannot be removed")
+    SCORES.pop(check_score(name))
+
+
+_BUILT_IN = frozenset(SCORES)
+
+
+def check_score(name: str) -> str:
+    """``name`` if it is a score of the table, else a ValueError listing them.
+
+    Example:
+        >>> check_score("lin")
+        'lin'
+    """
+    if name not in SCORES:
+        raise ValueError(f"unknown score {name!r}; choose one of {SCORE_NAMES}")
+    return name

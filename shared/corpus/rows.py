@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..api import DEFAULT_METHOD, explain_batch
-from ..blackbox import redact_secrets
 from ..explanation import SlalomExplanation
-from ..models import ModelAdapter, Segmentation, segment_text
+from ..models import ModelAdapter, Segmentation, redact_secrets, segment_text
 from .source import Row
 
 __all__ = ["CorpusOptions", "ChunkTables", "explain_chunk", "text_seed", "POSITION_COLUMNS", "TEXT_COLUMNS"]

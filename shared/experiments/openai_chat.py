@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 
-from ..blackbox import APIClassifier, APIError, TransientAPIError, redact_secrets
+from ..models.api_classifier import APIClassifier, APIError, TransientAPIError, redact_secrets
 
 __all__ = ["chat_label_logprobs", "openai_classifier", "DEFAULT_TEMPLATE", "RETRY_STATUS"]
 

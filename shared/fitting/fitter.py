@@ -35,6 +35,10 @@ class Fitter(ABC):
     #: prior, e.g. ana). The driver records it in each explanation's diagnostics, and
     #: :attr:`SlalomExplanation.importance_determined` compares standard errors with it.
     prior_sd: float | None = None
+    #: Whether one sample may hold a unit more than once, counting it twice in the
+    #: surrogate. A caller that replaces absent features (a sample is then a *set*)
+    #: refuses such fitters; subclasses that draw with replacement say so.
+    samples_repeat_units: bool = False
 
     @abstractmethod
     def run(

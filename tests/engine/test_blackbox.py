@@ -193,7 +193,7 @@ def test_retry_after_is_honoured_up_to_max_backoff():
         clf.score([clf.segment("good film").unit_ids[0]])
         assert waits == expected, asked  # bounded by max_backoff (30 s by default)
     # An HTTP date: the seconds until then.
-    assert sc.blackbox._retry_after(HTTPError(formatdate(time.time() + 60, usegmt=True))) == pytest.approx(60, abs=2)
+    assert sc.models.api_classifier._retry_after(HTTPError(formatdate(time.time() + 60, usegmt=True))) == pytest.approx(60, abs=2)
 
 
 def test_permanent_and_exhausted_errors_stop_with_nothing_half_written(tmp_path):
@@ -330,7 +330,7 @@ def test_endpoint_errors_are_clear():
             _score_one(clf, "good film")
     message = str(caught.value) + str(caught.value.__cause__)
     assert "Bearer [redacted]" in message and "0123456789abcdef" not in message
-    assert sc.blackbox.redact_secrets("boom: api-key=abc; key mine1234", ["mine1234"]) == (
+    assert sc.models.redact_secrets("boom: api-key=abc; key mine1234", ["mine1234"]) == (
         "boom: api-key=[redacted]; key [redacted]"
     )
     with pytest.raises(ValueError, match="slot"):

@@ -1,24 +1,23 @@
 """The engine core stands apart: it never imports the harness, Captum or SHAP, not even lazily."""
 
 import ast
+import io
+import tokenize
 from pathlib import Path
 
+import pytest
 import slalom_core
+
+import captum_slalom
+import shap_slalom
 
 CORE = Path(slalom_core.__file__).resolve().parent
 FORBIDDEN = ("captum", "shap", "captum_slalom", "shap_slalom", "slalom_core.experiments")
 
 
-# Sub-packages held to the core's rules (the harness, experiments/, is not): the fitting
-# package, and the corpus runner, which the adapters use as they use the core.
-CORE_PACKAGES = ("fitting", "corpus")
-
-
 def _core_files() -> list[Path]:
-    files = list(CORE.glob("*.py"))
-    for pkg in CORE_PACKAGES:
-        files += CORE.joinpath(pkg).glob("*.py")
-    return sorted(files)
+    """Every file of the engine core: the package but its harness (experiments/)."""
+    return sorted(p for p in CORE.rglob("*.py") if "experiments" not in p.relative_to(CORE).parts)
 
 
 def _imported_modules(path: Path, package: tuple[str, ...] = ("slalom_core",)) -> list[tuple[int, str]]:
@@ -50,11 +49,11 @@ def _is_forbidden(module: str) -> bool:
 
 
 def test_core_files_found():
-    names = {p.stem for p in _core_files()}
-    assert {"api", "surrogate", "scores", "link", "models", "plots", "options"} <= names
-    assert {"eff", "fidel", "ana", "objective", "solvers", "laplace"} <= names  # fitting/
-    assert {"run", "rows", "source", "store", "summary", "ray_engine"} <= names  # corpus/
-    assert "bench" not in names and "evaluation" not in names
+    names = {str(p.relative_to(CORE).with_suffix("")) for p in _core_files()}
+    assert {"surrogate", "scores", "link", "options", "explanation"} <= names
+    assert {"api/driver", "api/call", "api/rows", "models/base", "models/torch_models"} <= names
+    assert {"fitting/eff", "fitting/objective", "fitting/laplace", "corpus/run", "corpus/store"} <= names
+    assert not any(n.startswith("experiments") for n in names)
 
 
 def test_core_imports_no_harness_captum_or_shap():
@@ -90,4 +89,136 @@ def test_harness_calls_captum_and_shap_only_from_its_baselines():
         for line, mod in _imported_modules(path):
             if any(mod == f or mod.startswith(f + ".") for f in ("captum", "shap")):
                 bad.append(f"{path.relative_to(harness)}:{line} imports {mod}")
+    assert bad == []
+
+
+# -- the layout fence: small rooms, no circles, no borrowed privates -----------------------
+ADAPTERS = [Path(captum_slalom.__file__).parent, Path(shap_slalom.__file__).parent]
+#: Code lines (no docstrings, comments or blank lines) a file of each layer may hold.
+CORE_LIMIT, ADAPTER_LIMIT = 300, 300
+
+
+def code_lines(source: str) -> int:
+    """Lines holding code: docstrings, comments and blank lines are not counted."""
+    tree = ast.parse(source)
+    docs: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                docs.update(range(first.lineno, first.end_lineno + 1))
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    lines: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type not in skip:
+            lines.update(n for n in range(tok.start[0], tok.end[0] + 1) if n not in docs)
+    return len(lines)
+
+
+def test_code_line_count_ignores_docstrings_comments_and_blank_lines():
+    src = 'def f():\n    """Doc.\n\n    More."""\n    # why\n\n    x = (1,\n         2)\n    return x\n'
+    assert code_lines(src) == 4  # def, the two lines of x, return
+
+
+@pytest.mark.parametrize(
+    "files, limit",
+    [(_core_files, CORE_LIMIT), (lambda: sorted(p for d in ADAPTERS for p in d.rglob("*.py")), ADAPTER_LIMIT)],
+    ids=["core", "adapters"],
+)
+def test_every_file_is_one_room_of_bounded_size(files, limit):
+    big = {str(p): n for p in files() if (n := code_lines(p.read_text())) > limit}
+    assert big == {}, f"files over {limit} code lines: split them by concern"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(CORE).with_suffix("").parts
+    return ".".join(("slalom_core", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def _import_graph(files: list[Path]) -> dict[str, set[str]]:
+    """module -> project modules it imports (a ``from pkg import name`` of a submodule
+    counts as importing that submodule; of anything else, the package itself)."""
+    known = {_module_name(p): p for p in files}
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        pkg = tuple(name.split(".")) if path.name == "__init__.py" else tuple(name.split(".")[:-1])
+        edges = set()
+        for _, mod in _imported_modules(path, pkg):
+            while mod and mod not in known:
+                mod = mod.rpartition(".")[0]  # a name inside a module: the module
+            if mod and mod != name:
+                edges.add(mod)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _all_engine_files() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
+
+
+def test_no_import_circles_between_modules():
+    # Package __init__ files only re-export their own submodules: leaving them out keeps
+    # "a imports the package that holds b" from reading as a circle with b.
+    graph = {k: {w for w in v if not _is_package(w)} for k, v in _import_graph(_all_engine_files()).items()}
+    graph = {k: v for k, v in graph.items() if not _is_package(k)}
+    assert _cycles(graph) == []
+
+
+def _is_package(module: str) -> bool:
+    return CORE.joinpath(*module.split(".")[1:], "__init__.py").exists()
+
+
+def test_the_circle_check_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = []
+    for path in _all_engine_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith("slalom_core")):
+                privates = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if privates:
+                    bad.append(f"{path.relative_to(CORE)}:{node.lineno} imports {privates} from {node.module}")
     assert bad == []

@@ -86,7 +86,7 @@ def test_explain_is_log_odds_of_label_words_and_deterministic(kind, tok_dir):
 
 
 def test_suffix_read_as_it_follows_a_text_and_a_slot_after_a_space_warned(tok_dir):
-    from slalom_core.llm import _suffix_ids
+    from slalom_core.models.prompted import _suffix_ids
 
     class DummyPrefix:
         """Characters as ids, with a word-boundary id 0 before every encoding (SentencePiece-like)."""

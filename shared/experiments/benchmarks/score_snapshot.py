@@ -55,6 +55,7 @@ def _explanation_arrays(prefix: str, exp) -> Iterator[tuple[str, np.ndarray]]:
 def snapshot(n_samples: int = 200) -> dict[str, np.ndarray]:
     """Run the fixed calls; returns {call/score: array}."""
     import slalom_core as sc
+
     from captum_slalom import SlalomAttribution
     from shap_slalom import SlalomExplainer
 

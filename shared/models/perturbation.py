@@ -22,7 +22,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .models import Segmentation, TorchClassifier, score_matrix
+from .reading import score_matrix
+from .segmentation import Segmentation
+from .torch_models import TorchClassifier
 
 __all__ = ["Layout", "deletion_row", "replacement_row", "setup_key", "same_setup", "shared_adapter"]
 

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from .link import warn_user
-from .models import _TorchModel, model_max_length, special_token_frame
+from ..link import warn_user
+from .segmentation import special_token_frame
+from .torch_models import TorchModel, model_max_length
 
 __all__ = ["PromptClassifier", "PADDINGS"]
 
@@ -48,7 +49,7 @@ def _suffix_ids(tokenizer: object, before: str, after: str) -> tuple[int, ...]:
     return tuple(_ids(tokenizer, after))
 
 
-class PromptClassifier(_TorchModel):
+class PromptClassifier(TorchModel):
     """A causal LM plus a prompt template, seen as a classifier over label words.
 
     Args:

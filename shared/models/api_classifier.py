@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .models import StringClassifier
+from .strings import StringClassifier
 
 __all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError", "redact_secrets"]
 

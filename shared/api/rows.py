@@ -18,23 +18,24 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from typing_extensions import Unpack
 
-from .api import (
+from ..explanation import SlalomExplanation
+from ..fitting import Fitter
+from ..link import check_target
+from ..models import model_session, module_of, score_matrix
+from ..models.perturbation import Layout, deletion_row, replacement_row, same_setup, setup_key, shared_adapter
+from .call import (
+    DEFAULT_METHOD,
+    DEFAULT_N_SAMPLES,
     ExplainOptions,
     FitOptions,
     ProgressOption,
-    _check_seed,
-    _progress,
-    _text_seeds,
+    ReferenceOption,
     check_call,
-    explain_batch,
+    check_seed,
+    text_seeds,
 )
-from .explanation import SlalomExplanation
-from .fitting import EffFitter
-from .link import check_target
-from .models import model_session, module_of, score_matrix
-from .perturbation import Layout, deletion_row, replacement_row, same_setup, setup_key, shared_adapter
+from .driver import explain_batch, progress_bar
 
 __all__ = ["explain_rows", "check_row_options", "PERTURBATIONS", "RowTarget"]
 
@@ -62,7 +63,13 @@ def explain_rows(
     seed: int | Sequence[int] | None = None,
     batch_size: int = 64,
     show_progress: ProgressOption = False,
-    **options: Unpack[FitOptions],
+    method: str | Fitter = DEFAULT_METHOD,
+    n_samples: int = DEFAULT_N_SAMPLES,
+    output: str = "auto",
+    reference: ReferenceOption = "empty",
+    multiclass: str = "joint",
+    gamma: float = 0.0,
+    **fit_options: object,
 ) -> list[SlalomExplanation]:
     """Explain every row of a batch of token-id tensors; one explanation per row.
 
@@ -102,8 +109,8 @@ def explain_rows(
             one sample is then called one sample at a time, with a warning.
         show_progress: one progress bar over all rows' model evaluations (True: tqdm; or a
             factory ``total -> bar`` as in :func:`explain`).
-        **options: the fit options of :func:`explain` (method, n_samples, output,
-            reference, multiclass, gamma and the fitter's own).
+        method, n_samples, output, reference, multiclass, gamma: as in :func:`explain`.
+        **fit_options: the fitter's own options, as in :func:`explain`.
 
     Returns:
         One :class:`SlalomExplanation` per row: position i is feature i of the row. Its
@@ -122,7 +129,16 @@ def explain_rows(
         >>> [len(e.lin) for e in exps]
         [3, 2]
     """
-    check_row_options(options)
+    check_row_options(fit_options)
+    options = dict(
+        method=method,
+        n_samples=n_samples,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        gamma=gamma,
+        **fit_options,
+    )
     tensors = _as_tensors(inputs)
     ids = tensors[0]
     n_rows = int(ids.shape[0])
@@ -189,9 +205,10 @@ def check_row_options(options: dict, owner: str = "explain_rows") -> None:
         ...
         TypeError: ['seed'] cannot be passed as fit options: SlalomAttribution sets them from its own arguments
     """
-    own = set(ExplainOptions.__optional_keys__ - FitOptions.__optional_keys__)
-    for f in (explain_rows, explain_batch):  # and every argument the rows call passes itself
-        own |= {n for n, p in inspect.signature(f).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    own = set(ExplainOptions.__optional_keys__)
+    # and every argument the rows call passes itself; the fit options are the caller's to give.
+    own |= {n for n, p in inspect.signature(explain_rows).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    own -= FitOptions.__optional_keys__
     bad = sorted(set(options) & own)
     if bad:
         raise TypeError(f"{bad} cannot be passed as fit options: {owner} sets them from its own arguments")
@@ -200,10 +217,10 @@ def check_row_options(options: dict, owner: str = "explain_rows") -> None:
 def _row_seeds(seed: int | Sequence[int] | None, n_rows: int) -> list[int]:
     """One seed per row: ``seed`` for all, one of a sequence each, or (None) one draw per row
     from torch's global generator, in row order (as if each row had a call of its own)."""
-    checked = _check_seed(seed)
+    checked = check_seed(seed)
     if checked is None:
-        return [_text_seeds(None, 1)[0] for _ in range(n_rows)]
-    return _text_seeds(checked, n_rows, what="row")
+        return [text_seeds(None, 1)[0] for _ in range(n_rows)]
+    return text_seeds(checked, n_rows, what="row")
 
 
 def _as_tensors(inputs: Tensor | Sequence[Tensor]) -> tuple[Tensor, ...]:
@@ -220,7 +237,7 @@ def _as_tensors(inputs: Tensor | Sequence[Tensor]) -> tuple[Tensor, ...]:
     return tensors
 
 
-def _check_perturbation(perturbation: str, options: FitOptions) -> bool:
+def _check_perturbation(perturbation: str, options: dict) -> bool:
     """True for replacement; refuses what replacement cannot do, before any model call."""
     if perturbation not in PERTURBATIONS:
         raise ValueError(f"unknown perturbation {perturbation!r}; choose one of {PERTURBATIONS}")
@@ -228,7 +245,7 @@ def _check_perturbation(perturbation: str, options: FitOptions) -> bool:
         return False
     # The fitter as the call will build it (a name with options, or a fitter object).
     fitter = check_call(**options).fitter
-    if isinstance(fitter, EffFitter) and fitter.samples_repeat_units:
+    if fitter.samples_repeat_units:
         # In 3 or more units drawn with replacement, a repeated feature would weigh twice in
         # the surrogate, once in the replaced input.
         raise ValueError(
@@ -339,7 +356,7 @@ class _SharedProgress:
     """
 
     def __init__(self, show: ProgressOption) -> None:
-        self.make = show if callable(show) else (lambda total: _progress(total, True, "SLALOM samples"))
+        self.make = show if callable(show) else (lambda total: progress_bar(total, True, "SLALOM samples"))
         self.bar: Any = None
 
     def __call__(self, total: int) -> _ProgressView:

@@ -1,0 +1,54 @@
+"""The engine's entry points: explain texts (:func:`explain`, :func:`explain_batch`) or rows
+of token-id tensors (:func:`explain_rows`), and what a call will cost (:func:`estimate_cost`).
+
+- :mod:`.call`: the option table, its defaults, and :func:`check_call` (every check that
+  needs no model);
+- :mod:`.plan`: each text cut into positions and units;
+- :mod:`.driver`: the rounds of model calls and batched fits, and the assembled explanations;
+- :mod:`.cost`: estimates and usage for models that bill per call;
+- :mod:`.fit_warnings`: :class:`SlalomFitWarning` and the empty-input error;
+- :mod:`.rows`: :func:`explain_rows`, for torch forwards on padded rows (Captum's inputs).
+"""
+
+from .call import (
+    DEFAULT_METHOD,
+    DEFAULT_N_SAMPLES,
+    MAX_FIT_BYTES,
+    CallOptions,
+    CheckedCall,
+    ExplainOptions,
+    FitOptions,
+    ProgressOption,
+    ReferenceOption,
+    check_call,
+)
+from .cost import estimate_cost
+from .driver import explain, explain_batch
+from .fit_warnings import FULL_TEXT_GAP_BOUND, MIN_HELDOUT_R2, NoEmptyInputError, SlalomFitWarning
+from .plan import TextLike
+from .rows import PERTURBATIONS, RowTarget, check_row_options, explain_rows
+
+__all__ = [
+    "explain",
+    "explain_batch",
+    "explain_rows",
+    "estimate_cost",
+    "check_call",
+    "check_row_options",
+    "CheckedCall",
+    "FitOptions",
+    "CallOptions",
+    "ExplainOptions",
+    "ProgressOption",
+    "ReferenceOption",
+    "TextLike",
+    "RowTarget",
+    "PERTURBATIONS",
+    "DEFAULT_N_SAMPLES",
+    "DEFAULT_METHOD",
+    "MAX_FIT_BYTES",
+    "SlalomFitWarning",
+    "NoEmptyInputError",
+    "FULL_TEXT_GAP_BOUND",
+    "MIN_HELDOUT_R2",
+]

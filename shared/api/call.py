@@ -1,0 +1,265 @@
+"""The options of an explain call, checked once before any model call: :func:`check_call`.
+
+The option table (:class:`FitOptions`, :class:`CallOptions`, :class:`ExplainOptions`) and
+its defaults are stated here once; every entry point's signature repeats them, kept in
+step by a test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from typing_extensions import TypedDict
+
+from ..fitting import FITTERS, Fitter, get_fitter
+from ..link import MULTICLASS_MODES, OUTPUT_KINDS, OutputLink
+from ..models import GRANULARITIES
+from ..options import Interval, check_option_names, check_options
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "DEFAULT_N_SAMPLES",
+    "FitOptions",
+    "CallOptions",
+    "ExplainOptions",
+    "CheckedCall",
+    "check_call",
+    "check_target_type",
+    "check_reference",
+    "reference_vector",
+    "check_seed",
+    "text_seeds",
+    "check_memory",
+    "MAX_FIT_BYTES",
+]
+
+
+DEFAULT_N_SAMPLES = 1000
+#: The fitting method when none is named: chosen from the cost/quality front of the designs
+#: (docs/results.md §19), by explain, explain_batch, estimate_cost and both adapters alike.
+DEFAULT_METHOD = "eff-slope"
+
+# show_progress: True for the engine's own tqdm bar, or a factory ``total -> bar`` so that a
+# host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)``,
+# ``close()`` and a settable ``total`` (raised when a fitter asks for a second round).
+ProgressOption = bool | Callable[[int], object]
+ReferenceOption = str | float | Sequence[float] | np.ndarray
+
+
+class FitOptions(TypedDict, total=False, extra_items=object):
+    """What is fitted and to which output: options every entry point hands to the engine as
+    they are (:func:`explain`, :func:`explain_batch`, :func:`~slalom_core.explain_rows`,
+    the adapters).
+
+    Documented once, in :func:`explain`'s Args; the defaults are :func:`check_call`'s. Any
+    other key is an option of the fitter (``sample_length``, ``prior_sd``, ...), checked
+    by it (:func:`~slalom_core.get_fitter`).
+
+    Example:
+        >>> opts: FitOptions = {"method": "eff", "n_samples": 300, "sample_length": 3}
+        >>> check_call(**opts).fitter.sample_length
+        3
+    """
+
+    method: str | Fitter
+    n_samples: int
+    output: str
+    reference: ReferenceOption
+    multiclass: str
+    gamma: float
+
+
+class CallOptions(FitOptions, total=False, extra_items=object):
+    """:class:`FitOptions` plus what is explained in each text: what :func:`check_call` takes.
+
+    Example:
+        >>> sorted(CallOptions.__optional_keys__ - FitOptions.__optional_keys__)
+        ['granularity', 'seed', 'target']
+    """
+
+    target: int | None
+    granularity: str
+    seed: int | Sequence[int] | None
+
+
+class ExplainOptions(CallOptions, total=False, extra_items=object):
+    """:class:`CallOptions` plus how the model is run: every keyword of :func:`explain`.
+
+    Example:
+        >>> sorted(ExplainOptions.__optional_keys__ - CallOptions.__optional_keys__)
+        ['batch_size', 'device', 'show_progress']
+    """
+
+    batch_size: int | None
+    device: torch.device | str | None
+    show_progress: ProgressOption
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """The options of one explain call, checked and normalised (what :func:`check_call` returns).
+
+    Attributes:
+        fitter: the configured :class:`Fitter`.
+        n_samples, output, multiclass, granularity, gamma: as given (checked).
+        target: a plain int, or None.
+        reference: None for "empty" (the empty input is scored), else the given reference
+            point as a float array (0-d, or one entry per class).
+        seed: None (draw one), an int for every text, or a tuple of one per text.
+
+    Example:
+        >>> call = check_call(method="ana", target=1, seed=[3, 4])
+        >>> call.fitter.name, call.target, call.reference, call.seed
+        ('ana', 1, None, (3, 4))
+    """
+
+    fitter: Fitter
+    n_samples: int
+    target: int | None
+    output: str
+    reference: np.ndarray | None
+    multiclass: str
+    granularity: str
+    seed: int | tuple[int, ...] | None
+    gamma: float
+
+
+def check_call(
+    *,
+    method: str | Fitter = DEFAULT_METHOD,
+    n_samples: int = DEFAULT_N_SAMPLES,
+    target: int | None = None,
+    output: str = "auto",
+    reference: ReferenceOption = "empty",
+    multiclass: str = "joint",
+    granularity: str = "token",
+    seed: int | Sequence[int] | None = None,
+    gamma: float = 0.0,
+    **fit_options,
+) -> CheckedCall:
+    """Check the options of an explain call, with no model and no text at hand.
+
+    Every option that would fail every text is refused here, with one error naming it:
+    :func:`explain_batch` calls this before it touches the model, and a corpus run
+    (:func:`~slalom_core.corpus.explain_corpus`) before it scans its data or loads its
+    model, so both refuse the same options with the same errors. What depends on a text
+    (too few samples for its units, its length, the memory its fit needs) is checked per
+    text, still before the first model call.
+
+    The arguments are those of :func:`explain` (``**fit_options`` are the fitter's).
+
+    Example:
+        >>> call = check_call(method="fidel", n_samples=200, reference=0.0, prior_sd=0.5)
+        >>> call.fitter.name, call.fitter.prior_sd, float(call.reference)
+        ('fidel', 0.5, 0.0)
+        >>> check_call(n_samples=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: n_samples must be a positive int, got 0
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    seed = check_seed(seed)
+    target = check_target_type(target)
+    if output not in OUTPUT_KINDS:
+        raise ValueError(f"unknown output {output!r}; choose one of {OUTPUT_KINDS}")
+    if multiclass not in MULTICLASS_MODES:
+        raise ValueError(f"unknown multiclass {multiclass!r}; choose one of {MULTICLASS_MODES}")
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"unknown granularity {granularity!r}; choose one of {GRANULARITIES}")
+    fixed_reference = check_reference(reference)
+    check_options("explain", CALL_OPTION_CONSTRAINTS, {"gamma": gamma})
+    if isinstance(method, str) and method in FITTERS:
+        # A misspelt keyword of explain itself lands here: suggest the call's names too.
+        check_option_names(
+            method, FITTERS[method].OPTIONS, fit_options, also=[*ExplainOptions.__optional_keys__, "tokenizer"]
+        )
+    fitter = get_fitter(method, **fit_options)
+    return CheckedCall(fitter, n_samples, target, output, fixed_reference, multiclass, granularity, seed, gamma)
+
+
+#: Largest fitting state one text may need (bytes); checked before any model call.
+MAX_FIT_BYTES = 4 * 2**30
+# Memory a sampled fit holds per sample, measured (peak RSS growth, eff and fidel, 1e5
+# samples, 3 and 20 units): ~1.0 KiB on 3 units, ~2.2 KiB on 20. Most of it is per-sample
+# Python objects (the sample arrays, token-id lists, output rows), not the dense arrays, so
+# a short text with 10**7 samples needs ~10 GiB although its dense state is 1 GiB.
+BYTES_PER_SAMPLE = 768
+BYTES_PER_SAMPLE_UNIT = 80
+
+
+def check_memory(method: str, n_samples: int, n_units: int) -> None:
+    need = int(n_samples) * (BYTES_PER_SAMPLE + BYTES_PER_SAMPLE_UNIT * max(n_units, 1))
+    if method != "ana" and need > MAX_FIT_BYTES:
+        raise ValueError(
+            f"n_samples={n_samples} on a text with {n_units} units needs about {need / 2**30:.1f} GiB "
+            f"to fit (limit {MAX_FIT_BYTES / 2**30:.0f} GiB, slalom_core.api.MAX_FIT_BYTES); use fewer samples"
+        )
+
+
+# explain's own numeric options, checked with the fitters' (see .options).
+CALL_OPTION_CONSTRAINTS = {"gamma": (Interval(float, None, None),)}
+
+
+def check_target_type(target: object) -> int | None:
+    """``target`` as a plain int (numpy and 0-d tensor integers too) or None, before any call."""
+    if isinstance(target, torch.Tensor) and target.numel() == 1 and not target.dtype.is_floating_point:
+        target = target.item()
+    if target is None:
+        return None
+    if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
+        raise TypeError(f"target must be an int class index or None, got {target!r}")
+    return int(target)
+
+
+def check_reference(reference: ReferenceOption) -> np.ndarray | None:
+    """None for "empty" (score it), else the user's reference as a float array."""
+    if isinstance(reference, str):
+        if reference != "empty":
+            raise ValueError(f"unknown reference {reference!r}; use 'empty' or a number")
+        return None
+    if isinstance(reference, bool):
+        raise TypeError("reference must be 'empty' or a number, not a bool")
+    ref = np.asarray(reference, dtype=np.float64)
+    if ref.ndim > 1 or not np.isfinite(ref).all():
+        raise ValueError(f"reference must be 'empty', a finite number or one per class, got {reference!r}")
+    return ref
+
+
+def reference_vector(ref: np.ndarray, n_cols: int, link: OutputLink) -> np.ndarray:
+    if ref.ndim == 0:
+        return np.full(n_cols, float(ref))
+    if link.joint and ref.shape[0] == n_cols:
+        # Centred logits are what is fitted: centre a per-class reference the same way.
+        return ref - ref.mean()
+    raise ValueError(f"reference has {ref.shape[0]} entries; the explained output has {n_cols} column(s)")
+
+
+def check_seed(seed: object) -> int | tuple[int, ...] | None:
+    """``seed`` as None, a plain int, or a tuple of one plain int per text; any of them >= 0."""
+    if seed is None:
+        return None
+    many = not isinstance(seed, (int, np.integer)) and isinstance(seed, (Sequence, np.ndarray))
+    for s in seed if many else [seed]:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"seed must be a non-negative int (or one per text), got {s!r}")
+        if s < 0:
+            raise ValueError(f"seed must be a non-negative int (or one per text), got {s!r}")
+    return tuple(int(s) for s in seed) if many else int(seed)
+
+
+def text_seeds(seed: int | tuple[int, ...] | None, n_texts: int, what: str = "text") -> list[int]:
+    """One seed per text from a checked ``seed`` (:func:`check_seed`): ``seed`` for all, one
+    of a tuple each, or (None) one draw."""
+    if seed is None:
+        # Drawn from torch's global generator, as Captum does, so that torch.manual_seed
+        # reproduces; recorded so that any explanation can be reproduced on its own.
+        return [int(torch.randint(0, 2**31 - 1, (1,)).item())] * n_texts
+    if isinstance(seed, int):
+        return [seed] * n_texts
+    if len(seed) != n_texts:
+        raise ValueError(f"seed has {len(seed)} entries for {n_texts} {what}s; give one seed, or one per {what}")
+    return list(seed)

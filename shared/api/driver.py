@@ -1,0 +1,478 @@
+"""``explain`` and ``explain_batch``: text in, :class:`SlalomExplanation` out.
+
+The driver segments each text, hands the fitters' sample requests to the model adapter in
+shared batches, converts raw outputs to log-odds (:mod:`slalom_core.link`) and assembles
+the results.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..diagnostics import Diagnostics
+from ..explanation import SlalomExplanation
+from ..fitting import FitRequest, FitResult, Fitter, single_threaded_fits
+from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, warn_user
+from ..models import ModelAdapter, Segmentation
+from ..surrogate import SlalomSurrogate
+from .call import (
+    DEFAULT_METHOD,
+    DEFAULT_N_SAMPLES,
+    CheckedCall,
+    ProgressOption,
+    ReferenceOption,
+    check_call,
+    reference_vector,
+    text_seeds,
+)
+from .cost import UsageMeter
+from .fit_warnings import NO_EMPTY_INPUT_ADVICE, NoEmptyInputError, warn_about_fits
+from .plan import TextLike, TextPlan, prepare_texts
+
+__all__ = ["explain", "explain_batch", "progress_bar", "check_rows"]
+
+
+def progress_bar(total: int, show: ProgressOption, desc: str):
+    if not show:
+        return None
+    if callable(show):
+        return show(total)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc)
+
+
+def explain_batch(
+    model: object,
+    texts: Sequence[TextLike],
+    tokenizer: object | None = None,
+    *,
+    method: str | Fitter = DEFAULT_METHOD,
+    n_samples: int = DEFAULT_N_SAMPLES,
+    target: int | None = None,
+    output: str = "auto",
+    reference: ReferenceOption = "empty",
+    multiclass: str = "joint",
+    granularity: str = "token",
+    seed: int | Sequence[int] | None = None,
+    gamma: float = 0.0,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+    show_progress: ProgressOption = False,
+    **fit_options: object,
+) -> list[SlalomExplanation]:
+    """Explain several texts; their model calls share batches.
+
+    Each text gets the random stream of ``seed``, so ``explain_batch(m, texts, seed=s)[i]``
+    is ``explain(m, texts[i], seed=s)`` up to floating-point effects of batching (the fits
+    are unique optima, so these stay within the fit's tolerance). A sequence of seeds gives
+    text i the stream of ``seed[i]`` (what a corpus run uses, so that a text's scores do not
+    depend on which texts share its batch). The input with no tokens is scored once for all
+    texts. Other arguments are those of :func:`explain`.
+
+    The steps: :func:`check_call` and :func:`~.plan.prepare_texts` (every check and the segmentation,
+    before any model call), :func:`_round_zero` (the full texts and the empty input: what
+    the outputs are, the reference point), :func:`_run_fits` (the fitters' rounds of model
+    calls and batched fits) and :func:`_assemble` (one explanation per text).
+
+    Example:
+        >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
+    """
+    call = check_call(
+        method=method,
+        n_samples=n_samples,
+        target=target,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        granularity=granularity,
+        seed=seed,
+        gamma=gamma,
+        **fit_options,
+    )
+    adapter, plans = prepare_texts(model, texts, tokenizer, call, batch_size, device)
+    seeds = text_seeds(call.seed, len(plans))
+    if not plans:
+        return []
+    meter = UsageMeter(adapter, call, plans, seeds)
+    with adapter.session():
+        empty = _empty_input(adapter, call.reference)
+        bar = progress_bar(len(plans) + (empty is not None), show_progress, "SLALOM samples")
+        first = _round_zero(adapter, plans, empty, call, bar)
+        results = _run_fits(adapter, call, plans, seeds, first, bar)
+        if bar is not None:
+            bar.close()
+    api_usage = meter.call_usage()
+    out = [_assemble(p, results[i], seeds[i], call, first, api_usage) for i, p in enumerate(plans)]
+    warn_about_fits(out)
+    return out
+
+
+@dataclass(frozen=True)
+class _RoundZero:
+    """What the first model round decided, once for every text of the call.
+
+    Every later round is read through it: ``link`` turns raw outputs into the fitted units
+    (log-odds, centred logits) and ``base`` is the reference point every target is
+    measured from, so the texts of one call are never read in different units.
+    """
+
+    link: OutputLink
+    kind: str  # what the raw outputs were read as, an OUTPUT_KINDS entry
+    how: str  # and how that was decided, e.g. "probs (detected)"
+    base: np.ndarray  # (K,) the reference point, in fitted units
+
+
+def _empty_input(adapter: ModelAdapter, reference: np.ndarray | None) -> list[int] | None:
+    """The input with no tokens when it is the reference point; None when one is given."""
+    if reference is not None:
+        return None
+    empty = adapter.empty_sequence()
+    if empty is None:
+        raise NoEmptyInputError(NO_EMPTY_INPUT_ADVICE.format(why="this model has no input without tokens"))
+    return empty
+
+
+def _round_zero(
+    adapter: ModelAdapter, plans: list[TextPlan], empty: list[int] | None, call: CheckedCall, bar
+) -> _RoundZero:
+    """Score every full text and, once for all, the empty input; decide what the outputs are.
+
+    These are the outputs being explained (kept as each plan's ``model_output``) and the
+    default reference point, so they come before any sample. What the model returns is
+    decided from all of them together (see :func:`resolve_output`), once per call. The
+    empty input's evaluation is booked on the first text.
+    """
+    seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
+    t0 = time.perf_counter()
+    try:
+        raw = adapter.score(seqs)
+    except Exception as err:
+        if empty is None:
+            raise
+        # Not every model can be called on an input with no tokens: learn whether the
+        # texts alone work, so that the error names the real problem.
+        adapter.score(seqs[:-1])
+        raise NoEmptyInputError(
+            NO_EMPTY_INPUT_ADVICE.format(why=f"scoring it failed ({type(err).__name__}: {err})")
+        ) from err
+    check_rows(raw, len(seqs))
+    if bar is not None:
+        bar.update(len(seqs))
+    kind, how, note = resolve_output(call.output, raw, declared_output(adapter), adapter.output_dtype)
+    if note is not None:
+        warn_user(note, SlalomOutputWarning)
+    link = OutputLink(raw.shape[1], kind, call.target, adapter.class_names, call.multiclass, adapter.output_dtype)
+    if link.multilabel and raw.shape[1] > 1 and call.target is None:
+        raise ValueError(
+            f"a multi-label model ({raw.shape[1]} independent labels, output={kind!r}) is explained one "
+            "label at a time: give target=<label index>"
+        )
+    if empty is not None and not torch.isfinite(raw[-1]).all():
+        raise NoEmptyInputError(NO_EMPTY_INPUT_ADVICE.format(why="the model's output on it is not finite"))
+    y0 = _as_2d(link.transform(raw))
+    elapsed = time.perf_counter() - t0
+    base = y0[-1] if empty is not None else reference_vector(call.reference, y0.shape[1], link)
+    for i, p in enumerate(plans):
+        p.model_output = y0[i]
+    # The empty input is the last sequence; its evaluation and time go on the first text.
+    blocks = [(i, i, 1) for i in range(len(plans))] + ([(0, len(plans), 1)] if empty is not None else [])
+    _book_round(adapter, plans, blocks, seqs, elapsed)
+    return _RoundZero(link, kind, how, base)
+
+
+def _book_round(
+    adapter: ModelAdapter, plans: list[TextPlan], blocks: list[tuple[int, int, int]], seqs: list, elapsed: float
+) -> None:
+    """Book one model round on the texts whose sequences it scored, ``(text, start, count)`` each.
+
+    The round's time is shared in proportion to the tokens each text's sequences hold: one
+    text's near-full-length deletions cost more than another's short samples.
+    """
+    total_tokens = max(adapter.n_tokens_scored(seqs), 1)
+    for i, start, n in blocks:
+        toks = adapter.n_tokens_scored(seqs[start : start + n])
+        plans[i].book_model(n, toks, elapsed * toks / total_tokens)
+
+
+def _run_fits(
+    adapter: ModelAdapter, call: CheckedCall, plans: list[TextPlan], seeds: list[int], first: _RoundZero, bar
+) -> list[FitResult]:
+    """Drive every text's fitter generator (:meth:`Fitter.steps`) to its result.
+
+    A round answers every open request at once: the fit requests of all texts in one
+    batched solve (:func:`_solve_fits`), the sample requests of all others in shared model
+    batches (:func:`_score_samples`). So n texts cost about the solver calls and model
+    batches of one text, not n times as many.
+    """
+    fitter = call.fitter
+    gens = [
+        fitter.steps(
+            np.random.default_rng(seeds[i]), p.position_units, len(p.units), call.n_samples, p.model_output - first.base
+        )
+        for i, p in enumerate(plans)
+    ]
+    requests = {}
+    for i, g in enumerate(gens):
+        t0 = time.perf_counter()
+        requests[i] = next(g)
+        plans[i].fit_seconds += time.perf_counter() - t0
+    results: list[FitResult | None] = [None] * len(plans)
+    while requests:
+        answers = _solve_fits(fitter, plans, requests, adapter.fit_device)
+        samples = {i: r for i, r in requests.items() if i not in answers}
+        answers.update(_score_samples(adapter, plans, samples, first, bar))
+        requests = _advance(gens, plans, answers, results)
+    return results  # type: ignore[return-value]  # every generator has returned
+
+
+def _solve_fits(
+    fitter: Fitter, plans: list[TextPlan], requests: dict[int, object], device: torch.device | None
+) -> dict[int, object]:
+    """Answer this round's fit requests in one batched solve, each text booked an equal share.
+
+    Fits run where the model runs (float64 there too); a black box fits on the CPU.
+    """
+    fits = sorted(i for i, r in requests.items() if isinstance(r, FitRequest))
+    if not fits:
+        return {}
+    t0 = time.perf_counter()
+    with single_threaded_fits():
+        solved = fitter.solve_batch([requests[i] for i in fits], device=device)
+    share = (time.perf_counter() - t0) / len(fits)
+    for i in fits:
+        plans[i].fit_seconds += share
+    return dict(zip(fits, solved))
+
+
+def _score_samples(
+    adapter: ModelAdapter, plans: list[TextPlan], requests: dict[int, list[np.ndarray]], first: _RoundZero, bar
+) -> dict[int, np.ndarray]:
+    """Score this round's sample requests in shared model batches: targets measured from the reference."""
+    order = sorted(requests)
+    if not order:
+        return {}
+    if bar is not None:
+        bar.total += sum(len(requests[i]) for i in order)
+    seqs: list[list[int]] = []
+    blocks: list[tuple[int, int, int]] = []  # (text, start offset, count) per text block
+    for i in order:
+        blocks.append((i, len(seqs), len(requests[i])))
+        seqs.extend(plans[i].token_sequences(requests[i]))
+    t0 = time.perf_counter()
+    raw = _score_in_chunks(adapter, seqs, bar)
+    elapsed = time.perf_counter() - t0
+    check_rows(raw, len(seqs))
+    y_all = _as_2d(first.link.transform(raw)) - first.base
+    _book_round(adapter, plans, blocks, seqs, elapsed)
+    return {i: y_all[start : start + n] for i, start, n in blocks}
+
+
+def _advance(gens: list, plans: list[TextPlan], answers: dict[int, object], results: list) -> dict[int, object]:
+    """Send each text its answer: the next request of the texts that have one, in ``results`` the rest's fits."""
+    new_requests = {}
+    with single_threaded_fits():  # the fitters' own steps: held-out checks, standard errors
+        for i in sorted(answers):
+            t0 = time.perf_counter()
+            try:
+                new_requests[i] = gens[i].send(answers[i])
+            except StopIteration as stop:
+                results[i] = stop.value
+            plans[i].fit_seconds += time.perf_counter() - t0
+    return new_requests
+
+
+def _assemble(
+    plan: TextPlan, fit: FitResult, seed: int, call: CheckedCall, first: _RoundZero, api_usage: dict | None
+) -> SlalomExplanation:
+    """One text's explanation: its fit, read in the explained output's units, and its diagnostics."""
+    link, fitter = first.link, call.fitter
+    col = link.column
+    select = (lambda a: a[col]) if col is not None else (lambda a: a if link.joint else a[0])
+    value = fit.value if link.joint else fit.value[:, 0]
+    se_v = None if fit.value_se is None else (fit.value_se if link.joint else fit.value_se[:, 0])
+    # The core fields (see Diagnostics), then the fitter's own entries; a fitter's entry
+    # replaces a core one (the prior sd that prior_sd="evidence" chose).
+    diag = Diagnostics(
+        method=fitter.name,
+        seed=seed,
+        n_samples=int(call.n_samples) if fitter.name != "ana" else int(2 * len(plan.units) - 1),
+        n_positions=len(plan.seg.unit_ids),
+        n_units=len(plan.units),
+        model_evaluations=plan.model_evaluations,
+        tokens_evaluated=plan.tokens_evaluated,
+        model_seconds=plan.model_seconds,
+        fit_seconds=plan.fit_seconds,
+        total_seconds=plan.model_seconds + plan.fit_seconds,
+        reference="empty input" if call.reference is None else "given",
+        output=first.how,
+        output_kind=first.kind,
+        n_outputs=first.link.n_outputs,
+        prior_sd=fitter.prior_sd,
+    )
+    if api_usage is not None:
+        # Shared by the call's texts: a copy each, so that one can be edited alone.
+        diag.api_usage = dict(api_usage)
+    diag.update(fit.diagnostics)
+    exp = SlalomExplanation(
+        tokens=list(plan.seg.tokens),
+        token_ids=list(plan.seg.tokenizer_ids),  # the tokenizer's, not an adapter's own
+        unit_index=plan.position_units,
+        surrogate=SlalomSurrogate(value, fit.importance, gamma=call.gamma),
+        method=fitter.name,
+        granularity=call.granularity,
+        target=call.target,
+        class_names=link.fitted_class_names,
+        model_output=_plain(select(plan.model_output)),
+        base_value=_plain(select(first.base)),
+        class_index=col,
+        unit_value_se=se_v,
+        unit_importance_se=fit.importance_se,
+        diagnostics=diag,
+    )
+    diag.model_output = exp.model_output
+    diag.surrogate_output = exp.surrogate_output
+    diag.full_text_gap = exp.full_text_gap
+    return exp
+
+
+def check_rows(raw: torch.Tensor, n: int) -> None:
+    if raw.ndim != 2 or raw.shape[0] != n:
+        raise ValueError(f"the model returned {tuple(raw.shape)} outputs for {n} inputs; expected one row per input")
+
+
+def _as_2d(y: torch.Tensor) -> np.ndarray:
+    y = y.numpy()
+    return y[:, None] if y.ndim == 1 else y
+
+
+def _plain(x: np.ndarray) -> np.ndarray | float:
+    return float(x) if np.ndim(x) == 0 else np.asarray(x)
+
+
+def _score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.Tensor:
+    """Score all sequences; with a progress bar, in chunks so that it moves."""
+    if bar is None:
+        return adapter.score(seqs)
+    chunk = max(adapter.batch_size * 4, 1)
+    parts = []
+    for start in range(0, len(seqs), chunk):
+        parts.append(adapter.score(seqs[start : start + chunk]))
+        bar.update(min(chunk, len(seqs) - start))
+    return torch.cat(parts)
+
+
+def explain(
+    model: object,
+    text_or_ids: TextLike,
+    tokenizer: object | None = None,
+    *,
+    method: str | Fitter = DEFAULT_METHOD,
+    n_samples: int = DEFAULT_N_SAMPLES,
+    target: int | None = None,
+    output: str = "auto",
+    reference: ReferenceOption = "empty",
+    multiclass: str = "joint",
+    granularity: str = "token",
+    seed: int | Sequence[int] | None = None,
+    gamma: float = 0.0,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+    show_progress: ProgressOption = False,
+    **fit_options: object,
+) -> SlalomExplanation:
+    """Explain one text (or sequence of token ids) with a local SLALOM.
+
+    Args:
+        model: a Hugging Face sequence classifier (give ``tokenizer``), a pipeline, a
+            ``torch.nn.Module`` called as ``f(input_ids, attention_mask)``, or a
+            :class:`ModelAdapter` (:class:`TorchClassifier`, :class:`StringClassifier`).
+        text_or_ids: the text, or its token ids without special tokens.
+        tokenizer: the model's tokenizer (special tokens and padding are read from it).
+        method: "eff-slope" (the default, :data:`DEFAULT_METHOD`: eff's short random
+            samples as triples, the importances' prior centred on a fitted slope of
+            |value|; see :class:`~slalom_core.EffSlopeFitter`), "hybrid" (short samples
+            for the values plus a few deletions from the full text for the importances
+            and the text's own output; see :class:`~slalom_core.HybridFitter`), "eff"
+            (short random samples, gradient fit; the paper's fastest), "fidel" (deletions
+            from the full text, quasi-Newton fit with a prior on the importances, or
+            ``solver="als"`` for alternating least squares; faithful near the input) or
+            "ana" (2U − 1 evaluations, closed form). The method and its design on this
+            text are recorded in ``diagnostics["method"]`` (and ``["design"]``).
+        n_samples: model evaluations to fit on (ignored by "ana"). Default: 1000.
+        target: None explains the log-odds of class 1 of a binary model (0: of class 0).
+            With k > 2 classes the fit is joint (App. C.1: shared importances, per-class
+            values summing to zero) and ``target=c`` reports class c's column of it; None
+            reports every class. Multi-label outputs: the label to explain (required when
+            the model has several). One score per example: None or 0 explain that score
+            itself (any other target is an error).
+        output: what the model returns. "auto" (default): class probabilities if every
+            row of the first outputs seen (the full texts and the empty input) is
+            non-negative and sums to 1 (with a :class:`SlalomOutputWarning`), a model
+            config's ``problem_type="multi_label_classification"`` as "multilabel_logits",
+            otherwise logits; a single output per example is then read as a logit. Explicit:
+            "logits", "probs" (class probabilities, or one probability of the positive
+            class; checked), "multilabel_logits" / "multilabel_probs" (independent labels,
+            each explained as its own log-odds, no softmax centring; give ``target``). The
+            decision is made once per call and recorded in ``diagnostics["output"]``, e.g.
+            "probs (detected)".
+        reference: the point every score is measured from, reported as ``base_value``.
+            "empty" (default): the model's output on the input with no tokens (special
+            tokens only; the empty string for a string black box), one extra model call
+            shared by all texts. A number (or one per class): that output, e.g. 0.0 for
+            the paper's raw scores measured from even odds.
+        multiclass: "joint" (default) or "ovr" (k > 2 classes: fit class ``target``'s
+            one-vs-rest log-odds on its own; that is not a SLALOM even when the model is).
+        granularity: "token" (default) or "word" (a word's sub-tokens are sampled,
+            deleted and scored together as one unit).
+        seed: random seed; the same seed gives the same explanation. None draws one from
+            torch's global generator (so ``torch.manual_seed`` reproduces) and records it
+            in ``diagnostics["seed"]``.
+        batch_size: sequences per forward pass (default: the adapter's, 64).
+        device: run the model here (it is moved back afterwards).
+        gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
+        show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
+            (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
+        **fit_options: passed to the fitter, e.g. ``context_share=0.04``,
+            ``value_sd=0.1`` (hybrid), ``sample_length=2``, ``solver="adam"`` (eff,
+            hybrid), ``max_delete_fraction=0.5`` (fidel, hybrid), ``holdout_fraction=0.1``,
+            ``prior_sd=0.25``, ``anchor_weight``, ``check_samples`` (eff, hybrid, fidel).
+
+    Returns:
+        A :class:`SlalomExplanation`. Its diagnostics hold the model's and the surrogate's
+        output on the full text and their gap; a :class:`SlalomFitWarning` says when a
+        fit did not converge, fits its held-out samples badly (R² < 0.5), misses the full
+        text by more than 1 log-odds, or (ana) meets invalid pairs.
+
+    Example:
+        >>> from transformers import AutoTokenizer, AutoModelForSequenceClassification
+        >>> tok = AutoTokenizer.from_pretrained(path)  # doctest: +SKIP
+        >>> clf = AutoModelForSequenceClassification.from_pretrained(path)  # doctest: +SKIP
+        >>> exp = explain(clf, "a great movie", tokenizer=tok, seed=0)  # doctest: +SKIP
+        >>> exp.tokens, exp.lin  # doctest: +SKIP
+    """
+    if not isinstance(text_or_ids, (str, Segmentation, torch.Tensor)) and not hasattr(text_or_ids, "__len__"):
+        raise TypeError(f"cannot explain a {type(text_or_ids).__name__}: give a str or token ids")
+    return explain_batch(
+        model,
+        [text_or_ids],
+        tokenizer,
+        method=method,
+        n_samples=n_samples,
+        target=target,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        granularity=granularity,
+        seed=seed,
+        gamma=gamma,
+        batch_size=batch_size,
+        device=device,
+        show_progress=show_progress,
+        **fit_options,
+    )[0]
