@@ -193,7 +193,9 @@ def test_retry_after_is_honoured_up_to_max_backoff():
         clf.score([clf.segment("good film").unit_ids[0]])
         assert waits == expected, asked  # bounded by max_backoff (30 s by default)
     # An HTTP date: the seconds until then.
-    assert sc.models.api_classifier._retry_after(HTTPError(formatdate(time.time() + 60, usegmt=True))) == pytest.approx(60, abs=2)
+    assert sc.models.api_errors.retry_after(HTTPError(formatdate(time.time() + 60, usegmt=True))) == pytest.approx(
+        60, abs=2
+    )
 
 
 def test_permanent_and_exhausted_errors_stop_with_nothing_half_written(tmp_path):
