@@ -18,6 +18,7 @@ import slalom_core as sc
 import torch
 
 from ._inputs import resolve
+from ._saving import read_settings, stream_class, write_settings
 from .models import LogOddsModel
 
 __all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY"]
@@ -198,21 +199,7 @@ class SlalomExplainer(shap.Explainer):
             600
         """
         super().save(out_file, model_saver, masker_saver)
-        from shap._serializable import Serializer
-
-        with Serializer(out_file, self._SAVE_BLOCK, version=0) as s:
-            # "auto" is saved as what it decided, so that the loaded explainer reads the
-            # model's outputs in the same units without deciding again.
-            settings = {
-                "method": self.method,
-                "n_samples": self.n_samples,
-                "seed": self.seed,
-                "output": self.model.output_kind or self.output,
-                "fit_options": dict(self.fit_options),
-                "output_names": list(self.class_names) if self.class_names is not None else None,
-            }
-            for key, value in settings.items():
-                s.save(key, value)
+        write_settings(self, out_file, self._SAVE_BLOCK)
 
     @classmethod
     def load(  # type: ignore[override]
@@ -225,35 +212,16 @@ class SlalomExplainer(shap.Explainer):
             >>> explainer.method, explainer.n_samples, explainer.seed  # doctest: +SKIP
             ('eff', 600, 7)
         """
-        import pickle
-
-        from shap._serializable import Deserializer
-
         if instantiate:
             # shap's own instantiating load keeps only the positional arguments of __init__
             # (model, masker): the settings, keyword-only here, would be dropped.
-            obj_type = pickle.load(in_file)
-            if not (isinstance(obj_type, type) and issubclass(obj_type, cls)):
-                raise ValueError(f"the stream holds a {obj_type!r}, not a {cls.__name__}: load it with its own class")
+            obj_type = stream_class(in_file, cls)
             return obj_type(**obj_type.load(in_file, model_loader, masker_loader, instantiate=False))
         kwargs = super().load(in_file, model_loader, masker_loader, instantiate=False)
         model = kwargs.get("model")
         if isinstance(model, LogOddsModel):
             kwargs["model"] = model.adapter  # the wrapper is rebuilt by __init__
-        try:
-            with Deserializer(in_file, cls._SAVE_BLOCK, min_version=0, max_version=0) as s:
-                for key in ("method", "n_samples", "seed", "output", "fit_options", "output_names"):
-                    kwargs[key] = s.load(key)
-            # Saved inside fit_options (the block's format is unchanged): arguments again.
-            for key in ("reference", "multiclass", "gamma"):
-                if key in kwargs["fit_options"]:
-                    kwargs[key] = kwargs["fit_options"].pop(key)
-        except EOFError as err:
-            raise ValueError(
-                "the stream ends after shap's explainer block: it was saved without SLALOM's settings "
-                "(by shap_slalom before save() kept them, or by shap's Explainer.save); save it again"
-            ) from err
-        return kwargs
+        return read_settings(in_file, cls._SAVE_BLOCK, kwargs)
 
     # -- inputs -------------------------------------------------------------------------
     def _positions(self, text: str) -> tuple[int, list[int], sc.Segmentation]:

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..diagnostics import Diagnostics
 from ..explanation import SlalomExplanation
 from ..fitting import FitRequest, FitResult, Fitter, single_threaded_fits
 from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, warn_user
 from ..models import ModelAdapter, Segmentation
-from ..surrogate import SlalomSurrogate
+from .assemble import RoundZero, assemble
 from .call import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
@@ -78,7 +76,7 @@ def explain_batch(
     The steps: :func:`check_call` and :func:`~.plan.prepare_texts` (every check and the segmentation,
     before any model call), :func:`_round_zero` (the full texts and the empty input: what
     the outputs are, the reference point), :func:`_run_fits` (the fitters' rounds of model
-    calls and batched fits) and :func:`_assemble` (one explanation per text).
+    calls and batched fits) and :func:`~.assemble.assemble` (one explanation per text).
 
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
@@ -108,24 +106,9 @@ def explain_batch(
         if bar is not None:
             bar.close()
     api_usage = meter.call_usage()
-    out = [_assemble(p, results[i], seeds[i], call, first, api_usage) for i, p in enumerate(plans)]
+    out = [assemble(p, results[i], seeds[i], call, first, api_usage) for i, p in enumerate(plans)]
     warn_about_fits(out)
     return out
-
-
-@dataclass(frozen=True)
-class _RoundZero:
-    """What the first model round decided, once for every text of the call.
-
-    Every later round is read through it: ``link`` turns raw outputs into the fitted units
-    (log-odds, centred logits) and ``base`` is the reference point every target is
-    measured from, so the texts of one call are never read in different units.
-    """
-
-    link: OutputLink
-    kind: str  # what the raw outputs were read as, an OUTPUT_KINDS entry
-    how: str  # and how that was decided, e.g. "probs (detected)"
-    base: np.ndarray  # (K,) the reference point, in fitted units
 
 
 def _empty_input(adapter: ModelAdapter, reference: np.ndarray | None) -> list[int] | None:
@@ -140,7 +123,7 @@ def _empty_input(adapter: ModelAdapter, reference: np.ndarray | None) -> list[in
 
 def _round_zero(
     adapter: ModelAdapter, plans: list[TextPlan], empty: list[int] | None, call: CheckedCall, bar
-) -> _RoundZero:
+) -> RoundZero:
     """Score every full text and, once for all, the empty input; decide what the outputs are.
 
     These are the outputs being explained (kept as each plan's ``model_output``) and the
@@ -183,7 +166,7 @@ def _round_zero(
     # The empty input is the last sequence; its evaluation and time go on the first text.
     blocks = [(i, i, 1) for i in range(len(plans))] + ([(0, len(plans), 1)] if empty is not None else [])
     _book_round(adapter, plans, blocks, seqs, elapsed)
-    return _RoundZero(link, kind, how, base)
+    return RoundZero(link, kind, how, base)
 
 
 def _book_round(
@@ -201,7 +184,7 @@ def _book_round(
 
 
 def _run_fits(
-    adapter: ModelAdapter, call: CheckedCall, plans: list[TextPlan], seeds: list[int], first: _RoundZero, bar
+    adapter: ModelAdapter, call: CheckedCall, plans: list[TextPlan], seeds: list[int], first: RoundZero, bar
 ) -> list[FitResult]:
     """Drive every text's fitter generator (:meth:`Fitter.steps`) to its result.
 
@@ -251,7 +234,7 @@ def _solve_fits(
 
 
 def _score_samples(
-    adapter: ModelAdapter, plans: list[TextPlan], requests: dict[int, list[np.ndarray]], first: _RoundZero, bar
+    adapter: ModelAdapter, plans: list[TextPlan], requests: dict[int, list[np.ndarray]], first: RoundZero, bar
 ) -> dict[int, np.ndarray]:
     """Score this round's sample requests in shared model batches: targets measured from the reference."""
     order = sorted(requests)
@@ -287,60 +270,6 @@ def _advance(gens: list, plans: list[TextPlan], answers: dict[int, object], resu
     return new_requests
 
 
-def _assemble(
-    plan: TextPlan, fit: FitResult, seed: int, call: CheckedCall, first: _RoundZero, api_usage: dict | None
-) -> SlalomExplanation:
-    """One text's explanation: its fit, read in the explained output's units, and its diagnostics."""
-    link, fitter = first.link, call.fitter
-    col = link.column
-    select = (lambda a: a[col]) if col is not None else (lambda a: a if link.joint else a[0])
-    value = fit.value if link.joint else fit.value[:, 0]
-    se_v = None if fit.value_se is None else (fit.value_se if link.joint else fit.value_se[:, 0])
-    # The core fields (see Diagnostics), then the fitter's own entries; a fitter's entry
-    # replaces a core one (the prior sd that prior_sd="evidence" chose).
-    diag = Diagnostics(
-        method=fitter.name,
-        seed=seed,
-        n_samples=int(call.n_samples) if fitter.name != "ana" else int(2 * len(plan.units) - 1),
-        n_positions=len(plan.seg.unit_ids),
-        n_units=len(plan.units),
-        model_evaluations=plan.model_evaluations,
-        tokens_evaluated=plan.tokens_evaluated,
-        model_seconds=plan.model_seconds,
-        fit_seconds=plan.fit_seconds,
-        total_seconds=plan.model_seconds + plan.fit_seconds,
-        reference="empty input" if call.reference is None else "given",
-        output=first.how,
-        output_kind=first.kind,
-        n_outputs=first.link.n_outputs,
-        prior_sd=fitter.prior_sd,
-    )
-    if api_usage is not None:
-        # Shared by the call's texts: a copy each, so that one can be edited alone.
-        diag.api_usage = dict(api_usage)
-    diag.update(fit.diagnostics)
-    exp = SlalomExplanation(
-        tokens=list(plan.seg.tokens),
-        token_ids=list(plan.seg.tokenizer_ids),  # the tokenizer's, not an adapter's own
-        unit_index=plan.position_units,
-        surrogate=SlalomSurrogate(value, fit.importance, gamma=call.gamma),
-        method=fitter.name,
-        granularity=call.granularity,
-        target=call.target,
-        class_names=link.fitted_class_names,
-        model_output=_plain(select(plan.model_output)),
-        base_value=_plain(select(first.base)),
-        class_index=col,
-        unit_value_se=se_v,
-        unit_importance_se=fit.importance_se,
-        diagnostics=diag,
-    )
-    diag.model_output = exp.model_output
-    diag.surrogate_output = exp.surrogate_output
-    diag.full_text_gap = exp.full_text_gap
-    return exp
-
-
 def check_rows(raw: torch.Tensor, n: int) -> None:
     if raw.ndim != 2 or raw.shape[0] != n:
         raise ValueError(f"the model returned {tuple(raw.shape)} outputs for {n} inputs; expected one row per input")
@@ -349,10 +278,6 @@ def check_rows(raw: torch.Tensor, n: int) -> None:
 def _as_2d(y: torch.Tensor) -> np.ndarray:
     y = y.numpy()
     return y[:, None] if y.ndim == 1 else y
-
-
-def _plain(x: np.ndarray) -> np.ndarray | float:
-    return float(x) if np.ndim(x) == 0 else np.asarray(x)
 
 
 def _score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.Tensor:

@@ -18,12 +18,9 @@ paid endpoint needs:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,104 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .api_cache import read_cache, write_cache
+from .api_errors import APIError, BudgetExceededError, TransientAPIError, redact_secrets, retry_after
 from .strings import StringClassifier
 
 __all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError", "redact_secrets"]
-
-_CACHE_FORMAT = "slalom-xai api cache"
-
-# Credentials a server may echo back in an error body (a gateway that quotes the request's
-# headers, a URL with its key): the value after the name, up to a quote, comma, brace or space.
-_SECRET_PATTERNS = [
-    re.compile(r"(?i)(\bbearer\s+)[^\s\"',;}\]]+"),
-    re.compile(r"(?i)(\bbasic\s+)[A-Za-z0-9+/=]{8,}"),
-    re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?!bearer\s|basic\s)[^\s\"',;}\]]+"),
-    re.compile(r"(?i)(\b(?:x-)?api[-_]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&}\]]+"),
-    re.compile(r"(?i)([?&](?:api[-_]?)?key=)[^&\s\"']+"),
-    re.compile(r"()\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys, wherever they appear
-]
-REDACTED = "[redacted]"
-
-
-def redact_secrets(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` with credentials replaced by ``[redacted]``: the given ``secrets`` wherever
-    they occur, and values of Authorization / Bearer / api-key patterns.
-
-    For anything quoted from a server or an exception into an error message, a log or a
-    failures table: a gateway that echoes the request headers must not put the API key there.
-
-    Example:
-        >>> redact_secrets('HTTP 400: {"headers": {"Authorization": "Bearer abc123", "x-api-key": "k9"}}')
-        'HTTP 400: {"headers": {"Authorization": "Bearer [redacted]", "x-api-key": "[redacted]"}}'
-    """
-    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-    return text
-
-
-class TransientAPIError(RuntimeError):
-    """Raise this from a call function for a failure worth retrying (rate limit, 5xx, timeout).
-
-    ``retry_after``: the seconds the server asked to wait (its ``Retry-After`` header on a
-    429 or 503), which :class:`APIClassifier` honours up to its ``max_backoff``.
-
-    Example:
-        >>> def call(text):
-        ...     raise TransientAPIError("HTTP 429: rate limited", retry_after=2.0)  # retried after 2 s
-    """
-
-    def __init__(self, *args: object, retry_after: float | None = None) -> None:
-        super().__init__(*args)
-        self.retry_after = retry_after
-
-
-def _retry_after(err: BaseException) -> float | None:
-    """Seconds a transient error asks to wait: its ``retry_after``, or the ``Retry-After``
-    header (seconds, or an HTTP date) of the response it carries (requests, httpx)."""
-    given = getattr(err, "retry_after", None)
-    if given is None:
-        headers = getattr(getattr(err, "response", None), "headers", None)
-        given = headers.get("Retry-After") if headers is not None and hasattr(headers, "get") else None
-    if given is None:
-        return None
-    try:
-        wait = float(given)
-    except (TypeError, ValueError):
-        from email.utils import parsedate_to_datetime
-
-        try:
-            wait = parsedate_to_datetime(str(given)).timestamp() - time.time()
-        except (TypeError, ValueError):
-            return None  # unreadable: the exponential backoff decides
-    return wait if math.isfinite(wait) and wait >= 0 else None
-
-
-class APIError(RuntimeError):
-    """A black-box call failed for good: a permanent error, or transient ones past the retries.
-
-    Example:
-        >>> clf = APIClassifier(lambda text: [], retries=0)
-        >>> try:
-        ...     clf.score([clf.segment("a film").unit_ids[0]])
-        ... except APIError as err:
-        ...     print(str(err)[:40])
-        the black box returned no usable scores
-    """
-
-
-class BudgetExceededError(ValueError):
-    """The planned (or next) calls exceed ``max_calls`` or ``max_input_tokens``; nothing was sent.
-
-    Example:
-        >>> clf = APIClassifier(lambda text: [0.0, 1.0], max_calls=0)
-        >>> try:
-        ...     clf.score([clf.segment("a film").unit_ids[0]])
-        ... except BudgetExceededError as err:
-        ...     print(str(err)[:35])
-        1 more calls would exceed max_calls
-    """
 
 
 class APIClassifier(StringClassifier):
@@ -395,7 +299,7 @@ class APIClassifier(StringClassifier):
                         f"retrying {text[:60]!r} would exceed max_input_tokens={self.max_input_tokens} "
                         f"(last error: {type(err).__name__}: {redact_secrets(str(err))})"
                     ) from err
-                asked = _retry_after(err) or 0.0
+                asked = retry_after(err) or 0.0
                 self._sleep(min(self.max_backoff, max(self.backoff * 2**attempt, asked)))
                 continue
             except Exception as err:
@@ -413,88 +317,13 @@ class APIClassifier(StringClassifier):
     # -- cache file ------------------------------------------------------------------------
 
     def _read_cache(self) -> dict[str, list[float]]:
-        """The cache file's answers, after checking they are this classifier's."""
         assert self.cache_file is not None
-        try:
-            data = json.loads(self.cache_file.read_text())
-        except (OSError, ValueError) as err:
-            raise ValueError(f"cannot read the cache file {self.cache_file}: {err}") from err
-        if not isinstance(data, dict) or data.get("format") != _CACHE_FORMAT:
-            raise ValueError(f"{self.cache_file} is not a slalom-xai API cache file")
-        if data.get("key") != self.cache_key:
-            raise ValueError(
-                f"the cache file {self.cache_file} holds answers for cache_key={data.get('key')!r}, not "
-                f"{self.cache_key!r}: use another file (answers of one model must not stand in for another's)"
-            )
-        entries = {str(t): [float(x) for x in v] for t, v in data["entries"].items()}
-        mine = self.cache_identity()
-        theirs = data.get("identity")
-        if theirs is not None and theirs != mine:
-            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-            raise ValueError(
-                f"the cache file {self.cache_file} holds answers of another classifier: its "
-                + "; ".join(f"{k} {theirs.get(k)!r}, not {mine.get(k)!r}" for k in differ)
-                + ". Use another cache_file (answers of one model, prompt or label set must not stand in for another's)"
-            )
-        widths = {len(v) for v in entries.values()}
-        if self.class_names is not None:
-            widths.add(len(self.class_names))
-        if len(widths) > 1:
-            raise ValueError(
-                f"the cache file {self.cache_file} holds answers of {sorted(widths)} scores each, and this "
-                f"classifier has {len(self.class_names or [])} class names: use another cache_file"
-            )
-        return entries
+        return read_cache(self.cache_file, self.cache_key, self.cache_identity(), self.class_names)
 
     def _save(self) -> None:
-        """Merge this process's answers into the file, under a lock, atomically."""
-        if self.cache_file is None:
-            return
-        folder = self.cache_file.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        # Another process may have written answers since this one read the file: under the
-        # lock, read them back and write the union, so that neither process loses the other's.
-        with _locked(self.cache_file.with_name(self.cache_file.name + ".lock")):
-            if self.cache_file.exists():
-                for text, scores in self._read_cache().items():
-                    self._cache.setdefault(text, scores)
-            data = {
-                "format": _CACHE_FORMAT,
-                "key": self.cache_key,
-                "identity": self.cache_identity(),
-                "entries": dict(sorted(self._cache.items())),
-            }
-            # Written beside the target and renamed over it: a crash leaves the old file whole.
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{self.cache_file.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as fh:
-                    json.dump(data, fh)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, self.cache_file)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    """An exclusive ``flock`` on ``path`` (created if missing) while the block runs.
-
-    POSIX only: where ``fcntl`` is missing (Windows) the block runs unlocked, and processes
-    sharing a cache file may then lose each other's last answers.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(path, "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        """Merge this process's answers into the file (see :func:`.api_cache.write_cache`)."""
+        if self.cache_file is not None:
+            write_cache(self.cache_file, self._cache, self.cache_key, self.cache_identity(), self.class_names)
 
 
 def _as_scores(out: object, text: str) -> list[float]:
