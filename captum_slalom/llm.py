@@ -143,11 +143,10 @@ class SlalomLLMAttribution(LLMAttribution):
         natural zero, and lin = v·exp(s) is not invariant to a shift of all values, while
         removal (the predicted change of log p(target) when the feature is deleted) is.
 
-        ``use_cached_outputs`` defaults to False (Captum: True): with captum 0.9 and
-        transformers 5, Captum's cached token-by-token decoding returned target
-        log-probabilities that differ from a plain forward pass of the same text (by
-        0.035 nats on the second target token of a tiny GPT-2), while the uncached and the
-        one-pass (``forward_in_tokens=False``) paths agree with it.
+        ``use_cached_outputs`` defaults to False (Captum: True): Captum's cached
+        token-by-token decoding can return target log-probabilities that differ from a
+        plain forward pass of the same text (seen with captum 0.9 and transformers 5), while
+        the uncached and the one-pass (``forward_in_tokens=False``) paths agree with it.
         ``baselines`` is fixed by the workflow (absent = 0 in Captum's presence tensor)
         and ``perturbations_per_eval`` defaults to 1 (Captum's LLM forward takes one
         perturbation at a time).

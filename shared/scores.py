@@ -326,7 +326,14 @@ def register_score(row: Score, *, replace: bool = False) -> Score:
 
 
 def unregister_score(name: str) -> None:
-    """Remove a registered score (a built-in one cannot be removed: the adapters rely on it)."""
+    """Remove a registered score (a built-in one cannot be removed: the adapters rely on it).
+
+    Example:
+        >>> unregister_score("lin")
+        Traceback (most recent call last):
+        ...
+        ValueError: 'lin' is a built-in score and cannot be removed
+    """
     if name in _BUILT_IN:
         raise ValueError(f"{name!r} is a built-in score and cannot be removed")
     SCORES.pop(check_score(name))

@@ -207,7 +207,8 @@ def check_row_options(options: dict, owner: str = "explain_rows") -> None:
     """
     own = set(ExplainOptions.__optional_keys__)
     # and every argument the rows call passes itself; the fit options are the caller's to give.
-    own |= {n for n, p in inspect.signature(explain_rows).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    for f in (explain_rows, explain_batch):
+        own |= {n for n, p in inspect.signature(f).parameters.items() if p.kind is not p.VAR_KEYWORD}
     own -= FitOptions.__optional_keys__
     bad = sorted(set(options) & own)
     if bad:

@@ -11,6 +11,8 @@ One module per kind of model, each a :class:`ModelAdapter`:
 - :mod:`.strings`: :class:`StringClassifier`, a black box on strings;
 - :mod:`.api_classifier`: :class:`APIClassifier`, a paid endpoint (cache, retries, budget);
 - :mod:`.prompted`: :class:`PromptClassifier`, a causal LM prompted to classify;
+- :mod:`.onnx_runtime`: :class:`OnnxClassifier`, an ONNX Runtime session (and the worked
+  example of a custom adapter);
 - :mod:`.perturbation`: rows of token-id tensors, deleted or replaced (for ``explain_rows``);
 - :mod:`.factory`: :func:`as_adapter`, which picks the adapter for a model.
 
@@ -21,6 +23,7 @@ rows) or :class:`ModelAdapter` (anything else); see ``docs/architecture.md``.
 from .api_classifier import APIClassifier, APIError, BudgetExceededError, TransientAPIError, redact_secrets
 from .base import ModelAdapter
 from .factory import as_adapter, is_pipeline
+from .onnx_runtime import OnnxClassifier
 from .prompted import PADDINGS, PromptClassifier
 from .reading import OutputShapeError, score_matrix
 from .segmentation import (
@@ -51,6 +54,7 @@ __all__ = [
     "TransientAPIError",
     "BudgetExceededError",
     "PromptClassifier",
+    "OnnxClassifier",
     "PADDINGS",
     "WhitespaceTokenizer",
     "OutputShapeError",

@@ -22,15 +22,65 @@ __all__ = ["TorchModel", "TorchClassifier", "HFClassifier", "model_max_length"]
 
 
 class TorchModel(ModelAdapter):
-    """Batching, padding and the eval-mode/device session shared by torch-based adapters."""
+    """The base of adapters whose model takes padded rows of token ids: batching, padding,
+    the eval-mode/device session, and the checks of what the model returns.
 
-    module: torch.nn.Module | None
-    device: torch.device | str | None
+    Subclass it and implement :meth:`forward` (one raw call on full rows, special tokens
+    included); everything else is done here. :class:`TorchClassifier` and
+    :class:`HFClassifier` are two such subclasses; ``docs/architecture.md`` shows a third,
+    for an ONNX Runtime session.
+
+    Args:
+        tokenizer: to explain strings (else only token ids), and for the model's
+            input with no tokens where it has no special tokens.
+        prefix_ids, suffix_ids: special ids wrapped around every sample.
+        pad_id: the id that pads a batch (masked by the attention mask).
+        max_length: longest accepted input, special tokens included (None: unlimited).
+        class_names: names of the model's outputs.
+        batch_size: sequences per forward call.
+        device: run the model there while explaining (moved back afterwards).
+        pads_safely: False if the model ignores the attention mask: a batch then holds
+            sequences of one length, never padded.
+        module: the ``torch.nn.Module`` to run in eval mode and move to ``device`` while
+            explaining (None: nothing to set up, e.g. a compiled runtime session).
+
+    Example:
+        >>> class Counts(TorchModel):  # scores a row by how often id 5 occurs in it
+        ...     def forward(self, input_ids, attention_mask):
+        ...         return ((input_ids == 5) & (attention_mask == 1)).sum(1, keepdim=True).double()
+        >>> Counts(prefix_ids=[1]).score([[5, 5], [2]]).squeeze(1).tolist()
+        [2.0, 0.0]
+    """
+
     _run_device: torch.device | None = None
-    pad_id: int
-    equal_length_batches: bool
     #: Set once the model failed on a batch but ran on one sample (see :meth:`_forward_scores`).
     _one_by_one: bool = False
+
+    def __init__(
+        self,
+        *,
+        tokenizer: object | None = None,
+        prefix_ids: Sequence[int] = (),
+        suffix_ids: Sequence[int] = (),
+        pad_id: int = 0,
+        max_length: int | None = None,
+        class_names: Sequence[str] | None = None,
+        batch_size: int = 64,
+        device: torch.device | str | None = None,
+        pads_safely: bool = True,
+        module: torch.nn.Module | None = None,
+    ) -> None:
+        check_tokenizer(tokenizer)
+        self.module = module
+        self.prefix_ids = tuple(int(i) for i in prefix_ids)
+        self.suffix_ids = tuple(int(i) for i in suffix_ids)
+        self.pad_id = int(pad_id)
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.class_names = list(class_names) if class_names is not None else None
+        self.batch_size = int(batch_size)
+        self.device = device
+        self.equal_length_batches = not pads_safely
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -218,18 +268,19 @@ class TorchClassifier(TorchModel):
         pads_safely: bool = True,
         module: torch.nn.Module | None = None,
     ) -> None:
-        check_tokenizer(tokenizer)
+        super().__init__(
+            tokenizer=tokenizer,
+            prefix_ids=prefix_ids,
+            suffix_ids=suffix_ids,
+            pad_id=pad_id,
+            max_length=max_length,
+            class_names=class_names,
+            batch_size=batch_size,
+            device=device,
+            pads_safely=pads_safely,
+            module=module if module is not None else module_of(forward_func),
+        )
         self.forward_func = forward_func
-        self.module = module if module is not None else module_of(forward_func)
-        self.prefix_ids = tuple(int(i) for i in prefix_ids)
-        self.suffix_ids = tuple(int(i) for i in suffix_ids)
-        self.pad_id = int(pad_id)
-        self.tokenizer = tokenizer
-        self.max_length = max_length
-        self.class_names = list(class_names) if class_names is not None else None
-        self.batch_size = int(batch_size)
-        self.device = device
-        self.equal_length_batches = not pads_safely
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         return self.forward_func(input_ids, attention_mask)
