@@ -34,7 +34,7 @@ eff/hybrid/fidel flow), and one file per method: :mod:`.hybrid`, :mod:`.eff`, :m
 from __future__ import annotations
 
 from ..options import check_option_names
-from ..surrogate import _predict_sparse, count_matrix, pad_sequences
+from ..surrogate import count_matrix, pad_sequences
 from .als import _importance_gradient, fit_als
 from .ana import AnaFitter
 from .constants import (
@@ -89,7 +89,7 @@ __all__ = [
     "EVIDENCE_START",
     "EVIDENCE_RANGE",
     "EVIDENCE_ROUNDS",
-    # Internals the tests check directly (the objective, its solvers, the sparse predictor).
+    # Internals the tests check directly (the objective and its solvers).
     "_Batch",
     "_pack",
     "_mse_and_grads",
@@ -100,7 +100,6 @@ __all__ = [
     "_lbfgs",
     "_lbfgs_direction",
     "_adam",
-    "_predict_sparse",
     "_importance_gradient",
 ]
 

@@ -13,7 +13,7 @@ import torch
 
 from ..options import check_options
 from ..sampling import deletion_neighbourhood, split_holdout
-from ..surrogate import _predict_sparse, count_matrix, normalise_importance, pad_sequences
+from ..surrogate import count_matrix, normalise_importance, pad_sequences, predict_sparse
 from .constants import EVIDENCE_RANGE, EVIDENCE_ROUNDS, EVIDENCE_START
 from .fitter import _SAMPLED_OPTIONS, Fitter, _given
 from .laplace import laplace_standard_errors
@@ -147,7 +147,7 @@ class _SampledFitter(Fitter):
         if self.check_samples and len(position_units) > 1:
             checks = deletion_neighbourhood(rng, position_units, self.check_samples)
             y_check = yield checks
-            pred = _predict_sparse(*pad_sequences(checks), result.value, result.importance)[0]
+            pred = predict_sparse(*pad_sequences(checks), result.value, result.importance)[0]
             result.diagnostics["check_mse"], result.diagnostics["check_r2"] = _fit_quality(y_check, pred)
             result.diagnostics["n_check"] = len(checks)
         return result
@@ -245,7 +245,7 @@ class _SampledFitter(Fitter):
                 )
             )
             hold = [samples[i] for i in hold_idx]
-            pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
+            pred, _ = predict_sparse(*pad_sequences(hold), value, imp)
             diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(y[hold_idx], pred)
             diag["n_heldout"] = int(len(hold_idx))
             init = (value, imp)
@@ -262,7 +262,7 @@ class _SampledFitter(Fitter):
             value, imp, info, sd = yield from self._prior_fit(final)
         if self.evidence:
             diag["prior_sd"] = sd
-        pred, _ = _predict_sparse(*pad_sequences(samples), value, imp)
+        pred, _ = predict_sparse(*pad_sequences(samples), value, imp)
         diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred)
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)

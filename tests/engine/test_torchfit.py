@@ -8,7 +8,7 @@ import pytest
 import slalom_core as sc
 import torch
 from slalom_core import fitting
-from slalom_core.surrogate import dense_slots, surrogate_forward
+from slalom_core.surrogate import dense_slots, predict_sparse, surrogate_forward
 from tiny_models import SlalomModel, random_slalom
 
 
@@ -121,8 +121,8 @@ def test_batched_fit_matches_separate_fits():
         # the posterior is strictly convex here: parameters are identified
         np.testing.assert_allclose(v_b, v_1, atol=1e-4)
         np.testing.assert_allclose(s_b - s_b.mean(), s_1 - s_1.mean(), atol=1e-4)
-        p_b = fitting._predict_sparse(idx, mask, v_b, s_b)[0]
-        p_1 = fitting._predict_sparse(idx, mask, v_1, s_1)[0]
+        p_b = predict_sparse(idx, mask, v_b, s_b)[0]
+        p_1 = predict_sparse(idx, mask, v_1, s_1)[0]
         np.testing.assert_allclose(p_b, p_1, atol=1e-5)
 
 
