@@ -28,6 +28,7 @@ __all__ = [
     "counts_from_sequences",
     "pad_sequences",
     "count_matrix",
+    "predict_sparse",
 ]
 
 
@@ -206,10 +207,23 @@ def count_matrix(sequences: list[np.ndarray], n_units: int) -> np.ndarray:
     return counts_from_sequences(sequences, n_units)
 
 
-def _predict_sparse(
+def predict_sparse(
     idx: np.ndarray, mask: np.ndarray, value: np.ndarray, importance: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Surrogate outputs (B, K) and the per-slot attention weights (B, L), in numpy."""
+    """Surrogate outputs (B, K) and the per-slot attention weights (B, L), in numpy.
+
+    Args:
+        idx, mask: padded samples, from :func:`pad_sequences`.
+        value: (U, K) values; importance: (U,) importances.
+
+    Returns:
+        The surrogate's output per sample (B, K) and each slot's weight (B, L).
+
+    Example:
+        >>> pred, alpha = predict_sparse(*pad_sequences([np.array([0, 1])]), np.array([[1.0], [-1.0]]), np.zeros(2))
+        >>> pred.tolist(), alpha.tolist()
+        ([[0.0]], [[0.5, 0.5]])
+    """
     pred, alpha = surrogate_forward(
         torch.from_numpy(np.asarray(value, dtype=np.float64)),
         torch.from_numpy(np.asarray(importance, dtype=np.float64)),

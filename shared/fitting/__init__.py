@@ -1,4 +1,16 @@
-"""The ways of fitting a local SLALOM (Sec. 5.2-5.3, App. D, Prop. 5.2), in torch.
+"""Fitting a local SLALOM to a model's outputs (Sec. 5.2-5.3, App. D, Prop. 5.2), in torch.
+
+The methods, by name (:data:`FITTERS`; :func:`get_fitter` builds one with its options):
+
+- ``eff-slope`` (:class:`EffSlopeFitter`), the default of :func:`slalom_core.explain`
+  (:data:`slalom_core.api.call.DEFAULT_METHOD`): short samples of three distinct units, the
+  importances' prior centred on a fitted slope times each unit's |value|.
+- ``hybrid`` (:class:`HybridFitter`): eff's short samples for the values, a few samples of
+  the text in context (deletions or sub-texts) and the text itself for the importances.
+- ``eff`` (:class:`EffFitter`): the paper's short random samples, gradient fit.
+- ``fidel`` (:class:`FidelFitter`): deletions from the full text, quasi-Newton on the
+  posterior (default) or alternating least squares.
+- ``ana`` (:class:`AnaFitter`): 2U-1 evaluations, closed form; exact on a true SLALOM.
 
 Each fitter is a small state machine written as a generator: it *yields* the samples (lists
 of unit-index sequences) it wants the model to score, receives the fitting targets back via
@@ -6,36 +18,43 @@ of unit-index sequences) it wants the model to score, receives the fitting targe
 code, and lets :func:`slalom_core.explain_batch` run the fitters of many texts in lock-step
 so that their model calls share batches. The sampled fitters' :meth:`~Fitter.steps` also
 yield their fits as :class:`FitRequest` objects, so that the driver can solve the fits of
-all texts in one batched optimisation (:meth:`_SampledFitter.solve_batch`) on the model's
-device; :meth:`~Fitter.run` solves them inline, one text at a time.
-
-- ``eff-slope`` (:class:`EffSlopeFitter`, the default): eff's short random sequences, as
-  triples, with the importances' prior centred on a fitted slope times the tokens' |value|.
-- ``hybrid`` (:class:`HybridFitter`): eff's short sequences for the values, a few deletions
-  from the full text and the text itself for the importances (the same slope by default).
-- ``eff``  (:class:`EffFitter`):   short random sequences, gradient descent on the MSE.
-- ``fidel`` (:class:`FidelFitter`): deletions from the full text, quasi-Newton on the
-  posterior (default) or alternating least squares.
-- ``ana``  (:class:`AnaFitter`):   2U-1 evaluations, closed form; exact on a true SLALOM.
+all texts in one batched optimisation (:meth:`~Fitter.solve_batch`) on the model's device;
+:meth:`~Fitter.run` solves them inline, one text at a time. A fitter declares what its
+callers need to know (:attr:`~Fitter.samples_repeat_units`, :meth:`~Fitter.samples_scored`,
+:meth:`~Fitter.planned_samples`, :attr:`~Fitter.prior_sd`) instead of being recognised by
+its class.
 
 All fits run in float64, on the CPU and on CUDA alike: the stopping rules (an exact fit at
 a relative residual of 1e-10, a gradient of 1e-4 on an objective that divides by the
 residual) are below what float32 resolves, and the fits are small enough that their cost on
 a GPU is kernel launches, not arithmetic, so float32 would buy little speed.
 
-Files: :mod:`.constants` (shared numerical settings), :mod:`.protocol` (requests and
-results), :mod:`.objective` (the batched objective), :mod:`.solvers` (batched L-BFGS, Adam),
-:mod:`.gradient` (gradient fits), :mod:`.als` (alternating least squares), :mod:`.laplace`
-(standard errors), :mod:`.fitter` (the interface and option tables), :mod:`.sampled` (the
-eff/hybrid/fidel flow), and one file per method: :mod:`.hybrid`, :mod:`.eff`, :mod:`.fidel`,
-:mod:`.ana`.
+The modules, one concern each:
+
+- :mod:`.constants`: bounds, dtype, the tolerance policy (which stop each layer uses, and
+  why) and the option defaults, each value stated once.
+- :mod:`.protocol`: what a fitter yields and returns (:class:`FitRequest`, :class:`FitResult`).
+- :mod:`.fitter`: the :class:`Fitter` interface and the option tables fitters share.
+- :mod:`.sampled`: the flow of the sampled fitters (design, held-out check, priors, final fit,
+  standard errors), :class:`~.sampled.SampledFitter`.
+- :mod:`.eff`, :mod:`.hybrid` (hybrid and eff-slope), :mod:`.fidel`, :mod:`.ana`: one file
+  per method.
+- :mod:`.objective`: the batched objective, its two kinds (ridge, posterior) and how each
+  is solved.
+- :mod:`.solvers`: batched, bounded L-BFGS and Adam.
+- :mod:`.gradient`: the gradient fits (:func:`fit_gradient`, :func:`fit_gradient_batch`).
+- :mod:`.als`: alternating least squares (:func:`fit_als`).
+- :mod:`.laplace`: standard errors (:func:`laplace_standard_errors`).
+
+A new method is a :class:`Fitter` subclass (usually a :class:`~.sampled.SampledFitter` with
+its own ``design``) in its own file, registered in :data:`FITTERS`.
 """
 
 from __future__ import annotations
 
 from ..options import check_option_names
-from ..surrogate import _predict_sparse, count_matrix, pad_sequences
-from .als import _importance_gradient, fit_als
+from ..surrogate import count_matrix, pad_sequences
+from .als import fit_als
 from .ana import AnaFitter
 from .constants import (
     EVIDENCE_RANGE,
@@ -55,10 +74,8 @@ from .fitter import Fitter
 from .gradient import fit_gradient, fit_gradient_batch
 from .hybrid import EffSlopeFitter, HybridFitter
 from .laplace import laplace_standard_errors
-from .objective import _Batch, _mse_and_grads, _Objective, _objective, _pack, _PosteriorObjective, _RidgeObjective
 from .protocol import FitGenerator, FitRequest, FitResult
 from .sampled import single_threaded_fits
-from .solvers import _adam, _lbfgs, _lbfgs_direction
 
 __all__ = [
     "FitResult",
@@ -89,19 +106,6 @@ __all__ = [
     "EVIDENCE_START",
     "EVIDENCE_RANGE",
     "EVIDENCE_ROUNDS",
-    # Internals the tests check directly (the objective, its solvers, the sparse predictor).
-    "_Batch",
-    "_pack",
-    "_mse_and_grads",
-    "_Objective",
-    "_objective",
-    "_RidgeObjective",
-    "_PosteriorObjective",
-    "_lbfgs",
-    "_lbfgs_direction",
-    "_adam",
-    "_predict_sparse",
-    "_importance_gradient",
 ]
 
 
@@ -115,7 +119,15 @@ FITTERS: dict[str, type[Fitter]] = {
 
 
 def get_fitter(method: str | Fitter, **options) -> Fitter:
-    """A fitter by name ("eff", "fidel", "ana"), configured with ``options``.
+    """A fitter by name (a key of :data:`FITTERS`), configured with ``options``.
+
+    Args:
+        method: a name (e.g. "eff-slope", "hybrid", "eff", "fidel", "ana"), or a
+            :class:`Fitter` already configured (returned as it is).
+        options: the fitter's constructor options (see its class).
+
+    Returns:
+        The configured fitter.
 
     Example:
         >>> get_fitter("eff", sample_length=3).sample_length

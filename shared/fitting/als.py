@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..surrogate import dense_slots, surrogate_forward
-from .constants import FIT_DTYPE, GRAD_TOL
+from .constants import ALS_MAX_ITER, FIT_DTYPE, FIT_TOL, GRAD_TOL
 
 
 def fit_als(
@@ -15,8 +15,8 @@ def fit_als(
     y: np.ndarray,
     *,
     init_importance: np.ndarray | None = None,
-    max_iter: int = 200,
-    tol: float = 1e-9,
+    max_iter: int = ALS_MAX_ITER,
+    tol: float = FIT_TOL,
     ridge: float = 1e-8,
     irls_steps: int = 3,
     device: torch.device | str | None = None,
@@ -32,6 +32,10 @@ def fit_als(
 
     Args:
         counts: (B, U) occurrence counts; y: (B, K) targets.
+        init_importance: starting importances (U,); default: all zero.
+        max_iter: ALS iterations at most.
+        tol: the relative MSE improvement per iteration at which to stop (SLALOM-fidel
+            passes :data:`~.constants.ALS_TOL`; see the tolerance policy there).
         ridge: relative Tikhonov term that keeps both solves well posed when units always
             occur together.
         irls_steps: linear solves per s-step, each with denominators from the previous.

@@ -37,6 +37,10 @@ class AnaFitter(Fitter):
 
     name = "ana"
 
+    def samples_scored(self, n_units: int, n_samples: int) -> int:
+        # Its design is fixed by the text: every unit alone, then U - 1 pairs.
+        return 2 * int(n_units) - 1
+
     def planned_samples(self, rng, position_units, n_units, n_samples, unit_lengths=None):
         singles = [np.array([u]) for u in range(n_units)]
         if n_units == 1:

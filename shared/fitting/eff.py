@@ -7,14 +7,27 @@ import numpy as np
 from ..options import Interval, IntPair, OneOf, check_options
 from ..sampling import balanced_sequences, deletion_neighbourhood, short_sequences
 from ..surrogate import pad_sequences
-from .fitter import _POSITIVE, _SAMPLED_OPTIONS, _given, _request_priors
+from .constants import (
+    ANCHOR_WEIGHT,
+    CHECK_SAMPLES,
+    EFF_TOL,
+    HOLDOUT_FRACTION,
+    L2_IMPORTANCE,
+    LEARNING_RATE,
+    MAX_ITER,
+    PRIOR_SD,
+    RIDGE_WEIGHT,
+    SAMPLE_LENGTH,
+    SOLVER,
+)
+from .fitter import POSITIVE, SAMPLED_OPTIONS, given_options
 from .gradient import fit_gradient_batch
-from .sampled import _SampledFitter
+from .sampled import SampledFitter
 
 _EFF_DESIGNS = {"random": short_sequences, "balanced": balanced_sequences}
 
 
-class EffFitter(_SampledFitter):
+class EffFitter(SampledFitter):
     """SLALOM-eff (App. D, Algorithm 1): short random sequences, gradient descent.
 
     Args:
@@ -37,10 +50,11 @@ class EffFitter(_SampledFitter):
             samples identify s only weakly and a nearly unregularised fit overfits them (see
             docs/results.md, Table C, for the held-out R² and AOPC of both).
         prior_sd: the prior's standard deviation of s, for ``l2_importance="auto"``, or
-            "evidence" to choose it per text from the data (see :class:`_SampledFitter`).
+            "evidence" to choose it per text from the data (see :class:`~.sampled.SampledFitter`).
         l2_value: ridge weight on v, see :func:`fit_gradient`.
-        tol: relative improvement (in units of the targets' variance) at which to stop.
-        holdout_fraction, anchor_weight, check_samples: see :class:`_SampledFitter`.
+        tol: relative improvement (in units of the targets' variance) at which to stop
+            (see the tolerance policy in :mod:`.constants`).
+        holdout_fraction, anchor_weight, check_samples: see :class:`~.sampled.SampledFitter`.
 
     Example:
         >>> fitter = EffFitter(sample_length=(1, 3), singletons=True)
@@ -53,39 +67,47 @@ class EffFitter(_SampledFitter):
     #: Draw each short sample's units without replacement (a sample is then a set).
     distinct_units = False
     OPTIONS = {
-        **_SAMPLED_OPTIONS,
+        **SAMPLED_OPTIONS,
         "sample_length": (Interval(int, 1, None), IntPair(1)),
         "design": (OneOf(*_EFF_DESIGNS),),
         "singletons": (OneOf(True, False),),
         "deletion_share": (Interval(float, 0, 1, "left"),),
         "solver": (OneOf("lbfgs", "adam"),),
-        "learning_rate": (_POSITIVE,),
+        "learning_rate": (POSITIVE,),
         "l2_importance": (Interval(float, 0, None), OneOf("auto")),
         # No None here: without a prior, a number l2_importance is the ridge instead.
-        "prior_sd": (_POSITIVE, OneOf("evidence")),
+        "prior_sd": (POSITIVE, OneOf("evidence")),
         "l2_value": (Interval(float, 0, None),),
     }
 
     def __init__(
         self,
-        sample_length: int | tuple[int, int] = 2,
+        sample_length: int | tuple[int, int] = SAMPLE_LENGTH,
         design: str = "random",
         singletons: bool = False,
         deletion_share: float = 0.0,
-        solver: str = "lbfgs",
-        holdout_fraction: float = 0.1,
-        max_iter: int = 500,
-        tol: float = 1e-7,
-        learning_rate: float = 0.05,
-        l2_importance: float | str = "auto",
-        prior_sd: float | str = 0.25,
-        l2_value: float = 1e-3,
-        anchor_weight: float = 0.0,
-        check_samples: int = 0,
+        solver: str = SOLVER,
+        holdout_fraction: float = HOLDOUT_FRACTION,
+        max_iter: int = MAX_ITER,
+        tol: float = EFF_TOL,
+        learning_rate: float = LEARNING_RATE,
+        l2_importance: float | str = L2_IMPORTANCE,
+        prior_sd: float | str = PRIOR_SD,
+        l2_value: float = RIDGE_WEIGHT,
+        anchor_weight: float = ANCHOR_WEIGHT,
+        check_samples: int = CHECK_SAMPLES,
     ) -> None:
-        check_options(self.name, self.OPTIONS, _given(locals(), self.OPTIONS))
+        check_options(self.name, self.OPTIONS, given_options(locals(), self.OPTIONS))
+        # "auto": the posterior objective, under the prior on the importances; a number: the
+        # ridge objective with that weight on the importances, and no prior.
+        self.objective = "posterior" if l2_importance == "auto" else "ridge"
         super().__init__(
-            holdout_fraction, max_iter, tol, prior_sd if l2_importance == "auto" else None, anchor_weight, check_samples
+            holdout_fraction,
+            max_iter,
+            tol,
+            prior_sd if self.objective == "posterior" else None,
+            anchor_weight,
+            check_samples,
         )
         self.sample_length = sample_length if isinstance(sample_length, tuple) else int(sample_length)
         self.design_name = design
@@ -120,8 +142,9 @@ class EffFitter(_SampledFitter):
             max_iter=self.max_iter,
             tol=self.tol,
             learning_rate=self.learning_rate,
-            l2_importance=0.0 if self.prior_sd is not None else float(self.l2_importance),
-            prior_sd=_request_priors(self.prior_sd, requests),
+            l2_importance=0.0 if self.objective == "posterior" else float(self.l2_importance),
+            prior_sd=self.request_priors(requests),
+            objective=self.objective,
             l2_value=self.l2_value,
             value_priors=[r.value_prior for r in requests],
             importance_bases=[r.importance_basis for r in requests],

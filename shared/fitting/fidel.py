@@ -8,14 +8,23 @@ from ..options import Interval, OneOf, check_options
 from ..sampling import deletion_neighbourhood
 from ..surrogate import count_matrix, pad_sequences
 from .als import fit_als
-from .constants import _ALS_TOL
-from .fitter import _POSITIVE, _SAMPLED_OPTIONS, _given, _request_priors
+from .constants import (
+    ALS_TOL,
+    ANCHOR_WEIGHT,
+    CHECK_SAMPLES,
+    GRADIENT_ONLY_FTOL,
+    HOLDOUT_FRACTION,
+    MAX_DELETE_FRACTION,
+    MAX_ITER,
+    PRIOR_SD,
+)
+from .fitter import POSITIVE, SAMPLED_OPTIONS, given_options
 from .gradient import fit_gradient_batch
 from .protocol import FitRequest
-from .sampled import _SampledFitter
+from .sampled import SampledFitter
 
 
-class FidelFitter(_SampledFitter):
+class FidelFitter(SampledFitter):
     """SLALOM-fidel: deletions from the full text.
 
     Deletion samples all contain most of the text, so along one direction values and
@@ -31,11 +40,12 @@ class FidelFitter(_SampledFitter):
     Args:
         max_delete_fraction: at most this share of positions is deleted per sample.
         solver: "lbfgs" (default, with the prior) or "als" (the prior is not used).
-        prior_sd: standard deviation of the prior on s, or "evidence" (see :class:`_SampledFitter`).
+        prior_sd: standard deviation of the prior on s, or "evidence" (see :class:`~.sampled.SampledFitter`).
         max_iter: solver iterations (default 500).
-        tol: ALS's relative-improvement stop (default 1e-6); only with ``solver="als"``
-            (the quasi-Newton fit stops by its gradient, so a ``tol`` there is refused).
-        holdout_fraction, anchor_weight, check_samples: see :class:`_SampledFitter`.
+        tol: ALS's relative-improvement stop (None: :data:`~.constants.ALS_TOL`); only with
+            ``solver="als"`` (the quasi-Newton fit stops by its gradient, so a ``tol`` there is
+            refused; see the tolerance policy in :mod:`.constants`).
+        holdout_fraction, anchor_weight, check_samples: see :class:`~.sampled.SampledFitter`.
 
     Example:
         >>> FidelFitter(max_delete_fraction=0.3).name
@@ -45,26 +55,26 @@ class FidelFitter(_SampledFitter):
 
     name = "fidel"
     OPTIONS = {
-        **_SAMPLED_OPTIONS,
+        **SAMPLED_OPTIONS,
         "max_delete_fraction": (Interval(float, 0, 1, "right"),),
         "solver": (OneOf("lbfgs", "als"),),
-        "tol": (_POSITIVE, OneOf(None)),
+        "tol": (POSITIVE, OneOf(None)),
         # A prior is checked under ALS too (which uses none), so that a typo never passes.
-        "prior_sd": (_POSITIVE, OneOf("evidence")),
+        "prior_sd": (POSITIVE, OneOf("evidence")),
     }
 
     def __init__(
         self,
-        max_delete_fraction: float = 0.5,
+        max_delete_fraction: float = MAX_DELETE_FRACTION,
         solver: str = "lbfgs",
-        holdout_fraction: float = 0.1,
-        max_iter: int = 500,
+        holdout_fraction: float = HOLDOUT_FRACTION,
+        max_iter: int = MAX_ITER,
         tol: float | None = None,
-        prior_sd: float | str = 0.25,
-        anchor_weight: float = 0.0,
-        check_samples: int = 0,
+        prior_sd: float | str = PRIOR_SD,
+        anchor_weight: float = ANCHOR_WEIGHT,
+        check_samples: int = CHECK_SAMPLES,
     ) -> None:
-        check_options(self.name, self.OPTIONS, _given(locals(), self.OPTIONS))
+        check_options(self.name, self.OPTIONS, given_options(locals(), self.OPTIONS))
         if tol is not None and solver != "als":
             # The quasi-Newton fit stops by its gradient: a tol= would be accepted and ignored.
             raise ValueError(
@@ -74,7 +84,7 @@ class FidelFitter(_SampledFitter):
         super().__init__(
             holdout_fraction,
             max_iter,
-            _ALS_TOL if tol is None else tol,
+            ALS_TOL if tol is None else tol,
             prior_sd if solver == "lbfgs" else None,
             anchor_weight,
             check_samples,
@@ -87,16 +97,17 @@ class FidelFitter(_SampledFitter):
 
     def solve_batch(self, requests, device=None):
         if self.solver == "lbfgs":
-            # ftol ~ 0: in the flat valley the loss barely changes while the parameters
-            # still move, so only the gradient (GRAD_TOL) may say when the optimum is reached.
+            # Under the prior, stopped by its gradient alone (GRADIENT_ONLY_FTOL: see the
+            # tolerance policy in .constants).
             return fit_gradient_batch(
                 [(*pad_sequences(r.samples), r.y, r.n_units) for r in requests],
                 inits=[r.init for r in requests],
                 weights=[r.weights for r in requests],
                 max_iter=self.max_iter,
-                tol=1e-15,
+                tol=GRADIENT_ONLY_FTOL,
                 l2_importance=0.0,
-                prior_sd=_request_priors(self.prior_sd, requests),
+                prior_sd=self.request_priors(requests),
+                objective="posterior",
                 device=device,
             )
         # ALS solves one text at a time (its line searches re-solve whole linear systems).

@@ -69,7 +69,19 @@ class Fitter(ABC):
         raise NotImplementedError(f"{type(self).__name__} yields no fit requests")
 
     def min_samples(self, n_units: int) -> int:
+        """The fewest samples a fit of a text of ``n_units`` units needs."""
         return 1
+
+    def samples_scored(self, n_units: int, n_samples: int) -> int:
+        """How many design samples the fit of a text of ``n_units`` units scores when the
+        call asks for ``n_samples`` (default: that many; a closed-form fitter may fix its own
+        count). Callers report and budget with it instead of knowing the fitter's class.
+
+        Example:
+            >>> get_fitter("fidel").samples_scored(5, 100), get_fitter("ana").samples_scored(5, 100)
+            (100, 9)
+        """
+        return int(n_samples)
 
     def planned_samples(
         self,
@@ -97,22 +109,31 @@ class Fitter(ABC):
 
 # Option tables (see :mod:`.options`): what each fitter's options may be, checked once,
 # in the constructor, before any model call.
-_POSITIVE = Interval(float, 0, None, "neither")
-_SAMPLED_OPTIONS = {
+#: A number above zero.
+POSITIVE = Interval(float, 0, None, "neither")
+#: The options every sampled fitter takes (see :class:`~.sampled.SampledFitter`).
+SAMPLED_OPTIONS = {
     "holdout_fraction": (Interval(float, 0, 0.5, "left"),),
     "max_iter": (Interval(int, 1, None),),
-    "tol": (_POSITIVE,),
-    "prior_sd": (_POSITIVE, OneOf("evidence", None)),
+    "tol": (POSITIVE,),
+    "prior_sd": (POSITIVE, OneOf("evidence", None)),
     "anchor_weight": (Interval(float, 0, 1, "left"),),
     "check_samples": (Interval(int, 0, None),),
 }
 
 
-def _given(args: dict, table: dict) -> dict:
-    """The constructor arguments (``locals()`` at its top) that ``table`` declares."""
+def given_options(args: dict, table: dict) -> dict:
+    """The constructor arguments (``locals()`` at its top) that ``table`` declares.
+
+    Args:
+        args: the constructor's ``locals()``, taken before anything else is bound.
+        table: an option table (name -> what the value may be).
+
+    Returns:
+        The entries of ``args`` that ``table`` names.
+
+    Example:
+        >>> given_options({"self": None, "tol": 1e-9, "max_iter": 5}, {"tol": ()})
+        {'tol': 1e-09}
+    """
     return {k: v for k, v in args.items() if k in table}
-
-
-def _request_priors(prior_sd: float | None, requests: list[FitRequest]) -> list[float] | None:
-    """Each request's prior sd (its own where it carries one), or None when the fitter has no prior."""
-    return None if prior_sd is None else [prior_sd if r.prior_sd is None else r.prior_sd for r in requests]

@@ -6,9 +6,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .constants import EXACT_FIT, FIT_DTYPE, GRAD_TOL, IMPORTANCE_BOUND
-from .objective import _initial_values, _mse_and_grads, _objective, _pack
-from .solvers import _adam, _lbfgs
+from .constants import (
+    EXACT_FIT,
+    FIT_DTYPE,
+    FIT_TOL,
+    GRAD_TOL,
+    IMPORTANCE_BOUND,
+    LEARNING_RATE,
+    MAX_ITER,
+    RIDGE_WEIGHT,
+    SOLVER,
+)
+from .objective import OBJECTIVE_KINDS, initial_values, make_objective, mse_and_grads, pack_problems
+from .solvers import adam, lbfgs
 
 
 def fit_gradient_batch(
@@ -16,13 +26,14 @@ def fit_gradient_batch(
     *,
     inits: list[tuple[np.ndarray, np.ndarray] | None] | None = None,
     weights: list[np.ndarray | None] | None = None,
-    solver: str = "lbfgs",
-    max_iter: int = 500,
-    tol: float = 1e-9,
-    learning_rate: float = 0.05,
-    l2_importance: float = 1e-3,
-    l2_value: float = 1e-3,
+    solver: str = SOLVER,
+    max_iter: int = MAX_ITER,
+    tol: float = FIT_TOL,
+    learning_rate: float = LEARNING_RATE,
+    l2_importance: float = RIDGE_WEIGHT,
+    l2_value: float = RIDGE_WEIGHT,
     prior_sd: float | list[float] | None = None,
+    objective: str | None = None,
     value_priors: list[tuple[np.ndarray, float] | None] | None = None,
     importance_bases: list[np.ndarray | None] | None = None,
     device: torch.device | str | None = None,
@@ -39,6 +50,7 @@ def fit_gradient_batch(
         problems: (idx (B, L), mask (B, L), y (B, K), n_units); K equal for all.
         inits, weights: per problem, as ``init`` and ``weights`` of :func:`fit_gradient`.
         prior_sd: as in :func:`fit_gradient`, one for all problems or one per problem.
+        objective: as in :func:`fit_gradient`.
         value_priors: per problem, None or ``(centre (U, K), sd)``: the values' prior is
             N(centre, sd²) instead of the weak one centred at zero (needs ``prior_sd``);
             sd = 0 holds the values at the centre and fits the importances alone (the
@@ -60,10 +72,14 @@ def fit_gradient_batch(
     """
     if solver not in ("lbfgs", "adam"):
         raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
+    if objective is None:
+        objective = "ridge" if prior_sd is None else "posterior"
+    if objective not in OBJECTIVE_KINDS:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {OBJECTIVE_KINDS}")
     if not problems:
         return []
     dev = torch.device(device) if device is not None else torch.device("cpu")
-    batch = _pack(
+    batch = pack_problems(
         [
             (
                 np.asarray(i),
@@ -92,8 +108,9 @@ def fit_gradient_batch(
             if h is not None:
                 h_np[t, : batch.sizes[t]] = np.asarray(h, dtype=np.float64)
         basis = torch.from_numpy(h_np).to(dev)
-    objective = _objective(
+    fun = make_objective(
         batch,
+        kind=objective,
         importance_basis=basis,
         l2_importance=l2_importance,
         l2_value=l2_value,
@@ -102,7 +119,7 @@ def fit_gradient_batch(
         # A held value (sd 0) is fixed by the bounds below; its prior term then vanishes.
         value_sd=None if not given else [None if p is None else (p[1] or 1.0) for p in value_priors],
     )
-    value0 = _initial_values(batch)
+    value0 = initial_values(batch)
     imp0 = torch.zeros(n_t, n_units, dtype=FIT_DTYPE, device=dev)
     if inits is not None and any(i is not None for i in inits):
         v_np = value0.cpu().numpy()
@@ -114,12 +131,12 @@ def fit_gradient_batch(
                 s_np[t, :u] = np.asarray(init[1], dtype=np.float64)
         value0 = torch.from_numpy(v_np).to(dev)
         imp0 = torch.from_numpy(s_np).to(dev)
-    slope0 = torch.zeros(n_t, objective.n_extra, dtype=FIT_DTYPE, device=dev)
+    slope0 = torch.zeros(n_t, fun.n_extra, dtype=FIT_DTYPE, device=dev)
     theta0 = torch.cat([value0.flatten(1), imp0, slope0], dim=1)
     # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30); the
     # slope moves a unit-norm axis, so the same bound keeps its part of each s within it.
-    inf = torch.full((objective.n_val,), float("inf"), dtype=FIT_DTYPE, device=dev)
-    bound = torch.full((n_units + objective.n_extra,), IMPORTANCE_BOUND, dtype=FIT_DTYPE, device=dev)
+    inf = torch.full((fun.n_val,), float("inf"), dtype=FIT_DTYPE, device=dev)
+    bound = torch.full((n_units + fun.n_extra,), IMPORTANCE_BOUND, dtype=FIT_DTYPE, device=dev)
     lower, upper = torch.cat([-inf, -bound]), torch.cat([inf, bound])
     if given:
         lower, upper = lower.repeat(n_t, 1), upper.repeat(n_t, 1)
@@ -132,39 +149,35 @@ def fit_gradient_batch(
                 lower[t, :k] = upper[t, :k] = v
     theta0 = torch.maximum(torch.minimum(theta0, upper), lower)  # a warm start may lie outside
     if solver == "lbfgs":
-        # Quasi-Newton steps on variables rescaled by the root of the Hessian's diagonal:
-        # measured on the packaged MiniLM, 40 % fewer iterations to a 2x more accurate optimum.
-        # Only under the prior: without it a near-neutral unit's importance has almost no
-        # curvature, and rescaled steps carry it onto the plateau s → −∞ where its weight
-        # and gradient vanish, a worse optimum (global fits of Table 6: held-out MSE 0.113
-        # instead of 0.087; tests/engine/test_torchfit.py).
-        root = objective.curvature(theta0).sqrt() if prior_sd is not None else torch.ones_like(theta0)
+        # Quasi-Newton steps on variables rescaled by the root of the Hessian's diagonal,
+        # where the objective's kind asks for it (see Objective.preconditioned).
+        root = fun.curvature(theta0).sqrt() if fun.preconditioned else torch.ones_like(theta0)
 
         def scaled(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            f, g, rel = objective(z / root)
+            f, g, rel = fun(z / root)
             return f, g / root, rel
 
-        out = _lbfgs(
+        out = lbfgs(
             scaled,
             theta0 * root,
             lower * root,
             upper * root,
             max_iter=max_iter,
             ftol=tol,
-            exact_stop=prior_sd is not None,
+            exact_stop=fun.stops_when_exact,
         )
         out["x"], out["g"] = out["x"] / root, out["g"] * root
     else:
-        out = _adam(objective, theta0, lower, upper, lr=learning_rate, max_iter=max_iter, tol=tol)
+        out = adam(fun, theta0, lower, upper, lr=learning_rate, max_iter=max_iter, tol=tol)
     theta, grad = out["x"], out["g"]
     # Judge convergence by the gradient too: a line search that cannot make progress at a
     # stationary point is an optimum found, while running out of iterations away from one
     # is not. A bounded importance whose gradient points outwards is not counted.
     free = ~(((theta <= lower) & (grad > 0)) | ((theta >= upper) & (grad < 0)))
     grad_norm = (grad * free).abs().amax(dim=1)
-    value, imp = objective.unpack(theta)
-    mse, _, _ = _mse_and_grads(batch, value, imp)  # report the plain MSE, whatever the objective
-    exact = out["rel"] <= EXACT_FIT if prior_sd is not None else torch.zeros_like(out["success"])
+    value, imp = fun.unpack(theta)
+    mse, _, _ = mse_and_grads(batch, value, imp)  # report the plain MSE, whatever the objective
+    exact = out["rel"] <= EXACT_FIT if fun.stops_when_exact else torch.zeros_like(out["success"])
     converged = out["success"] | ((out["iterations"] < max_iter) & (grad_norm <= GRAD_TOL)) | exact
     # One transfer of everything the caller reads.
     value, imp = value.cpu().numpy(), imp.cpu().numpy()
@@ -188,13 +201,14 @@ def fit_gradient(
     n_units: int,
     *,
     init: tuple[np.ndarray, np.ndarray] | None = None,
-    solver: str = "lbfgs",
-    max_iter: int = 500,
-    tol: float = 1e-9,
-    learning_rate: float = 0.05,
-    l2_importance: float = 1e-3,
-    l2_value: float = 1e-3,
+    solver: str = SOLVER,
+    max_iter: int = MAX_ITER,
+    tol: float = FIT_TOL,
+    learning_rate: float = LEARNING_RATE,
+    l2_importance: float = RIDGE_WEIGHT,
+    l2_value: float = RIDGE_WEIGHT,
     prior_sd: float | None = None,
+    objective: str | None = None,
     weights: np.ndarray | None = None,
     device: torch.device | str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -213,13 +227,21 @@ def fit_gradient(
         l2_importance: weight of a ridge penalty ``l2 · mean(s²)`` that keeps weakly
             identified importances from drifting (0 disables it).
         l2_value: the same for values, ``l2 · mean(v²) / var(y)``.
-        prior_sd: if given, replaces both ridges by a Gaussian prior s ~ N(0, prior_sd²)
-            with the noise variance profiled out: the objective becomes
-            ``log(MSE) + Σ s² / (n · prior_sd²)`` (n samples), the negative log posterior
-            up to constants. Its pull on s grows with the residual noise and fades with
-            more samples, so noisy fits are shrunk and exact data is still fitted exactly.
-            Values get a weak prior N(0, (10·sd(y))²) (:data:`VALUE_PRIOR_SD`) instead of
-            ``l2_value``.
+        prior_sd: the sd of a Gaussian prior s ~ N(0, prior_sd²), for the posterior
+            objective (None for the ridge one).
+        objective: which objective to minimise, and so how it is solved (see
+            :func:`~.objective.make_objective`):
+            "ridge": the relative MSE plus the two ridges, solved unscaled, stopped by the
+            gradient or the decrease ``tol``;
+            "posterior": the ridges are replaced by the prior on s, with the noise variance
+            profiled out: ``log(MSE) + Σ s² / (n · prior_sd²)`` (n samples), the negative
+            log posterior up to constants. Its pull on s grows with the residual noise and
+            fades with more samples, so noisy fits are shrunk and exact data is still fitted
+            exactly. Values get a weak prior N(0, (10·sd(y))²) (:data:`VALUE_PRIOR_SD`)
+            instead of ``l2_value``. L-BFGS then steps on variables rescaled by the
+            objective's curvature, and a fit also stops (converged) at a relative MSE of
+            :data:`EXACT_FIT`.
+            None (default): "posterior" where ``prior_sd`` is given, else "ridge".
         weights: (B,) non-negative sample weights (default: all one); rescaled to mean one.
         device: where to fit (default: the CPU); always in float64.
 
@@ -244,5 +266,6 @@ def fit_gradient(
         l2_importance=l2_importance,
         l2_value=l2_value,
         prior_sd=prior_sd,
+        objective=objective,
         device=device,
     )[0]

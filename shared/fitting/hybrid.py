@@ -7,8 +7,21 @@ import numpy as np
 
 from ..options import Interval, OneOf, check_options
 from ..sampling import deletion_neighbourhood, short_sequences, subset_sequences
+from .constants import (
+    CHECK_SAMPLES,
+    HOLDOUT_FRACTION,
+    L2_IMPORTANCE,
+    LEARNING_RATE,
+    MAX_DELETE_FRACTION,
+    MAX_ITER,
+    PRIOR_SD,
+    RIDGE_WEIGHT,
+    SAMPLE_LENGTH,
+    SLOPE_TOL,
+    SOLVER,
+)
 from .eff import EffFitter
-from .fitter import _given
+from .fitter import given_options
 from .protocol import FitRequest
 
 #: The samplers of the text in context (see ``design``).
@@ -68,9 +81,8 @@ class HybridFitter(EffFitter):
             alone; False: N(0, prior_sd²). Default None: True wherever ``value_sd`` is a
             number, False for ``value_sd=None`` (the joint fit, as before the slope).
         anchor_weight: share of the total weight given to the full text itself.
-        tol: as :class:`EffFitter`, tighter by default: the slope and the held values
-            leave long shallow valleys where a looser stop ends at points that differ
-            between a batch and a loop by 1e-4 (measured on a tiny random BERT).
+        tol: as :class:`EffFitter`, tighter by default (the tolerance policy in
+            :mod:`.constants` says why).
         sample_length, solver, prior_sd, …: as :class:`EffFitter` (the short part).
 
     Example:
@@ -95,22 +107,22 @@ class HybridFitter(EffFitter):
         context_share: float = 0.04,
         context: str = "deletions",
         context_weight: float | None = 0.75,
-        max_delete_fraction: float = 0.5,
+        max_delete_fraction: float = MAX_DELETE_FRACTION,
         value_sd: float | None = 0.1,
         importance_slope: bool | None = None,
         anchor_weight: float = 0.1,
-        sample_length: int | tuple[int, int] = 2,
-        solver: str = "lbfgs",
-        holdout_fraction: float = 0.1,
-        max_iter: int = 500,
-        tol: float = 1e-10,
-        learning_rate: float = 0.05,
-        l2_importance: float | str = "auto",
-        prior_sd: float | str = 0.25,
-        l2_value: float = 1e-3,
-        check_samples: int = 0,
+        sample_length: int | tuple[int, int] = SAMPLE_LENGTH,
+        solver: str = SOLVER,
+        holdout_fraction: float = HOLDOUT_FRACTION,
+        max_iter: int = MAX_ITER,
+        tol: float = SLOPE_TOL,
+        learning_rate: float = LEARNING_RATE,
+        l2_importance: float | str = L2_IMPORTANCE,
+        prior_sd: float | str = PRIOR_SD,
+        l2_value: float = RIDGE_WEIGHT,
+        check_samples: int = CHECK_SAMPLES,
     ) -> None:
-        check_options(self.name, self.OPTIONS, _given(locals(), self.OPTIONS))
+        check_options(self.name, self.OPTIONS, given_options(locals(), self.OPTIONS))
         if value_sd is not None and l2_importance != "auto":
             # The values' prior lives in the posterior objective; a ridge fit has none.
             raise ValueError(
@@ -138,7 +150,7 @@ class HybridFitter(EffFitter):
         if importance_slope is None:  # on wherever the short samples' values are fitted first
             importance_slope = self.value_sd is not None
         self.importance_slope = bool(importance_slope)
-        if self.importance_slope and self.prior_sd is None:
+        if self.importance_slope and self.objective != "posterior":
             raise ValueError(
                 f"method {self.name!r}: importance_slope=True is a prior on the importances; it needs "
                 "l2_importance='auto' (pass importance_slope=False for a ridge fit)"
@@ -159,7 +171,7 @@ class HybridFitter(EffFitter):
             return short + deletion_neighbourhood(rng, position_units, n_ctx, self.max_delete_fraction)
         return short + subset_sequences(rng, position_units, n_ctx)
 
-    def _priors(self, samples, y, idx, n_positions, n_units):
+    def design_priors(self, samples, y, idx, n_positions, n_units):
         if self.value_sd is None and not self.importance_slope:
             return None, None
         # The values of the short samples alone: each token's effect without its context.
@@ -211,8 +223,12 @@ class EffSlopeFitter(HybridFitter):
     (docs/results.md has the measured front on two classifiers against the reference).
 
     Args:
-        sample_length, value_sd, prior_sd, solver, …: as :class:`HybridFitter`, whose options
-            it takes except those of the context samples.
+        sample_length: units per sample, distinct within a sample (see :class:`EffFitter`).
+        value_sd: as :class:`HybridFitter` (None: the values are fitted freely).
+        importance_slope: as :class:`HybridFitter` (True: the prior is centred on β·|v|).
+        solver, holdout_fraction, max_iter, tol, learning_rate, l2_importance, prior_sd,
+            l2_value, check_samples: as :class:`HybridFitter`, whose options it takes except
+            those of the context samples and the anchor.
 
     Example:
         >>> fitter = EffSlopeFitter()
@@ -233,16 +249,32 @@ class EffSlopeFitter(HybridFitter):
         sample_length: int | tuple[int, int] = 3,
         value_sd: float | None = None,
         importance_slope: bool = True,
-        **options,
+        solver: str = SOLVER,
+        holdout_fraction: float = HOLDOUT_FRACTION,
+        max_iter: int = MAX_ITER,
+        tol: float = SLOPE_TOL,
+        learning_rate: float = LEARNING_RATE,
+        l2_importance: float | str = L2_IMPORTANCE,
+        prior_sd: float | str = PRIOR_SD,
+        l2_value: float = RIDGE_WEIGHT,
+        check_samples: int = CHECK_SAMPLES,
     ) -> None:
-        check_options(self.name, self.OPTIONS, {"sample_length": sample_length, "value_sd": value_sd, **options})
+        # HybridFitter checks every option against this class's table (self.OPTIONS).
         super().__init__(
             context_share=0.0,
             anchor_weight=0.0,
             sample_length=sample_length,
             value_sd=value_sd,
             importance_slope=importance_slope,
-            **options,
+            solver=solver,
+            holdout_fraction=holdout_fraction,
+            max_iter=max_iter,
+            tol=tol,
+            learning_rate=learning_rate,
+            l2_importance=l2_importance,
+            prior_sd=prior_sd,
+            l2_value=l2_value,
+            check_samples=check_samples,
         )
 
     def design_diagnostics(self, n_samples, n_positions):

@@ -42,7 +42,7 @@ def laplace_standard_errors(
             0: the values were held fixed, so they have no error and the importances' SEs
             are those given the values).
         importance_basis: the (U,) direction along which the fit's prior on the importances
-            was flat (see :class:`~.objective._PosteriorObjective`); None: none.
+            was flat (see :class:`~.objective.PosteriorObjective`); None: none.
         device: where to compute.
 
     Example:

@@ -36,7 +36,7 @@ class FitRequest:
     fitter's) and an optional prior on the values ``(centre (U, K), sd)`` (sd 0: the values
     are held at the centre and only the importances are fitted), and an optional (U,)
     direction ``h`` along which the importances' prior is flat (the prior is on s minus
-    its best fit β·h, β fitted from the data; see :class:`~.objective._PosteriorObjective`).
+    its best fit β·h, β fitted from the data; see :class:`~.objective.PosteriorObjective`).
     The driver sends back
     ``(value, importance, info)``."""
 

@@ -13,9 +13,19 @@ import torch
 
 from ..options import check_options
 from ..sampling import deletion_neighbourhood, split_holdout
-from ..surrogate import _predict_sparse, count_matrix, normalise_importance, pad_sequences
-from .constants import EVIDENCE_RANGE, EVIDENCE_ROUNDS, EVIDENCE_START
-from .fitter import _SAMPLED_OPTIONS, Fitter, _given
+from ..surrogate import count_matrix, normalise_importance, pad_sequences, predict_sparse
+from .constants import (
+    ANCHOR_WEIGHT,
+    CHECK_SAMPLES,
+    EVIDENCE_RANGE,
+    EVIDENCE_ROUNDS,
+    EVIDENCE_START,
+    FIT_TOL,
+    HOLDOUT_FRACTION,
+    MAX_ITER,
+    PRIOR_SD,
+)
+from .fitter import SAMPLED_OPTIONS, Fitter, given_options
 from .laplace import laplace_standard_errors
 from .protocol import FitRequest, FitResult
 
@@ -58,12 +68,15 @@ def _fit_quality(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
     return sse / y.size, (1.0 - sse / sst) if sst > 1e-12 * y.size else float("nan")
 
 
-class _SampledFitter(Fitter):
-    """Shared flow of eff and fidel: one design, held-out check, final fit on all samples.
+class SampledFitter(Fitter):
+    """Shared flow of eff, hybrid, eff-slope and fidel: one design, held-out check, final fit
+    on all samples. A subclass gives the :meth:`design` and :meth:`solve_batch`, and may
+    give the hooks :meth:`design_weights`, :meth:`design_priors` and :meth:`design_diagnostics`.
 
     Args:
         holdout_fraction: share of samples kept aside to report held-out MSE/R².
-        max_iter, tol: the solver's budget and stopping rule.
+        max_iter, tol: the solver's budget and stopping rule (see the tolerance policy in
+            :mod:`.constants`).
         prior_sd: standard deviation of a Gaussian prior on the importances (noise
             variance profiled out, see :func:`fit_gradient`); None for no prior; or
             "evidence": chosen per text from the data (see :meth:`_prior_fit`).
@@ -75,19 +88,19 @@ class _SampledFitter(Fitter):
             neighbourhood (each one is a near-full-length forward pass).
     """
 
-    OPTIONS = _SAMPLED_OPTIONS
+    OPTIONS = SAMPLED_OPTIONS
 
     def __init__(
         self,
-        holdout_fraction: float = 0.1,
-        max_iter: int = 500,
-        tol: float = 1e-9,
-        prior_sd: float | str | None = 0.25,
-        anchor_weight: float = 0.0,
-        check_samples: int = 0,
+        holdout_fraction: float = HOLDOUT_FRACTION,
+        max_iter: int = MAX_ITER,
+        tol: float = FIT_TOL,
+        prior_sd: float | str | None = PRIOR_SD,
+        anchor_weight: float = ANCHOR_WEIGHT,
+        check_samples: int = CHECK_SAMPLES,
     ) -> None:
-        if self.OPTIONS is _SAMPLED_OPTIONS:  # eff and fidel check these in their own tables
-            check_options(self.name or "fitter", _SAMPLED_OPTIONS, _given(locals(), _SAMPLED_OPTIONS))
+        if self.OPTIONS is SAMPLED_OPTIONS:  # eff and fidel check these in their own tables
+            check_options(self.name or "fitter", SAMPLED_OPTIONS, given_options(locals(), SAMPLED_OPTIONS))
         self.evidence = prior_sd == "evidence"
         if self.evidence:
             prior_sd = EVIDENCE_START
@@ -147,7 +160,7 @@ class _SampledFitter(Fitter):
         if self.check_samples and len(position_units) > 1:
             checks = deletion_neighbourhood(rng, position_units, self.check_samples)
             y_check = yield checks
-            pred = _predict_sparse(*pad_sequences(checks), result.value, result.importance)[0]
+            pred = predict_sparse(*pad_sequences(checks), result.value, result.importance)[0]
             result.diagnostics["check_mse"], result.diagnostics["check_r2"] = _fit_quality(y_check, pred)
             result.diagnostics["n_check"] = len(checks)
         return result
@@ -156,7 +169,7 @@ class _SampledFitter(Fitter):
         """Per-sample weights of the design (None: every sample counts the same)."""
         return None
 
-    def _priors(self, samples, y, idx, n_positions, n_units):
+    def design_priors(self, samples, y, idx, n_positions, n_units):
         """Generator: the priors of the fit on ``samples[idx]``: the values' ``(centre, sd)``
         (None: the weak one) and the importances' slope axis, a (U,) direction along which
         their prior is flat (None: centred at zero). Default: (None, None); it may yield fit
@@ -167,6 +180,13 @@ class _SampledFitter(Fitter):
     def design_diagnostics(self, n_samples: int, n_positions: int) -> dict:
         """What the design was on this text, for the explanation's diagnostics."""
         return {}
+
+    def request_priors(self, requests: list[FitRequest]) -> list[float] | None:
+        """Each request's prior sd (its own where it carries one, e.g. chosen by
+        ``prior_sd="evidence"``), or None when the fit has no prior on the importances."""
+        return (
+            None if self.prior_sd is None else [self.prior_sd if r.prior_sd is None else r.prior_sd for r in requests]
+        )
 
     def _with_anchor(self, samples, y, weights, position_units, full_target):
         """Append the full text as one observation carrying ``anchor_weight`` of the weight."""
@@ -225,7 +245,7 @@ class _SampledFitter(Fitter):
         if len(hold_idx):
             # With prior_sd="evidence" the sd is chosen here, without the held-out samples,
             # so that the held-out R² judges the whole procedure; so is a prior on the values.
-            v_prior, basis = yield from self._priors(samples, y, fit_idx, len(position_units), n_units)
+            v_prior, basis = yield from self.design_priors(samples, y, fit_idx, len(position_units), n_units)
             train, y_train, w_train = self._with_anchor(
                 [samples[i] for i in fit_idx],
                 y[fit_idx],
@@ -245,7 +265,7 @@ class _SampledFitter(Fitter):
                 )
             )
             hold = [samples[i] for i in hold_idx]
-            pred, _ = _predict_sparse(*pad_sequences(hold), value, imp)
+            pred, _ = predict_sparse(*pad_sequences(hold), value, imp)
             diag["heldout_mse"], diag["heldout_r2"] = _fit_quality(y[hold_idx], pred)
             diag["n_heldout"] = int(len(hold_idx))
             init = (value, imp)
@@ -253,7 +273,9 @@ class _SampledFitter(Fitter):
             diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
             diag["n_heldout"] = 0
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
-        v_prior, basis = yield from self._priors(samples, y, np.arange(len(samples)), len(position_units), n_units)
+        v_prior, basis = yield from self.design_priors(
+            samples, y, np.arange(len(samples)), len(position_units), n_units
+        )
         all_samples, y_all, weights = self._with_anchor(samples, y, w_design, position_units, full_target)
         final = FitRequest(all_samples, y_all, n_units, init, weights, sd, value_prior=v_prior, importance_basis=basis)
         if len(hold_idx):
@@ -262,7 +284,7 @@ class _SampledFitter(Fitter):
             value, imp, info, sd = yield from self._prior_fit(final)
         if self.evidence:
             diag["prior_sd"] = sd
-        pred, _ = _predict_sparse(*pad_sequences(samples), value, imp)
+        pred, _ = predict_sparse(*pad_sequences(samples), value, imp)
         diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred)
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)

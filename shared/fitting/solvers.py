@@ -44,7 +44,7 @@ def _lbfgs_direction(
     return out + (s_mem.transpose(1, 2) @ top - gam * (y_mem.transpose(1, 2) @ u)).squeeze(2)
 
 
-def _lbfgs(
+def lbfgs(
     fun: Callable,
     x: torch.Tensor,
     lower: torch.Tensor,
@@ -65,8 +65,21 @@ def _lbfgs(
     ±:data:`IMPORTANCE_BOUND`: a variable at a bound whose gradient points outwards is held
     fixed for the step (the active set), and every trial point is projected.
 
-    Returns a dict with the final ``x``, ``f``, ``g``, ``rel`` and per row ``iterations``
-    and ``success`` (a gradient or decrease stop).
+    Args:
+        fun: the objective: (T, P) parameters -> (objective (T,), gradient (T, P), relative MSE (T,)).
+        x: (T, P) start; lower, upper: (P,) or (T, P) bounds.
+        max_iter: iterations per row; ftol: the relative-decrease stop (see the tolerance
+            policy in :mod:`.constants`); exact_stop: whether the exact-fit stop applies.
+
+    Returns:
+        A dict with the final ``x``, ``f``, ``g``, ``rel`` and per row ``iterations`` and
+        ``success`` (a gradient or decrease stop).
+
+    Example:
+        >>> fun = lambda x: ((x * x).sum(1), 2 * x, (x * x).sum(1))
+        >>> out = lbfgs(fun, torch.ones(2, 3), -torch.ones(3), torch.ones(3), max_iter=20, ftol=1e-12, exact_stop=False)
+        >>> out["success"].tolist(), float(out["x"].abs().max()) < 1e-6
+        ([True, True], True)
     """
     n_t, n_par = x.shape
     f, g, rel = fun(x)
@@ -150,13 +163,26 @@ def _lbfgs(
     return {"x": x, "f": f, "g": g, "rel": rel, "iterations": iterations, "success": success}
 
 
-def _adam(
+def adam(
     fun: Callable, x: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, lr: float, max_iter: int, tol: float
 ) -> dict:
     """Full-batch Adam for every row of ``x``; bounded entries are clipped after each step.
 
     Adam's loss is noisy step to step: a row stops when its loss improved by less than
     ``tol`` (relative) over a window of 50 steps.
+
+    Args:
+        fun, x, lower, upper: as :func:`lbfgs`; lr: the step size; max_iter: steps per row;
+            tol: the relative improvement per window at which a row stops.
+
+    Returns:
+        A dict like :func:`lbfgs`'s.
+
+    Example:
+        >>> fun = lambda x: ((x * x).sum(1), 2 * x, (x * x).sum(1))
+        >>> out = adam(fun, torch.ones(1, 2), -torch.ones(2), torch.ones(2), lr=0.1, max_iter=500, tol=1e-6)
+        >>> float(out["x"].abs().max()) < 0.05
+        True
     """
     m = torch.zeros_like(x)
     v = torch.zeros_like(x)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import slalom_core as sc
 import torch
+from slalom_core.fitting.objective import mse_and_grads, pack_problems
 from tiny_models import SlalomModel, random_slalom
 
 
@@ -297,12 +298,12 @@ def test_standard_errors_match_a_finite_difference_hessian(prior_sd):
     # the mean-zero-s subspace, then invert
     sigma2 = float(np.mean((sc.SlalomSurrogate(fv[:, 0], fs).predict(counts)[:, None] - y) ** 2))
 
-    batch = sc.fitting._pack([(idx, mask, y, 5, None)], torch.device("cpu"), torch.float64)
+    batch = pack_problems([(idx, mask, y, 5, None)], torch.device("cpu"), torch.float64)
 
     def grad(theta):
         # the engine's hand-written MSE gradient (itself checked against autograd)
         t = torch.from_numpy(theta)
-        _, gv, gs = sc.fitting._mse_and_grads(batch, t[None, :5, None], t[None, 5:])
+        _, gv, gs = mse_and_grads(batch, t[None, :5, None], t[None, 5:])
         return np.concatenate([gv[0, :, 0].numpy(), gs[0].numpy()]) * y.size / (2 * sigma2)
 
     theta = np.concatenate([fv[:, 0], fs - fs.mean()])
@@ -529,3 +530,41 @@ def test_eff_slope_is_the_default_and_takes_no_context_options():
     from scipy.stats import spearmanr
 
     assert spearmanr(exp.importance, s - s.mean())[0] > 0.9
+
+
+def test_shared_options_default_to_the_stated_constants():
+    """A default is stated once (fitting/constants.py); a layer's own ``tol`` follows the policy there."""
+    import inspect
+
+    from slalom_core.fitting import constants as c
+    from slalom_core.fitting.sampled import SampledFitter
+
+    shared = {
+        "holdout_fraction": c.HOLDOUT_FRACTION,
+        "max_iter": c.MAX_ITER,
+        "prior_sd": c.PRIOR_SD,
+        "check_samples": c.CHECK_SAMPLES,
+        "solver": c.SOLVER,
+        "learning_rate": c.LEARNING_RATE,
+        "l2_importance": c.L2_IMPORTANCE,
+        "l2_value": c.RIDGE_WEIGHT,
+        "max_delete_fraction": c.MAX_DELETE_FRACTION,
+    }
+    tol = {
+        SampledFitter: c.FIT_TOL,
+        sc.EffFitter: c.EFF_TOL,
+        sc.HybridFitter: c.SLOPE_TOL,
+        sc.EffSlopeFitter: c.SLOPE_TOL,
+        sc.FidelFitter: None,  # ALS_TOL, for solver="als" only
+        sc.fit_gradient: c.FIT_TOL,
+        sc.fitting.fit_gradient_batch: c.FIT_TOL,
+        sc.fit_als: c.FIT_TOL,
+    }
+    for obj, expected_tol in tol.items():
+        params = inspect.signature(obj).parameters
+        assert params["tol"].default == expected_tol, obj
+        for name, value in shared.items():
+            # the gradient functions fit the ridge objective unless given a prior; the
+            # fitters' l2_importance="auto" is the prior
+            if name in params and not (name in ("l2_importance", "prior_sd") and not inspect.isclass(obj)):
+                assert params[name].default == (c.ALS_MAX_ITER if obj is sc.fit_als else value), (obj, name)

@@ -8,7 +8,15 @@ import pytest
 import slalom_core as sc
 import torch
 from slalom_core import fitting
-from slalom_core.surrogate import dense_slots, surrogate_forward
+from slalom_core.fitting import als, solvers
+from slalom_core.fitting.objective import (
+    PosteriorObjective,
+    RidgeObjective,
+    make_objective,
+    mse_and_grads,
+    pack_problems,
+)
+from slalom_core.surrogate import dense_slots, predict_sparse, surrogate_forward
 from tiny_models import SlalomModel, random_slalom
 
 
@@ -52,10 +60,11 @@ def test_hand_written_gradients_match_autograd(n_out):
     for n_units, n_samples in [(5, 40), (9, 60)]:  # different sizes: padding in the batch
         _, idx, mask, y = random_problem(rng, n_units, n_samples, n_out)
         problems.append((idx, mask, y, n_units, rng.random(n_samples) + 0.5))
-    batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
+    batch = pack_problems(problems, torch.device("cpu"), torch.float64)
     for prior_sd in (0.5, 2.0, None):  # the posterior objective, and the ridge one (no prior)
-        obj = fitting._objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
-        assert isinstance(obj, fitting._RidgeObjective if prior_sd is None else fitting._PosteriorObjective)
+        kind = "ridge" if prior_sd is None else "posterior"
+        obj = make_objective(batch, kind=kind, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        assert isinstance(obj, RidgeObjective if prior_sd is None else PosteriorObjective)
         theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1])))
         theta[:, obj.n_val :] *= batch.unit_mask  # padded units sit at s = 0
         theta[:, : obj.n_val] *= batch.unit_mask.repeat_interleave(n_out, dim=1)
@@ -65,14 +74,12 @@ def test_hand_written_gradients_match_autograd(n_out):
         torch.testing.assert_close(g, x.grad, rtol=1e-9, atol=1e-11)
         # the MSE part against its finite-difference derivative, too
         value, imp = obj.unpack(theta)
-        _, gv, gs = fitting._mse_and_grads(batch, value, imp)
+        _, gv, gs = mse_and_grads(batch, value, imp)
         eps = 1e-6
         for u in (0, 3):
             e = torch.zeros_like(imp)
             e[:, u] = eps
-            fd = (
-                fitting._mse_and_grads(batch, value, imp + e)[0] - fitting._mse_and_grads(batch, value, imp - e)[0]
-            ) / (2 * eps)
+            fd = (mse_and_grads(batch, value, imp + e)[0] - mse_and_grads(batch, value, imp - e)[0]) / (2 * eps)
             torch.testing.assert_close(gs[:, u], fd, rtol=1e-5, atol=1e-9)
 
 
@@ -84,9 +91,9 @@ def test_preconditioner_is_the_gauss_newton_diagonal():
         # distinct units per sample: there the slot-wise diagonal is exact
         samples = [rng.choice(n_units, size=rng.integers(1, 4), replace=False) for _ in range(n_samples)]
         problems.append((*fitting.pad_sequences(samples), rng.normal(size=(n_samples, 1)), n_units, None))
-    batch = fitting._pack(problems, torch.device("cpu"), torch.float64)
+    batch = pack_problems(problems, torch.device("cpu"), torch.float64)
     for prior_sd in (0.5, 2.0):
-        obj = fitting._objective(batch, l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
+        obj = make_objective(batch, kind="posterior", l2_importance=1e-2, l2_value=1e-2, prior_sd=prior_sd)
         theta = torch.tensor(rng.normal(size=(2, obj.n_val + batch.shape[1]))) * batch.unit_mask.repeat(1, 2)
         got = obj.curvature(theta)
         for t, (_, _, y, _, _) in enumerate(problems):
@@ -121,8 +128,8 @@ def test_batched_fit_matches_separate_fits():
         # the posterior is strictly convex here: parameters are identified
         np.testing.assert_allclose(v_b, v_1, atol=1e-4)
         np.testing.assert_allclose(s_b - s_b.mean(), s_1 - s_1.mean(), atol=1e-4)
-        p_b = fitting._predict_sparse(idx, mask, v_b, s_b)[0]
-        p_1 = fitting._predict_sparse(idx, mask, v_1, s_1)[0]
+        p_b = predict_sparse(idx, mask, v_b, s_b)[0]
+        p_1 = predict_sparse(idx, mask, v_1, s_1)[0]
         np.testing.assert_allclose(p_b, p_1, atol=1e-5)
 
 
@@ -265,7 +272,7 @@ def test_compact_lbfgs_direction_equals_the_two_loop_recursion():
     s_mem[~valid], y_mem[~valid] = 0.0, 0.0
     grad = torch.randn(p, generator=gen, dtype=torch.float64)
     gamma = float(s_mem[-1] @ y_mem[-1]) / float(y_mem[-1] @ y_mem[-1])
-    got = fitting._lbfgs_direction(
+    got = solvers._lbfgs_direction(
         grad[None], s_mem[None], y_mem[None], valid[None], torch.tensor([gamma], dtype=torch.float64)
     )[0]
     pairs = [(s_mem[i], y_mem[i]) for i in range(k) if valid[i]]
@@ -287,5 +294,38 @@ def test_als_importance_gradient_equals_autograd():
     a = w / w.sum(dim=1, keepdim=True)
     loss = 0.5 * ((a @ value - y) ** 2).sum()
     (expected,) = torch.autograd.grad(loss, s)
-    got = fitting._importance_gradient(a.detach(), value, y)
+    got = als._importance_gradient(a.detach(), value, y)
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_the_objective_kind_is_explicit_and_says_how_it_is_solved():
+    rng = np.random.default_rng(5)
+    _, idx, mask, y = random_problem(rng, 6, 60, 1)
+    batch = pack_problems([(idx, mask, y, 6, None)], torch.device("cpu"), torch.float64)
+    ridge = make_objective(batch, kind="ridge", l2_importance=1e-3, l2_value=1e-3, prior_sd=None)
+    posterior = make_objective(batch, kind="posterior", l2_importance=0.0, l2_value=0.0, prior_sd=0.5)
+    # Only the posterior is preconditioned and stopped at an exact fit.
+    assert (ridge.preconditioned, ridge.stops_when_exact) == (False, False)
+    assert (posterior.preconditioned, posterior.stops_when_exact) == (True, True)
+    # A kind that contradicts the prior given is refused, not silently reinterpreted.
+    with pytest.raises(ValueError, match="ridge objective has no prior"):
+        make_objective(batch, kind="ridge", l2_importance=1e-3, l2_value=1e-3, prior_sd=0.5)
+    with pytest.raises(ValueError, match="needs the importances' prior"):
+        make_objective(batch, kind="posterior", l2_importance=0.0, l2_value=0.0, prior_sd=None)
+    with pytest.raises(ValueError, match="unknown objective"):
+        fitting.fit_gradient(idx, mask, y, 6, objective="lasso")
+    with pytest.raises(ValueError, match="ridge objective has no prior"):
+        fitting.fit_gradient(idx, mask, y, 6, prior_sd=0.5, objective="ridge")
+    # Left out, the kind follows prior_sd: the very same computation as naming it.
+    for prior_sd, kind in ((None, "ridge"), (0.5, "posterior")):
+        implied = fitting.fit_gradient(idx, mask, y, 6, prior_sd=prior_sd)
+        named = fitting.fit_gradient(idx, mask, y, 6, prior_sd=prior_sd, objective=kind)
+        np.testing.assert_array_equal(implied[0], named[0])
+        np.testing.assert_array_equal(implied[1], named[1])
+
+
+def test_fitters_declare_how_many_samples_they_score():
+    assert sc.get_fitter("ana").samples_scored(7, 1000) == 13  # every unit alone, then U - 1 pairs
+    assert sc.get_fitter("ana").samples_scored(1, 1000) == 1
+    for method in ("eff-slope", "hybrid", "eff", "fidel"):
+        assert sc.get_fitter(method).samples_scored(7, 1000) == 1000

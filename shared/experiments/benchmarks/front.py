@@ -48,7 +48,7 @@ from slalom_core.experiments import evaluation as ev
 from slalom_core.experiments.bench import build_nb_table, load_model, select_instances
 from slalom_core.experiments.data import read_jsonl
 from slalom_core.sampling import deletion_neighbourhood
-from slalom_core.surrogate import _predict_sparse, pad_sequences
+from slalom_core.surrogate import pad_sequences, predict_sparse
 
 #: name -> (method, n_samples, options). Names: method-budget, then the hybrid's context
 #: (del = deletions, sub = subsets) and its share of the budget in %, the context samples'
@@ -258,7 +258,7 @@ def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, s
     if exp is not None:
         d = exp.diagnostics
         units = [exp.unit_index[c] for c in check]
-        pred = _predict_sparse(*pad_sequences(units), exp.surrogate.value[:, None], exp.surrogate.importance)[0][:, 0]
+        pred = predict_sparse(*pad_sequences(units), exp.surrogate.value[:, None], exp.surrogate.importance)[0][:, 0]
         y = check_y - exp.base_value
         check_r2 = 1.0 - float(np.sum((pred - y) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12))
         row = {
