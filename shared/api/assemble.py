@@ -46,7 +46,7 @@ def assemble(
     diag = Diagnostics(
         method=fitter.name,
         seed=seed,
-        n_samples=int(call.n_samples) if fitter.name != "ana" else int(2 * len(plan.units) - 1),
+        n_samples=fitter.samples_scored(len(plan.units), call.n_samples),
         n_positions=len(plan.seg.unit_ids),
         n_units=len(plan.units),
         model_evaluations=plan.model_evaluations,

@@ -191,9 +191,12 @@ BYTES_PER_SAMPLE = 768
 BYTES_PER_SAMPLE_UNIT = 80
 
 
-def check_memory(method: str, n_samples: int, n_units: int) -> None:
-    need = int(n_samples) * (BYTES_PER_SAMPLE + BYTES_PER_SAMPLE_UNIT * max(n_units, 1))
-    if method != "ana" and need > MAX_FIT_BYTES:
+def check_memory(fitter: Fitter, n_samples: int, n_units: int) -> None:
+    """Refuse a call whose fit of a text of ``n_units`` units would need more than
+    :data:`MAX_FIT_BYTES`, before any model call (the samples the fitter scores count)."""
+    scored = fitter.samples_scored(n_units, n_samples)
+    need = int(scored) * (BYTES_PER_SAMPLE + BYTES_PER_SAMPLE_UNIT * max(n_units, 1))
+    if need > MAX_FIT_BYTES:
         raise ValueError(
             f"n_samples={n_samples} on a text with {n_units} units needs about {need / 2**30:.1f} GiB "
             f"to fit (limit {MAX_FIT_BYTES / 2**30:.0f} GiB, slalom_core.api.MAX_FIT_BYTES); use fewer samples"

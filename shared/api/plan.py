@@ -88,5 +88,5 @@ def prepare_texts(
             )
         plans.append(plan)
     if plans:
-        check_memory(fitter.name, n_samples, max(len(p.units) for p in plans))
+        check_memory(fitter, n_samples, max(len(p.units) for p in plans))
     return adapter, plans
