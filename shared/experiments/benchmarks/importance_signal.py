@@ -76,7 +76,7 @@ REFERENCE_EPOCHS = 60  # the reference's default (and the bench's reference row)
 
 
 def _ranks(x: Any) -> np.ndarray:
-    return ev._average_ranks(np.asarray(x, dtype=float).reshape(-1))
+    return ev.average_ranks(np.asarray(x, dtype=float).reshape(-1))
 
 
 def rank_residual(x: Any, given: Sequence[Any] | np.ndarray) -> np.ndarray:
