@@ -553,7 +553,7 @@ def test_nb_spearman_degenerate():
 def test_counting_predictor(monkeypatch):
     # A clock that advances 0.25 s per reading: each call is timed as exactly one tick.
     ticks = iter(0.25 * i for i in range(1000))
-    monkeypatch.setattr(ev.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(ev.results.time, "perf_counter", lambda: next(ticks))
     cp = ev.CountingPredictor(Recorder())
     rep = ev.faithfulness_metrics(cp, IDS, PERFECT)
     assert cp.calls == 1 and cp.sequences == rep.model_evaluations
