@@ -43,9 +43,6 @@ ARCHITECTURES: tuple[str, ...] = ("bert", "distilbert", "gpt2")
 ARCH_LABELS = {"bert": "BERT", "distilbert": "DistilBERT", "gpt2": "GPT-2", "mlp": "ReLU net (counts)"}
 
 
-# =========================================================================================
-# Models
-# =========================================================================================
 @dataclass(frozen=True)
 class ModelSpec:
     """Architecture of a small classifier trained from scratch.

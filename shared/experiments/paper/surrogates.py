@@ -30,9 +30,6 @@ SURROGATES: tuple[str, ...] = ("linear", "gam", "slalom")
 SURROGATE_LABELS = {"linear": "linear", "gam": "GAM", "slalom": "SLALOM"}
 
 
-# =========================================================================================
-# Surrogates
-# =========================================================================================
 def fit_linear_surrogate(counts: np.ndarray, targets: np.ndarray):
     """OLS with intercept on word counts (App. E.1.2); returns a fitted sklearn model."""
     from sklearn.linear_model import LinearRegression

@@ -18,9 +18,6 @@ from .output import markdown_table, mean_se, new_figure, output_dir, plus_minus,
 __all__ = ["DEFAULT_IMDB_TEST", "run_table12"]
 
 
-# =========================================================================================
-# Table 12 (App. F.7)
-# =========================================================================================
 #: The IMDB test reviews' file name inside the data folder (:mod:`slalom_core.experiments.data`).
 DEFAULT_IMDB_TEST = "imdb_test.jsonl"
 
