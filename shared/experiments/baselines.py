@@ -18,17 +18,22 @@ import numpy as np
 import torch
 
 from . import evaluation as ev
+from .bench_config import SLALOM_SCORES
+from .bench_context import BenchContext, Instance, Scores
 
-if TYPE_CHECKING:  # annotations only: bench imports this module
+if TYPE_CHECKING:  # annotations only: shap is an optional extra
     import shap
 
-    from .bench import Instance, _Context
+__all__ = [
+    "RUNNERS",
+    "MethodSkipped",
+    "check_available",
+    "embedding_layer",
+    "quiet_reference",
+    "run_reference",
+    "sequential",
+]
 
-__all__ = ["RUNNERS", "MethodSkipped", "check_available", "embedding_layer", "sequential"]
-
-Scores = dict[str, np.ndarray]
-#: The SLALOM scores the benchmark ranks tokens by.
-SLALOM_SCORES = ("value", "importance", "lin", "removal")
 #: Captum's perturbation methods replace absent features by the baseline; the benchmark
 #: passes this value as the baseline and drops it before the model call, which turns
 #: "replace by baseline" into real token deletion. -1 is never a token id.
@@ -58,7 +63,7 @@ class _CountingModel(torch.nn.Module):
     """The model as the reference implementation calls it: ``m(ids, attention_mask=)``
     returning ``{"logits": ...}``; counts rows and adds token-type ids where needed."""
 
-    def __init__(self, ctx: _Context) -> None:
+    def __init__(self, ctx: BenchContext) -> None:
         super().__init__()
         self.inner = ctx.model
         self._ctx = ctx
@@ -72,8 +77,17 @@ class _CountingModel(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def _quiet_reference() -> Iterator[None]:
-    """The reference wraps its epochs in tqdm; silence that bar inside our own."""
+def quiet_reference() -> Iterator[None]:
+    """Silence the reference implementation's tqdm bar over its epochs (it would print
+    inside the benchmark's own bar); needs ``slalom-explanations`` installed.
+
+    Returns:
+        A context manager; the reference's bar is restored on exit.
+
+    Example:
+        >>> with quiet_reference():  # doctest: +SKIP
+        ...     scores = explainer.get_signed_importance_for_tokens(ids)
+    """
     import slalom_explanations.slalom_helpers as helpers
 
     old = helpers.tqdm
@@ -84,7 +98,7 @@ def _quiet_reference() -> Iterator[None]:
         helpers.tqdm = old
 
 
-def _reference_check(ctx: _Context) -> None:
+def _reference_check(ctx: BenchContext) -> None:
     try:
         import slalom_explanations  # noqa: F401
     except ImportError as err:
@@ -100,8 +114,22 @@ def _reference_check(ctx: _Context) -> None:
         )
 
 
-def _run_reference(ctx: _Context, inst: Instance, epochs: int | None = None) -> tuple[Scores, dict]:
-    """The reference implementation's scores for one text; ``epochs``: its SGD epochs (default: its own, 60)."""
+def run_reference(ctx: BenchContext, inst: Instance, epochs: int | None = None) -> tuple[Scores, dict]:
+    """The reference implementation's four scores for one text (PyPI ``slalom-explanations``).
+
+    Args:
+        ctx: the benchmark's model (every call is counted there).
+        inst: the text.
+        epochs: the reference's SGD epochs (None: its own default, 60).
+
+    Returns:
+        ``({score name: per-position array}, {})``, the scores named as in :data:`SLALOM_SCORES`.
+
+    Example:
+        >>> scores, _ = run_reference(ctx, inst)  # doctest: +SKIP
+        >>> sorted(scores)  # doctest: +SKIP
+        ['importance', 'lin', 'removal', 'value']
+    """
     # The reference package's only public explainer class (its spelling): benchmarking the
     # authors' implementation means calling it, so its name appears here.
     from slalom_explanations import SLALOMLocalExplanantions
@@ -118,13 +146,13 @@ def _run_reference(ctx: _Context, inst: Instance, epochs: int | None = None) -> 
         **({} if epochs is None else {"sgd_epochs": int(epochs)}),
     )
     torch.manual_seed(ctx.config.seed)
-    with _quiet_reference():
+    with quiet_reference():
         out = explainer.get_signed_importance_for_tokens(list(inst.token_ids))
     out = np.asarray(out, dtype=float)
     return dict(zip(SLALOM_SCORES, out)), {}
 
 
-def _perturbation_forward(ctx: _Context, inst: Instance) -> Callable[[torch.Tensor], torch.Tensor]:
+def _perturbation_forward(ctx: BenchContext, inst: Instance) -> Callable[[torch.Tensor], torch.Tensor]:
     """Captum forward on the (B, n) perturbed id matrix: deleted positions are dropped."""
 
     def forward(ids: torch.Tensor) -> torch.Tensor:
@@ -146,7 +174,7 @@ def _lime_similarity(original_inp, perturbed_inp, perturbed_interpretable_inp, *
     return torch.sqrt(torch.exp(-(d**2) / 25.0**2))
 
 
-def _captum_attribution(ctx: _Context, inst: Instance, explainer) -> tuple[Scores, dict]:
+def _captum_attribution(ctx: BenchContext, inst: Instance, explainer) -> tuple[Scores, dict]:
     """Run a Captum perturbation explainer (Lime, KernelShap) the same way for both."""
     torch.manual_seed(ctx.config.seed)
     attr = explainer.attribute(
@@ -158,7 +186,7 @@ def _captum_attribution(ctx: _Context, inst: Instance, explainer) -> tuple[Score
     return {"attribution": attr.detach().double().numpy().reshape(-1)}, {}
 
 
-def _run_lime(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
+def _run_lime(ctx: BenchContext, inst: Instance) -> tuple[Scores, dict]:
     from captum._utils.models.linear_model import SkLearnRidge
     from captum.attr import Lime
 
@@ -168,13 +196,13 @@ def _run_lime(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     return _captum_attribution(ctx, inst, lime)
 
 
-def _run_kernelshap(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
+def _run_kernelshap(ctx: BenchContext, inst: Instance) -> tuple[Scores, dict]:
     from captum.attr import KernelShap
 
     return _captum_attribution(ctx, inst, KernelShap(_perturbation_forward(ctx, inst)))
 
 
-def _run_partition(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
+def _run_partition(ctx: BenchContext, inst: Instance) -> tuple[Scores, dict]:
     import shap
 
     tok = ctx.tokenizer
@@ -200,7 +228,7 @@ def _run_partition(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     return {"attribution": values[pre : pre + inst.n_tokens]}, {}
 
 
-def _gradient_forward(ctx: _Context, inst: Instance):
+def _gradient_forward(ctx: BenchContext, inst: Instance):
     target = ctx.explained_class(inst) or 0
 
     def forward(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -209,7 +237,7 @@ def _gradient_forward(ctx: _Context, inst: Instance):
     return forward
 
 
-def _run_lig(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
+def _run_lig(ctx: BenchContext, inst: Instance) -> tuple[Scores, dict]:
     from captum.attr import LayerIntegratedGradients
 
     ids, start = ctx.framed(inst.token_ids)
@@ -229,7 +257,7 @@ def _run_lig(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
     return {"attribution": a.detach().double().cpu().numpy()}, {}
 
 
-def _run_layer_gradient(ctx: _Context, inst: Instance, *, times_input: bool) -> tuple[Scores, dict]:
+def _run_layer_gradient(ctx: BenchContext, inst: Instance, *, times_input: bool) -> tuple[Scores, dict]:
     from captum.attr import LayerGradientXActivation
 
     ids, start = ctx.framed(inst.token_ids)
@@ -244,12 +272,12 @@ def _run_layer_gradient(ctx: _Context, inst: Instance, *, times_input: bool) -> 
     return {"attribution": a.detach().double().cpu().numpy()}, {}
 
 
-def _run_random(ctx: _Context, inst: Instance) -> tuple[Scores, dict]:
+def _run_random(ctx: BenchContext, inst: Instance) -> tuple[Scores, dict]:
     return {"attribution": ev.random_attributions(inst.n_tokens, seed=ctx.config.seed + inst.index)}, {}
 
 
-RUNNERS: dict[str, Callable[[_Context, Instance], tuple[Scores, dict]]] = {
-    "reference": _run_reference,
+RUNNERS: dict[str, Callable[[BenchContext, Instance], tuple[Scores, dict]]] = {
+    "reference": run_reference,
     "lime": _run_lime,
     "kernelshap": _run_kernelshap,
     "partition": _run_partition,
@@ -260,7 +288,7 @@ RUNNERS: dict[str, Callable[[_Context, Instance], tuple[Scores, dict]]] = {
 }
 
 
-def check_available(key: str, family: str, ctx: _Context) -> None:
+def check_available(key: str, family: str, ctx: BenchContext) -> None:
     """Raise :class:`MethodSkipped` if ``key`` cannot run in this environment."""
     fam = family
     if key == "reference":

@@ -45,6 +45,7 @@ __all__ = [
     "LoRALinear",
     "MiniLMSentimentClassifier",
     "add_lora",
+    "load_base",
     "adapter_state",
     "save_adapter",
     "load_adapter_model",
@@ -299,7 +300,20 @@ def save_adapter(
     return path
 
 
-def _load_base(device: torch.device | str | None):
+def load_base(device: torch.device | str | None = None) -> tuple[torch.nn.Module, object]:
+    """The packaged all-MiniLM-L6-v2 encoder (no adapter, no head) and its tokenizer, offline.
+
+    Args:
+        device: move the encoder there (None: leave it on the CPU).
+
+    Returns:
+        ``(encoder, tokenizer)``.
+
+    Example:
+        >>> encoder, tok = load_base()  # doctest: +SKIP
+        >>> encoder.config.hidden_size  # doctest: +SKIP
+        384
+    """
     from transformers import AutoModel, AutoTokenizer
 
     path = str(zeroshot.default_model_path())
@@ -343,7 +357,7 @@ def load_adapter_model(
     except (KeyError, ValueError) as err:
         raise ValueError(f"{weights} is not an adapter file: its metadata lacks rank/alpha/targets") from err
 
-    encoder, tokenizer = _load_base(device)
+    encoder, tokenizer = load_base(device)
     model = MiniLMSentimentClassifier(encoder, pad_token_id=tokenizer.pad_token_id or 0)
     expected = {"head.weight", "head.bias"}
     with torch.no_grad():

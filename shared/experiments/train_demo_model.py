@@ -49,10 +49,10 @@ from .demo_model import (
     LORA_TARGETS,
     WEIGHTS_FILE,
     MiniLMSentimentClassifier,
-    _load_base,
     adapter_state,
     add_lora,
     load_adapter_model,
+    load_base,
     save_adapter,
 )
 
@@ -114,7 +114,7 @@ def train(
 
 def _train(n_train, head, tail, epochs, batch_size, rank, alpha, lr, warmup, seed, log_every):
     texts, labels = read_reviews("imdb_train.jsonl.gz", n_train)
-    encoder, tokenizer = _load_base(None)
+    encoder, tokenizer = load_base(None)
     lora = add_lora(encoder, rank=rank, alpha=alpha)
     model = MiniLMSentimentClassifier(encoder, pad_token_id=tokenizer.pad_token_id or 0)
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id

@@ -229,7 +229,7 @@ def test_every_baseline_explains_the_engines_log_odds(bench_files, tmp_path):
             num_labels=n_classes,
             max_position_embeddings=64,
         )
-        ctx = bench._Context(_config(bench_files, tmp_path), BertForSequenceClassification(cfg).eval(), tok)
+        ctx = bench.BenchContext(_config(bench_files, tmp_path), BertForSequenceClassification(cfg).eval(), tok)
         z = logits[:, :n_classes]
         for target in range(n_classes):
             got = ctx.explained_from_logits(z, target)

@@ -69,7 +69,7 @@ def test_merged_model_equals_the_low_rank_form(loaded):
     from safetensors import safe_open
 
     model, tok = loaded
-    encoder, _ = dm._load_base(None)
+    encoder, _ = dm.load_base(None)
     with safe_open(str(dm.WEIGHTS_FILE), framework="pt") as f:
         meta = f.metadata()
         state = {k: f.get_tensor(k).float() for k in f.keys()}
@@ -84,7 +84,7 @@ def test_merged_model_equals_the_low_rank_form(loaded):
         enc = tok(POSITIVE + NEGATIVE, padding=True, return_tensors="pt")
         torch.testing.assert_close(model(**enc).logits, ref(**enc).logits, atol=1e-4, rtol=1e-4)
         # ... and the adapter changed the encoder: the plain MiniLM embeds differently.
-        plain, _ = dm._load_base(None)
+        plain, _ = dm.load_base(None)
         ids = enc["input_ids"][:1]
         assert not torch.allclose(plain(ids).last_hidden_state, model.encoder(ids).last_hidden_state, atol=1e-3)
 

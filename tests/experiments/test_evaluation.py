@@ -553,7 +553,7 @@ def test_nb_spearman_degenerate():
 def test_counting_predictor(monkeypatch):
     # A clock that advances 0.25 s per reading: each call is timed as exactly one tick.
     ticks = iter(0.25 * i for i in range(1000))
-    monkeypatch.setattr(ev.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(ev.results.time, "perf_counter", lambda: next(ticks))
     cp = ev.CountingPredictor(Recorder())
     rep = ev.faithfulness_metrics(cp, IDS, PERFECT)
     assert cp.calls == 1 and cp.sequences == rep.model_evaluations
@@ -610,3 +610,27 @@ def test_module_does_not_import_captum_or_shap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_named_removal_metrics_are_removal_metric_with_fixed_mode():
+    import inspect
+
+    pred = Recorder()
+    for name, mode, keyword, default, number in (
+        ("comprehensiveness", "deletion", "bins", ev.ERASER_BINS, False),
+        ("sufficiency", "insertion", "bins", ev.ERASER_BINS, False),
+        ("deletion_aopc", "deletion", "fractions", ev.ERASER_BINS, True),
+        ("insertion_aopc", "insertion", "fractions", ev.ERASER_BINS, True),
+        ("deletion_curve", "deletion", "fractions", ev.CURVE_FRACTIONS, False),
+        ("insertion_curve", "insertion", "fractions", ev.CURVE_FRACTIONS, False),
+    ):
+        fn = getattr(ev, name)
+        params = inspect.signature(fn).parameters
+        assert fn.__name__ == name and params[keyword].default == default and ">>>" in fn.__doc__
+        assert "mode" not in params and ("bins" if keyword == "fractions" else "fractions") not in params
+        ref = ev.removal_metric(pred, IDS, PERFECT, mode=mode, fractions=(0.1, 0.3), absolute=True)
+        got = fn(pred, IDS, PERFECT, **{keyword: (0.1, 0.3)}, absolute=True)
+        assert (got == ref.aopc) if number else np.array_equal(got.scores, ref.scores) and got.mode == mode
+        other = "fractions" if keyword == "bins" else "bins"
+        with pytest.raises(TypeError, match=other):
+            fn(pred, IDS, PERFECT, **{other: (0.1,)})

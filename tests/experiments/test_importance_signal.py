@@ -29,7 +29,7 @@ def test_rank_residual_is_orthogonal_to_the_given_ranks():
     rng = np.random.default_rng(2)
     x, z = rng.normal(size=50), rng.normal(size=50)
     r = rank_residual(x, z)
-    assert abs(r.sum()) < 1e-9 and abs(r @ ev._average_ranks(z)) < 1e-6
+    assert abs(r.sum()) < 1e-9 and abs(r @ ev.average_ranks(z)) < 1e-6
 
 
 def test_nb_metrics_sees_importance_that_only_follows_the_value():

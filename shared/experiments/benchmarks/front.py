@@ -192,7 +192,7 @@ class _ReferenceModel(torch.nn.Module):
 
 def _reference_scores(adapter, inst, n_samples: int, seed: int) -> dict:
     """The reference's scores per position, in the engine's terms (no reference point, no SEs)."""
-    from slalom_core.experiments.baselines import _quiet_reference  # the bench's own silencer
+    from slalom_core.experiments.baselines import quiet_reference  # the bench's own silencer
     from slalom_explanations import SLALOMLocalExplanantions  # the package's own spelling
 
     explainer = SLALOMLocalExplanantions(
@@ -204,7 +204,7 @@ def _reference_scores(adapter, inst, n_samples: int, seed: int) -> dict:
         pad_token_id=int(adapter.pad_id),
     )
     torch.manual_seed(seed)
-    with _quiet_reference():
+    with quiet_reference():
         value, imp, lin, removal = np.asarray(explainer.get_signed_importance_for_tokens(list(inst.token_ids)), float)
     alpha = np.exp(imp - imp.max())
     alpha /= alpha.sum()

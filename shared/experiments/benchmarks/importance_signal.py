@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 from .. import evaluation as ev
-from ..baselines import _run_reference, check_available
-from ..bench import METHODS, BenchConfig, _Context, _run_slalom, build_nb_table, load_model, select_instances
+from ..baselines import check_available, run_reference
+from ..bench import METHODS, BenchConfig, BenchContext, build_nb_table, load_model, run_slalom, select_instances
 from ..data import data_file, read_jsonl
 
 #: Our SLALOM-eff fits: name -> fitter options (see ``slalom_core.EffFitter``).
@@ -76,7 +76,7 @@ REFERENCE_EPOCHS = 60  # the reference's default (and the bench's reference row)
 
 
 def _ranks(x: Any) -> np.ndarray:
-    return ev._average_ranks(np.asarray(x, dtype=float).reshape(-1))
+    return ev.average_ranks(np.asarray(x, dtype=float).reshape(-1))
 
 
 def rank_residual(x: Any, given: Sequence[Any] | np.ndarray) -> np.ndarray:
@@ -158,7 +158,7 @@ def nb_metrics(token_ids: Sequence[int], value: np.ndarray, importance: np.ndarr
 # ----------------------------------------------------------------------------------------
 
 
-def reference_trajectory(ctx: _Context, inst: Any, epochs: Sequence[int]) -> dict[int, dict]:
+def reference_trajectory(ctx: BenchContext, inst: Any, epochs: Sequence[int]) -> dict[int, dict]:
     """Positions' (value, importance) of the reference after each of ``epochs`` SGD epochs.
 
     One call of the reference's public explainer per epoch count (``sgd_epochs``), each
@@ -166,7 +166,7 @@ def reference_trajectory(ctx: _Context, inst: Any, epochs: Sequence[int]) -> dic
     """
     out = {}
     for e in epochs:
-        scores, _ = _run_reference(ctx, inst, epochs=e)
+        scores, _ = run_reference(ctx, inst, epochs=e)
         out[e] = {"value": np.asarray(scores["value"], float), "importance": np.asarray(scores["importance"], float)}
     return out
 
@@ -176,7 +176,7 @@ def reference_trajectory(ctx: _Context, inst: Any, epochs: Sequence[int]) -> dic
 # ----------------------------------------------------------------------------------------
 
 
-def deletion_effects(ctx: _Context, inst: Any) -> dict[int, float]:
+def deletion_effects(ctx: BenchContext, inst: Any) -> dict[int, float]:
     """{token id: log-odds(full) - log-odds(text without every occurrence of the token)}."""
     keys = list(dict.fromkeys(int(t) for t in inst.token_ids))
     seqs = [list(inst.token_ids)] + [[t for t in inst.token_ids if t != k] for k in keys]
@@ -185,7 +185,7 @@ def deletion_effects(ctx: _Context, inst: Any) -> dict[int, float]:
 
 
 def deletion_metrics(
-    ctx: _Context, inst: Any, predict, value: np.ndarray, importance: np.ndarray, effects: dict[int, float]
+    ctx: BenchContext, inst: Any, predict, value: np.ndarray, importance: np.ndarray, effects: dict[int, float]
 ) -> dict[str, float]:
     """Deletion AOPC of importance, of the value and of importance's rank residual given the
     value and |value|; rank correlations with the measured deletion effects."""
@@ -284,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         progress=False,
     )
     model, tok, name = load_model(config.model)
-    ctx = _Context(config, model, tok)
+    ctx = BenchContext(config, model, tok)
     check_available("reference", METHODS["reference"].family, ctx)
     insts = select_instances(
         read_jsonl(config.data),
@@ -312,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ctx.config = dataclasses.replace(config, slalom_options=dict(opts))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # early-stopped fits are the point here
-                ((scores, extra),) = _run_slalom(ctx, [inst], "eff")
+                ((scores, extra),) = run_slalom(ctx, [inst], "eff")
             fits[label] = (scores["value"], scores["importance"], {"heldout_unexplained": 1.0 - extra["heldout_r2"]})
         ctx.config = config
         traj = reference_trajectory(ctx, inst, epochs)

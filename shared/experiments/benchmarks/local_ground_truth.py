@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 import warnings
 from collections.abc import Sequence
@@ -34,16 +33,16 @@ from pathlib import Path
 import numpy as np
 import slalom_core as sc
 import torch
+from slalom_core.experiments.benchmarks.local_ground_truth_report import markdown
 from slalom_core.experiments.evaluation import spearman
-from slalom_core.experiments.paper import (
+from slalom_core.experiments.paper.models import (
     ModelSpec,
-    _markdown,
-    _slalom_sampler,
-    _torch_threads,
-    _trained_runs,
-    _training_kwargs,
-    fit_global_slalom,
+    slalom_sampler,
+    torch_threads,
+    trained_runs,
+    training_kwargs,
 )
+from slalom_core.experiments.paper.surrogates import fit_global_slalom
 from slalom_core.experiments.synthetic import SPECIAL_TOKENS, make_slalom_vocabulary, sample_slalom_dataset
 
 __all__ = [
@@ -382,15 +381,15 @@ def run_study(
                 }
             )
             log(f"control{_suffix(cfg)} done in {time.perf_counter() - t0:.0f}s")
-    train = _training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
+    train = training_kwargs(epochs, samples_per_epoch, batch_size, lr, num_threads)
     for arch in archs:
         for n_layers in layers:
             spec = ModelSpec(arch=arch, n_layers=n_layers, hidden_size=hidden_size, n_heads=n_heads, max_len=max_len)
             t0 = time.perf_counter()
             _, run_seed, clf = next(
-                _trained_runs(
+                trained_runs(
                     spec,
-                    _slalom_sampler(vocab, max_len),
+                    slalom_sampler(vocab, max_len),
                     n_runs=1,
                     seed=seed,
                     train=train,
@@ -401,7 +400,7 @@ def run_study(
             train_s = time.perf_counter() - t0
             log(f"{clf.label}: trained in {train_s:.0f}s")
             fit = sample_slalom_dataset(n_fit, np.random.default_rng([run_seed, 7]), vocab=vocab, max_len=max_len)
-            with _torch_threads(num_threads):
+            with torch_threads(num_threads):
                 t0 = time.perf_counter()
                 learned = fit_global_slalom(fit.sequences, clf.log_odds(fit.sequences), n_words)
                 y_model = clf.log_odds(seqs)
@@ -466,132 +465,6 @@ def run_study(
         },
         "models": models,
     }
-
-
-def _f(x, digits: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def markdown(result: dict) -> str:
-    """The study's tables (one row per model)."""
-    st = result["settings"]
-    head = (
-        f"Local SLALOM-eff fits ({st['n_samples']} samples, the engine's defaults unless a row names "
-        f"fitter options, seed {st['fit_seed']}) on "
-        f"{st['n_texts']} texts of {st['lengths'][0]}–{st['lengths'][1]} words (|V| = {st['n_words']}), "
-        "against the true SLALOM and against a global SLALOM fitted to the same model "
-        f"({st['n_fit']} samples). Coverage: share within {st['z']:g} SE (importances: the determined "
-        "ones, pooled over texts; values: all, from a fit with reference=0.0).\n\n"
-    )
-    hdr = [
-        "model",
-        "Spearman vs truth: mean",
-        "median",
-        "share ≥ 0.9",
-        "Spearman vs global: mean",
-        "median",
-        "share ≥ 0.9",
-        "determined / units",
-        "coverage s (truth)",
-        "coverage s (global)",
-        "coverage v (truth)",
-        "coverage v (global)",
-        "held-out R² (median)",
-        "model vs truth MSE",
-    ]
-    lines = []
-    for m in result["models"]:
-        s = m["summary"]
-        st_, sl = s["spearman_truth"], s.get("spearman_learned", {})
-        lines.append(
-            [
-                m["label"],
-                _f(st_["mean"]),
-                _f(st_["median"]),
-                _f(st_["share_ge"], 2),
-                _f(sl.get("mean")),
-                _f(sl.get("median")),
-                _f(sl.get("share_ge"), 2),
-                f"{s['n_determined']['total']} / {s['n_determined']['units']}",
-                _f(s.get("cover_s_truth"), 2),
-                _f(s.get("cover_s_learned"), 2),
-                _f(s.get("cover_v_truth"), 2),
-                _f(s.get("cover_v_learned"), 2),
-                _f(s["heldout_r2"]["median"]),
-                _f(m.get("model_vs_truth_mse"), 4),
-            ]
-        )
-    extra_hdr = [
-        "model",
-        "Spearman(global, truth) per text: mean",
-        "over all words",
-        "Spearman vs truth, determined only",
-        "coverage s, all units (truth)",
-        "median |ŝ − s| (truth)",
-        "median SE of determined s",
-        "global vs model MSE",
-        "slope of ŝ on s (truth, median)",
-        "slope of ŝ on s (global, median)",
-        "seed-to-seed coverage (determined)",
-        "converged",
-    ]
-    extra = []
-    for m in result["models"]:
-        s = m["summary"]
-        extra.append(
-            [
-                m["label"],
-                _f(s.get("spearman_learned_vs_truth", {}).get("mean")),
-                _f(m.get("global_importance_spearman_vs_truth")),
-                _f(s.get("spearman_truth_determined")),
-                _f(s.get("cover_s_all_truth"), 2),
-                _f(s.get("median_abs_err_s_truth")),
-                _f(s.get("median_se_s_determined")),
-                _f(m.get("global_vs_model_mse"), 4),
-                _f(s.get("slope_truth_median"), 2),
-                _f(s.get("slope_learned_median"), 2),
-                _f(s.get("cover_s_repeat"), 2),
-                _f(s["share_converged"], 2),
-            ]
-        )
-    short_hdr = [
-        "model",
-        "Spearman vs 2-word global: mean",
-        "median",
-        "share ≥ 0.9",
-        "coverage s (2-word global)",
-        "coverage v (2-word global)",
-        "slope of ŝ on s (2-word global, median)",
-        "Spearman(2-word global, truth) over all words",
-        "Spearman(2-word global, global)",
-    ]
-    short = []
-    for m in result["models"]:
-        s = m["summary"]
-        if "spearman_short" not in s:
-            continue
-        sp = s["spearman_short"]
-        short.append(
-            [
-                m["label"],
-                _f(sp["mean"]),
-                _f(sp["median"]),
-                _f(sp["share_ge"], 2),
-                _f(s.get("cover_s_short"), 2),
-                _f(s.get("cover_v_short"), 2),
-                _f(s.get("slope_short_median"), 2),
-                _f(m.get("short_importance_spearman_vs_truth")),
-                _f(m.get("short_importance_spearman_vs_global")),
-            ]
-        )
-    text = head + _markdown(hdr, lines) + "\nDiagnostics:\n\n" + _markdown(extra_hdr, extra)
-    if short:
-        text += (
-            "\nAgainst a global SLALOM fitted to the model on "
-            f"{st['n_fit']} inputs of 2 words (uniform, with replacement: the inputs eff's samples are):\n\n"
-            + _markdown(short_hdr, short)
-        )
-    return text
 
 
 def _options(text: str) -> dict:
