@@ -16,7 +16,6 @@ MAX_CODE_LINES = 500
 KNOWN_PRIVATE = {
     ("slalom_core.experiments.corpus_cli", "slalom_core.experiments.bench_cli._option_value"),
     ("slalom_core.experiments.benchmarks.time_to_quality", "slalom_core.experiments.bench_cli._option_value"),
-    ("slalom_core.experiments.benchmarks.front", "slalom_core.surrogate._predict_sparse"),
 }
 
 
