@@ -26,7 +26,7 @@ def write_settings(explainer: Any, out_file: Any, block: str) -> None:
             "n_samples": explainer.n_samples,
             "seed": explainer.seed,
             "output": explainer.model.output_kind or explainer.output,
-            "fit_options": dict(explainer.fit_options),
+            "fit_options": {**explainer.fit_options, **{k: getattr(explainer, k) for k in _IN_FIT_OPTIONS}},
             "output_names": list(explainer.class_names) if explainer.class_names is not None else None,
         }
         for key in SETTINGS:

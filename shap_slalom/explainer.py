@@ -170,8 +170,8 @@ class SlalomExplainer(shap.Explainer):
         self.n_samples = int(n_samples)
         self.output = output
         self.seed = seed
-        # The engine's options other than the ones above: one dict, handed on as it is.
-        self.fit_options = {**own, **(fit_options or {})}
+        self.reference, self.multiclass, self.gamma = reference, multiclass, gamma
+        self.fit_options = dict(fit_options or {})
         self._prefit: deque = deque()
         log_odds = LogOddsModel(self.adapter, output, self.class_names)
         super().__init__(log_odds, r.masker, link=shap.links.identity, linearize_link=True)
@@ -292,6 +292,9 @@ class SlalomExplainer(shap.Explainer):
             n_samples=n_samples,
             seed=self.seed if seed is None else seed,
             show_progress=not silent,
+            reference=self.reference,
+            multiclass=self.multiclass,
+            gamma=self.gamma,
             **self.fit_options,
         )
         fits = sc.explain_outputs(
