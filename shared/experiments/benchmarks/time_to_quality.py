@@ -26,16 +26,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from slalom_core.experiments.bench import BenchConfig, run_benchmark  # noqa: E402
 
-#: Name -> (bench method key, fitter options). "default" is SLALOM-eff as shipped (the
-#: paper's random 2-token design, prior on s; the engine's default was eff until §19); "weak-ridge" is the fit before the prior
-#: (ridge 1e-3 on s), i.e. close to the unregularised least-squares SLALOM.
+#: Name -> (bench method key, fitter options). "default" is eff's default design (the paper's
+#: random 2-token design, prior on s), not the library's default method (eff-slope);
+#: "weak-ridge" is the fit before the prior (ridge 1e-3 on s), i.e. close to the
+#: unregularised least-squares SLALOM.
 DESIGNS: dict[str, tuple[str, dict]] = {
     "default": ("slalom-eff", {}),
     "weak-ridge": ("slalom-eff", {"l2_importance": 1e-3}),
     "balanced": ("slalom-eff", {"design": "balanced"}),
     "singletons+balanced": ("slalom-eff", {"design": "balanced", "singletons": True}),
     "length-3": ("slalom-eff", {"sample_length": 3}),
-    # The engine's default method (results §19), and with the prior's sd chosen per text.
+    # hybrid (the default method before eff-slope, archive §19), and with the prior's sd chosen per text.
     "hybrid": ("slalom-hybrid", {}),
     "hybrid-evidence": ("slalom-hybrid", {"prior_sd": "evidence"}),
 }
