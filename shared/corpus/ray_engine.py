@@ -12,6 +12,7 @@ scores equal the local engine's within the fits' tolerance.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from .fingerprint import cell_digest
 from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource, Row, is_json_array, parse_json_line
 
-__all__ = ["ExplainActor", "run_ray"]
+__all__ = ["ExplainActor", "run_ray", "quiet_ray", "RAY_LOGS", "DRIVER_LOG"]
 
 
 class ExplainActor:
@@ -120,6 +121,41 @@ def _read(source: CorpusSource):
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
         )
     return ray.data.read_parquet(files, num_cpus=_LIGHT)
+
+
+#: Where Ray keeps its own logs (the workers', Ray Data's ray-data.log) when it starts a
+#: local instance: its session folder, which Ray links as session_latest.
+RAY_LOGS = "/tmp/ray/session_latest/logs"
+#: The file in the run's folder that takes what Ray's driver prints to stderr during a run.
+DRIVER_LOG = "ray-driver.log"
+
+
+@contextmanager
+def quiet_ray(out: Path):
+    """Keep Ray's own messages out of the user's terminal while a run is on; yields a
+    text stream to the terminal (for the progress bar).
+
+    Ray's C++ core writes to the process's stderr (token authentication, actor notices)
+    below anything Python can filter, and Ray Data logs each dataset's start, plan, finish
+    and its issue detectors' advice to the console (as well as to ``ray-data.log`` in
+    :data:`RAY_LOGS`). For the run, the stderr file descriptor points at
+    ``out/ray-driver.log``, so all of it lands there; the terminal is put back afterwards,
+    before the run's own warnings.
+    """
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
+    with open(out / DRIVER_LOG, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield terminal
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            terminal.close()
 
 
 def _init_local_ray(ray) -> None:

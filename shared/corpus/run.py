@@ -265,12 +265,12 @@ def _redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) ->
     )
 
 
-def _bar(show: bool, total: int, done: int, desc: str):
+def _bar(show: bool, total: int, done: int, desc: str, file=None):
     if not show:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=done, desc=desc, unit="text", smoothing=0.1)
+    return tqdm(total=total, initial=done, desc=desc, unit="text", smoothing=0.1, file=file)
 
 
 def explain_corpus(
@@ -417,33 +417,37 @@ def explain_corpus(
     if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
         store.write_duplicates(out, source.duplicate_counts)
     finished = store.done_ids(out)
-    bar = _bar(show_progress, source.n_rows, len(finished), f"SLALOM {method} corpus")
+    desc = f"SLALOM {method} corpus"
+    bar = None
     try:
         if engine == "local":
+            bar = _bar(show_progress, source.n_rows, len(finished), desc)
             _run_local(
                 loaded, loaded_tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, __version__
             )
         else:
-            from .ray_engine import run_ray
+            from .ray_engine import quiet_ray, run_ray
 
             loaded = loaded_tokenizer = None  # the workers load their own
-
-            run_ray(
-                model,
-                tokenizer,
-                source,
-                out,
-                opts,
-                chunk_size=chunk_size,
-                finished=finished,
-                batch_size=batch_size,
-                device=device,
-                address=ray_address,
-                num_workers=num_workers,
-                num_gpus=num_gpus_per_worker,
-                bar=bar,
-                version=__version__,
-            )
+            with quiet_ray(out) as terminal:
+                bar = _bar(show_progress, source.n_rows, len(finished), desc, file=terminal)
+                run_ray(
+                    model,
+                    tokenizer,
+                    source,
+                    out,
+                    opts,
+                    chunk_size=chunk_size,
+                    finished=finished,
+                    batch_size=batch_size,
+                    device=device,
+                    address=ray_address,
+                    num_workers=num_workers,
+                    num_gpus=num_gpus_per_worker,
+                    bar=bar,
+                    version=__version__,
+                )
+                bar = bar.close() if bar is not None else None  # while the terminal is open
     finally:
         if bar is not None:
             bar.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
+from .cli_format import DefaultsFormatter
 
 DEMO_SENTENCES = (
     "The acting was wonderful and the story kept me hooked until the very end.",
@@ -94,7 +95,11 @@ def run_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slalom-xai", description="SLALOM explanations for text classifiers")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="explain example sentences with the embedded default model")
+    demo = sub.add_parser(
+        "demo",
+        help="explain example sentences with the embedded default model",
+        formatter_class=DefaultsFormatter,
+    )
     demo.add_argument(
         "--model",
         default=None,
@@ -102,10 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(minilm-imdb, the default, or zeroshot)",
     )
     demo.add_argument("--text", action="append", help="a text to explain (repeatable); default: built-in examples")
-    demo.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS))
-    demo.add_argument("--n-samples", type=int, default=1000)
-    demo.add_argument("--granularity", default="token", choices=["token", "word"])
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS), help="fitting method")
+    demo.add_argument("--n-samples", type=int, default=1000, help="model evaluations per text")
+    demo.add_argument("--granularity", default="token", choices=["token", "word"], help="what a position is")
+    demo.add_argument("--seed", type=int, default=0, help="random seed of the samples")
     demo.add_argument("--out", default="demo_output", help="directory for the PNG and HTML files")
     demo.set_defaults(func=run_demo)
     from . import bench_cli, corpus_cli, paper_cli
@@ -114,6 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.register(sub)
     paper_cli.register(sub)
     return parser
+
+
+def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command line shows it: ``slalom-xai: Category: message``, one line.
+
+    Python's default adds the file and the source line that raised it (for a warning from
+    the library, often ``sys.exit(main())``), which says nothing to a user of the command.
+    Installed by :func:`main` only; the library's warnings stay Python's.
+
+    Example:
+        >>> import io
+        >>> out = io.StringIO()
+        >>> one_line_warning(UserWarning("2 texts\n failed"), UserWarning, "x.py", 1, file=out)
+        >>> out.getvalue()
+        'slalom-xai: UserWarning: 2 texts failed\n'
+    """
+    text = " ".join(str(message).split())
+    print(f"slalom-xai: {category.__name__}: {text}", file=sys.stderr if file is None else file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,8 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         0
     """
     import os
+    import warnings
 
     args = build_parser().parse_args(argv)
+    shown = warnings.showwarning
+    warnings.showwarning = one_line_warning
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, RuntimeError) as err:
@@ -137,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"slalom-xai {args.command}: error: {type(err).__name__}: {' '.join(str(err).split())}", file=sys.stderr)
         return 1
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

@@ -115,3 +115,29 @@ def test_a_joint_three_class_fit_comes_back_with_every_class(data, tmp_path):
     for name in ("value", "lin", "contribution", "value_se"):
         np.testing.assert_array_equal(getattr(stored, name), getattr(direct, name), err_msg=name)
     np.testing.assert_array_equal(stored.model_output, direct.model_output)
+
+
+def test_cli_help_shows_defaults_and_warnings_are_one_line(data, tmp_path, capsys):
+    from slalom_core.experiments.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 1000)" in help_text and "(default: 64)" in help_text and "(default: None)" not in help_text
+    assert "--target" in help_text and "--no-truncate" in help_text
+    # The tiny run below fits poorly: its warning comes as one line, without a source line.
+    code = main(["explain", "--data", str(data), "--out", str(tmp_path / "r"), "--n-samples", "60", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0 and "slalom-xai: SlalomFitWarning: SLALOM fits of 3" in err
+    assert all(line.startswith("slalom-xai: ") for line in err.strip().splitlines()) and "main()" not in err
+
+
+def test_cli_target_and_model_name(data, tmp_path, capsys):
+    from slalom_core.experiments.cli import main
+
+    code = main(["explain", "--data", str(data), "--out", str(tmp_path / "r"), "--n-samples", "60", "--target", "0",
+                 "--no-progress"])  # fmt: skip
+    assert code == 0
+    run = CorpusRun(tmp_path / "r")
+    assert set(run.texts()["explained_class"]) == {"0"} and set(run.texts()["target"]) == {0}
+    assert run.manifest["model"]["name"] == "minilm-imdb" and "MiniLM" in run.manifest["model"]["class"]
