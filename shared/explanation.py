@@ -297,7 +297,13 @@ class SlalomExplanation:
         return rows
 
     def to_dict(self) -> dict:
-        """Plain Python (JSON-serialisable) view of the explanation."""
+        """Plain Python (JSON-serialisable) view of the explanation.
+
+        Besides the per-position scores it holds what :meth:`from_dict` needs to rebuild the
+        explanation exactly (``format_version``, ``unit_index``, ``surrogate``, the per-unit
+        standard errors, ``class_index``, ``text``); see :mod:`slalom_core.saving`.
+        """
+        from .saving import FORMAT, FORMAT_VERSION
 
         def plain(x):
             if isinstance(x, np.ndarray):
@@ -307,6 +313,8 @@ class SlalomExplanation:
             return x
 
         return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
             "tokens": list(self.tokens),
             "token_ids": [list(t) for t in self.token_ids],
             "method": self.method,
@@ -325,6 +333,16 @@ class SlalomExplanation:
             "surrogate_output": plain(self.surrogate_output),
             "units": self.unit_table(),
             "diagnostics": {k: plain(v) for k, v in self.diagnostics.items()},
+            "text": self.text,
+            "class_index": self.class_index,
+            "unit_index": plain(np.asarray(self.unit_index, dtype=np.int64)),
+            "surrogate": {
+                "value": plain(self.surrogate.value),
+                "importance": plain(self.surrogate.importance),
+                "gamma": float(self.surrogate.gamma),
+            },
+            "unit_value_se": plain(self.unit_value_se),
+            "unit_importance_se": plain(self.unit_importance_se),
         }
 
     # -- views and files (the work is done in views/ and saving.py) -----------------------

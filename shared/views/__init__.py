@@ -9,6 +9,7 @@ Example:
     >>> page = to_html(exp)  # doctest: +SKIP
 """
 
+from .compare import compare_html
 from .html import STYLE, document, explanation_fragment, to_html
 
-__all__ = ["to_html", "explanation_fragment", "document", "STYLE"]
+__all__ = ["to_html", "explanation_fragment", "compare_html", "document", "STYLE"]

@@ -71,6 +71,7 @@ STYLE = f"""
 .slx-text {{ font-size: 1.05rem; line-height: 2.1; white-space: pre-wrap; overflow-wrap: anywhere; }}
 .slx-tok {{ position: relative; border-radius: 3px; padding: 0 1px; text-decoration-line: underline;
   text-underline-offset: 0.28em; text-decoration-skip-ink: none; cursor: default; }}
+.slx-empty::before {{ content: "\\00b7"; color: #777; }}
 .slx-tok:focus {{ outline: 2px solid #000; outline-offset: 1px; }}
 .slx-tok:hover::after, .slx-tok:focus::after {{ content: attr(data-tip); position: absolute; left: 0;
   top: 1.9em; z-index: 10; white-space: pre; background: #fff; color: #111; border: 1px solid #777;
@@ -176,8 +177,11 @@ def text_row(
         style = f"background-color: {css_rgb(diverging_rgb(float(colour[pos]), scale=scale))}; "
         style += _importance_style(sequential_level(float(s[pos]), low=lo, high=hi))
         tip = _esc(_tip(token, pos, scores, ses)).replace("\n", "&#10;")
+        # A piece with no character of its own is drawn by CSS (not text), so the page's
+        # text stays the explained text exactly.
+        cls = "slx-tok slx-empty" if not shown else "slx-tok"
         parts.append(
-            f'<span class="slx-tok" tabindex="0" {" ".join(data)} data-tip="{tip}" style="{style}">{_esc(shown)}</span>'
+            f'<span class="{cls}" tabindex="0" {" ".join(data)} data-tip="{tip}" style="{style}">{_esc(shown)}</span>'
         )
     return f'<div class="slx-text">{"".join(parts)}</div>'
 

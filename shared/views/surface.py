@@ -49,9 +49,6 @@ _BYTES = byte_level_decoder()
 # A piece in one of these marks a byte-level vocabulary (space, newline, tab).
 _BYTE_LEVEL_MARKS = ("Ġ", "Ċ", "ĉ")
 _SENTENCEPIECE_MARK = "▁"
-# Shown for a piece with no character of its own (a byte-level piece holding part of a
-# multi-byte character): it must stay visible to be hovered and focused.
-EMPTY_PIECE = "·"
 
 
 def _decode_byte_level(tokens: Sequence[str]) -> list[tuple[str, bool]]:
@@ -189,7 +186,9 @@ def layout(tokens: Sequence[str], granularity: str, text: str | None = None) -> 
         text: the explained text, if known.
 
     Returns:
-        A list of ``(string, position or None)``; each position appears exactly once.
+        A list of ``(string, position or None)``; each position appears exactly once. A
+        position's string is empty when it has no character of its own (a byte-level piece
+        holding part of a character that the next piece completes).
 
     Example:
         >>> layout(["the", "cafe"], "token", "The  Café")
@@ -201,14 +200,14 @@ def layout(tokens: Sequence[str], granularity: str, text: str | None = None) -> 
         for pos, (s, space) in enumerate(shown):
             if space:
                 out.append((" ", None))
-            out.append((s or EMPTY_PIECE, pos))
+            out.append((s, pos))
         return out
     # A bare space piece ("Ġ" alone) is looked up as the space it stands for.
     spans = align(text, [s or (" " if space else "") for s, space in shown])
     done = 0
     for pos, span in enumerate(spans):
         if span is None:
-            out.append((shown[pos][0] or EMPTY_PIECE, pos))
+            out.append((shown[pos][0], pos))
             continue
         a, b = span
         if a > done:
