@@ -63,6 +63,7 @@ from .rows import PERTURBATIONS, RowTarget, check_row_options, explain_rows
 from .saving import FORMAT_VERSION, explanation_frame, explanation_from_dict, load_explanation, save_explanation
 from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score, check_score
 from .surrogate import SlalomSurrogate
+from .views import compare_html
 
 __version__ = "0.1.0"
 
@@ -86,6 +87,7 @@ __all__ = [
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
     "load_explanation",
+    "compare_html",
     "save_explanation",
     "explanation_from_dict",
     "explanation_frame",
