@@ -150,3 +150,14 @@ def word_exp_model():
     from conftest import slalom_model
 
     return slalom_model()
+
+
+def test_word_granularity_shows_words_in_their_spelling(tmp_path):
+    from tiny_models import bert_tokenizer, tiny_classifier
+
+    tok = bert_tokenizer(tmp_path)
+    text = "Boring  acting, GREAT film!"
+    exp = sc.explain(tiny_classifier("bert", tok), text, tokenizer=tok, granularity="word", n_samples=80, seed=0)
+    page = read(exp.to_html())
+    assert page.texts == [text]
+    assert [t["text"] for t in page.tokens] == ["Boring", "acting", ",", "GREAT", "film", "!"]
