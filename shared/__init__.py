@@ -60,8 +60,10 @@ from .models import (
 )
 from .outputs import class_outputs, explain_outputs, fit_summary
 from .rows import PERTURBATIONS, RowTarget, check_row_options, explain_rows
+from .saving import FORMAT_VERSION, explanation_frame, explanation_from_dict, load_explanation, save_explanation
 from .scores import ADDITIVE_SCORES, DEFAULT_SCORE, SCORE_NAMES, SCORES, Score, check_score
 from .surrogate import SlalomSurrogate
+from .views import compare_html
 
 __version__ = "0.1.0"
 
@@ -84,6 +86,12 @@ __all__ = [
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
+    "load_explanation",
+    "compare_html",
+    "save_explanation",
+    "explanation_from_dict",
+    "explanation_frame",
+    "FORMAT_VERSION",
     "LabelExplanations",
     "ClassOutputs",
     "explain_outputs",

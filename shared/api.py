@@ -125,6 +125,7 @@ class _Plan:
         self.tokens_evaluated = 0
         self.model_seconds = 0.0
         self.fit_seconds = 0.0
+        self.text: str | None = seg.text
         #: The model's output on the full text, in fitted units (set by the first round).
         self.model_output: np.ndarray | None = None
 
@@ -313,6 +314,7 @@ def _prepare(
         else:
             seg = adapter.segment(t, call.granularity)
         plan = _Plan(seg)
+        plan.text = t if isinstance(t, str) else seg.text  # kept on the explanation, for views
         need = fitter.min_samples(len(plan.units))
         if n_samples < need:
             raise ValueError(
@@ -573,6 +575,7 @@ def _assemble(
         unit_value_se=se_v,
         unit_importance_se=fit.importance_se,
         diagnostics=diag,
+        text=plan.text,
     )
     diag.model_output = exp.model_output
     diag.surrogate_output = exp.surrogate_output

@@ -2,7 +2,7 @@
 
 ``slalom-xai demo`` explains a few sentences with the embedded default model (the packaged
 MiniLM with a small adapter trained for sentiment on IMDB reviews), prints a tokens × scores
-table and writes a value-vs-importance scatter (PNG) and a token highlight (HTML) per sentence.
+table and writes a value-vs-importance scatter (PNG) and the two-channel view (HTML) per sentence.
 ``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
 ``slalom-xai explain`` explains a whole corpus into a Parquet run and ``slalom-xai summarize``
 draws its global picture (:mod:`.corpus_cli`). ``slalom-xai bench`` compares SLALOM with the Captum / SHAP baselines (:mod:`.bench_cli`).
@@ -80,14 +80,13 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         print(format_table(exp))
         fig, ax = plt.subplots(figsize=(6, 4.5))
-        plots.plot_scatter(exp, ax=ax)
-        ax.set_title(f"SLALOM scores: sentence {i}")
+        plots.plot_scatter(exp, ax=ax)  # its title: the sentence and the prediction
         fig.tight_layout()
         png = out / f"scatter_{i}.png"
         fig.savefig(png, dpi=120)
         plt.close(fig)
-        html = out / f"highlight_{i}.html"
-        plots.save_html(plots.highlight_html(exp, score="lin"), html)
+        html = out / f"explanation_{i}.html"  # value as colour, importance as underline
+        html.write_text(exp.to_html(), encoding="utf-8")
         print(f"    wrote {png} and {html}\n")
     return 0
 
