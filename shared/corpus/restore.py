@@ -15,7 +15,7 @@ import numpy as np
 from ..explanation import SlalomExplanation
 from ..surrogate import SlalomSurrogate
 
-__all__ = ["explanation_from_tables"]
+__all__ = ["explanation_from_tables", "json_cell"]
 
 
 def _units(pos) -> np.ndarray:
@@ -39,7 +39,8 @@ def _se(column, unit: np.ndarray, n_units: int) -> np.ndarray | None:
     return None if np.isnan(values).all() else _per_unit(values, unit, n_units)
 
 
-def _json(cell, default):
+def json_cell(cell, default):
+    """A JSON cell of a table, or ``default`` where it is null (None or NaN)."""
     return default if cell is None or (isinstance(cell, float) and np.isnan(cell)) else json.loads(cell)
 
 
@@ -63,7 +64,7 @@ def explanation_from_tables(positions, texts, *, explained_class: str | None = N
     if not len(texts):
         raise KeyError("no explained text in these rows")
     first = texts.iloc[0]
-    class_names = _json(first["class_names"], None)
+    class_names = json_cell(first["class_names"], None)
     classes = list(texts["explained_class"])
     joint = class_names is not None and len(classes) > 1 and set(classes) == set(class_names)
     if joint and explained_class is None:
@@ -90,8 +91,8 @@ def explanation_from_tables(positions, texts, *, explained_class: str | None = N
     surrogate = SlalomSurrogate(value, importance)
     # The stored importances are already normalised: re-normalising would move their last bits.
     surrogate.importance = importance
-    diagnostics = _json(first["diagnostics"], {})
-    options = _json(first["options"], {})
+    diagnostics = json_cell(first["diagnostics"], {})
+    options = json_cell(first["options"], {})
 
     def output(name: str) -> np.ndarray | float:
         x = rows[name].to_numpy(dtype=np.float64)

@@ -223,10 +223,49 @@ def run_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_report(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="a corpus run as a static site (index of texts, one page per text, word summary) that opens offline",
+        description="Write RUN's texts as a static site into --out: index.html (sortable, filterable, paged), one "
+        "two-channel page per text and a word summary. Links are relative and nothing is fetched: open "
+        "OUT/index.html from the folder, or zip it.",
+        formatter_class=DefaultsFormatter,
+    )
+    p.add_argument("run", help="a folder written by `slalom-xai explain`")
+    p.add_argument("--out", required=True, help="the site's folder")
+    p.add_argument("--min-texts", type=int, default=5, help="word summary: only tokens seen in this many texts")
+    p.add_argument("--top", type=int, default=30, help="word summary: how many tokens")
+    p.add_argument("--score", default="value", help="the score coloured on the text pages")
+    p.add_argument("--no-text-pages", action="store_true", help="only the index and the word summary")
+    p.set_defaults(func=run_report)
+
+
+@_one_line_errors
+def run_report(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ..corpus import CorpusRun
+    from ..corpus.report import write_report
+
+    index = write_report(
+        CorpusRun(args.run),
+        args.out,
+        min_texts=args.min_texts,
+        top=args.top,
+        text_pages=not args.no_text_pages,
+        score=args.score,
+    )
+    print(f"wrote {index} (open it in a browser; the folder works offline)")
+    return 0
+
+
 def register(sub) -> None:
-    """Add ``explain`` and ``summarize`` to a ``slalom-xai`` sub-parser set."""
+    """Add ``explain``, ``summarize`` and ``report`` to a ``slalom-xai`` sub-parser set."""
     add_explain(sub)
     add_summarize(sub)
+    add_report(sub)
 
 
-__all__ = ["register", "run_explain", "run_summarize"]
+__all__ = ["register", "run_explain", "run_summarize", "run_report"]
