@@ -93,12 +93,12 @@ def _index_row(text_id: str, rows, page: str | None) -> list:
         int(first["n_positions"]),
         cut,
         status,
-        " ".join(text.split())[:120],
+        " ".join(text.split())[:80],
     ]
 
 
 def _failure_row(text_id: str, error: str, message: str) -> list:
-    return [text_id, None, None, None, None, None, None, None, 0, f"failed: {error}", " ".join(message.split())[:120]]
+    return [text_id, None, None, None, None, None, None, None, 0, f"failed: {error}", " ".join(message.split())[:80]]
 
 
 def _write_words(run: CorpusRun, out: Path, min_texts: int, top: int) -> None:

@@ -33,13 +33,25 @@ def _model_name(spec: str | None) -> str:
     return str(Path(spec).resolve()) if Path(spec).exists() else str(spec)
 
 
+def _not_a_length_notice(record) -> bool:
+    # The tokenizer's notice that a text is longer than the model takes: the run cuts such
+    # texts itself (or fails them, with --no-truncate) and says so per text and once per run.
+    return not str(record.msg).startswith("Token indices sequence length is longer")
+
+
 def _quiet_weight_loading() -> None:
-    """No "Loading weights" bar from transformers: the run's own bar counts texts."""
+    """No "Loading weights" bar from transformers (the run's own bar counts texts), and no
+    tokenizer notice about over-length texts (the run reports them itself)."""
+    import logging
+
     try:
         from transformers.utils import logging as hf_logging
     except ImportError:  # pragma: no cover - a model without transformers
         return
     hf_logging.disable_progress_bar()
+    logger = logging.getLogger("transformers.tokenization_utils_base")
+    if _not_a_length_notice not in logger.filters:
+        logger.addFilter(_not_a_length_notice)
 
 
 def _option(text: str) -> tuple[str, object]:
