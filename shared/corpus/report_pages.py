@@ -29,7 +29,7 @@ table { border-collapse: collapse; font-size: 0.82rem; width: 100%; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.2rem 0.4rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; cursor: pointer; user-select: none; white-space: nowrap; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tr.failed td { color: #a00; } tr.poor td.status { color: #a60; } td.excerpt { color: #333; max-width: 40rem; }
+tr.failed td { color: #a00; } tr.poor td.status { color: #a60; } td.status { white-space: nowrap; } td.excerpt { color: #333; max-width: 40rem; }
 .pager { margin: 0.6rem 0; font-size: 0.85rem; } .pager button { margin-right: 0.4rem; }
 """
 

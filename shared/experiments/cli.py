@@ -130,9 +130,9 @@ def one_line_warning(message, category, filename, lineno, file=None, line=None) 
     Example:
         >>> import io
         >>> out = io.StringIO()
-        >>> one_line_warning(UserWarning("2 texts\n failed"), UserWarning, "x.py", 1, file=out)
+        >>> one_line_warning(UserWarning("2 texts  failed"), UserWarning, "x.py", 1, file=out)
         >>> out.getvalue()
-        'slalom-xai: UserWarning: 2 texts failed\n'
+        'slalom-xai: UserWarning: 2 texts failed\\n'
     """
     text = " ".join(str(message).split())
     print(f"slalom-xai: {category.__name__}: {text}", file=sys.stderr if file is None else file)
