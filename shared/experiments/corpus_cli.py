@@ -181,8 +181,8 @@ def run_explain(args: argparse.Namespace) -> int:
     texts, failures = run.texts(), run.failures()
     cut = int((texts.drop_duplicates("id")["truncated_positions"] > 0).sum())
     print(
-        f"{run.path}: {texts['id'].nunique()} texts explained ({cut} of them cut to the model's length), "
-        f"{len(failures)} failed, of {run.manifest['input']['n_rows']} rows; mean |full-text gap| "
+        f"{run.path}: {texts['id'].nunique()} texts explained, {len(failures)} failed, of "
+        f"{run.manifest['input']['n_rows']} rows ({cut} cut to the model's length); mean |full-text gap| "
         f"{texts['full_text_gap'].abs().mean():.3f}, {texts['seconds'].sum():.1f} s of model and fit time"
     )
     if engine == "ray":

@@ -2,6 +2,7 @@
 read, and a stored text rebuilt as the explanation the run computed, without the model."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -126,7 +127,10 @@ def test_cli_help_shows_defaults_and_warnings_are_one_line(data, tmp_path, capsy
     assert "(default: 1000)" in help_text and "(default: 64)" in help_text and "(default: None)" not in help_text
     assert "--target" in help_text and "--no-truncate" in help_text
     # The tiny run below fits poorly: its warning comes as one line, without a source line.
-    code = main(["explain", "--data", str(data), "--out", str(tmp_path / "r"), "--n-samples", "60", "--no-progress"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # whatever filters the test session runs under
+        code = main(["explain", "--data", str(data), "--out", str(tmp_path / "r"), "--n-samples", "60",
+                     "--no-progress"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 0 and "slalom-xai: SlalomFitWarning: SLALOM fits of 3" in err
     assert all(line.startswith("slalom-xai: ") for line in err.strip().splitlines()) and "main()" not in err
