@@ -157,7 +157,8 @@ def write_report(
                 exp = explanation_from_tables(positions[positions["id"] == text_id], rows)
                 page = f"texts/{n_page // 1000:03d}/{n_page}.html"
                 (out / page).parent.mkdir(parents=True, exist_ok=True)
-                body = pages.text_nav(text_id, rows.iloc[0]["gold_label"], depth=2)
+                first = rows.iloc[0]
+                body = pages.text_nav(text_id, first["gold_label"], depth=2, cut=int(first["truncated_positions"] or 0))
                 frag = to_html(exp, score=score, full_page=False)
                 (out / page).write_text(pages.text_page(body + frag, text_id), encoding="utf-8")
                 n_page += 1

@@ -175,10 +175,12 @@ def index_page(run, files: list[str], n_rows: int, columns: tuple[str, ...], *, 
     return _page("SLALOM corpus report", body)
 
 
-def text_nav(text_id: str, gold: object, *, depth: int) -> str:
-    """The line above a text's view: back to the index, the id and the gold label."""
+def text_nav(text_id: str, gold: object, *, depth: int, cut: int = 0) -> str:
+    """The line above a text's view: back to the index, the id, the gold label, the cut."""
     up = "../" * depth
     gold_text = "" if gold is None or gold != gold else f" · gold label {html.escape(str(gold))}"
+    if cut:
+        gold_text += f" · cut to the model's length: the last {int(cut)} positions were not explained (plain text)"
     return (
         f'<nav style="font: 0.9rem system-ui, sans-serif; margin: 0.5rem 1rem">'
         f'<a href="{up}index.html">← all texts</a> <a href="{up}words.html">word summary</a> '

@@ -115,4 +115,7 @@ def explanation_from_tables(positions, texts, *, explained_class: str | None = N
         unit_value_se=None if any(se is None for se in value_se) else stack(value_se),
         unit_importance_se=_se(pos["importance_se"], unit, n_units),
         diagnostics=diagnostics,
+        # The text as the data hold it (a cut text whole: the view shows its cut-off end
+        # as plain text after the explained positions).
+        text=first["text"] if isinstance(first["text"], str) else None,
     )

@@ -82,7 +82,7 @@ def test_a_stored_text_is_the_explanation_the_run_computed(bert, run, text_id):
     text = next(r["text"] for r in ROWS if r["id"] == text_id)
     direct = sc.explain(model, text, tokenizer=tok, n_samples=150, seed=text_seed(0, text_id))
     stored = run.explanation(text_id)
-    assert stored.tokens == direct.tokens and stored.token_ids == direct.token_ids
+    assert stored.tokens == direct.tokens and stored.token_ids == direct.token_ids and stored.text == direct.text
     np.testing.assert_array_equal(stored.unit_index, direct.unit_index)
     for name in ("value", "importance", "lin", "removal", "contribution", "value_se", "importance_se"):
         np.testing.assert_array_equal(getattr(stored, name), getattr(direct, name), err_msg=name)
