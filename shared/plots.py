@@ -217,9 +217,9 @@ def plot_scatter(
             order = order[:max_labels]
         placed = _place_labels(ax, x, y, labels, order.tolist())
     pred = prediction(explanation)
-    head = f"“{excerpt(explanation, 70)}”"
+    head = f"“{excerpt(explanation, 60)}”"
     line = ("predicted " + pred + " · " if pred else "") + "explained " + (cls or class_name(explanation, None))
-    note = f" · {placed} of {n_units} tokens labelled (largest |{color_by}|)" if annotate else ""
+    note = f"\n{placed} of {n_units} tokens labelled, largest |{color_by}| first" if annotate else ""
     # "$" would start matplotlib's mathtext: a text's dollars are shown as dollars.
     ax.set_title(f"{head}\n{line}{note}".replace("$", r"\$"), fontsize=9)
     return ax

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..scores import SCORES
 from . import describe
-from .html import STYLE, check_view_score, document, scale_of, text_row
+from .html import check_view_score, document, scale_of, style_sheet, text_row
 
 if TYPE_CHECKING:
     from ..explanation import SlalomExplanation
@@ -171,4 +171,4 @@ def compare_html(
     view = f'<div class="slx-view slx-compare">{"".join(body)}</div>'
     if full_page:
         return document(view, title=title)
-    return f"<style>{STYLE}</style>{view}"
+    return f"<style>{style_sheet()}</style>{view}"

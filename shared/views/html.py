@@ -12,8 +12,9 @@ Each position of the text is one element showing its original spelling (see
 Hover or keyboard focus (every token is a tab stop) shows every score of the score table
 with its standard error where the method gives one. Every token element carries the
 numbers as data attributes (``data-value``, ``data-importance``, ``data-lin``, ... and
-``data-value-se``, ``data-importance-se``), written with full float precision, so tools can
-read them back. Pages load nothing: inline CSS, no script, no external URL, and a
+``data-value-se``, ``data-importance-se``) to 6 significant digits, so tools can read them
+back (the tooltip is drawn by CSS from them; exact numbers: :meth:`SlalomExplanation.save`).
+A 300-token text makes a page of about 110 kB. Pages load nothing: inline CSS, no script, no external URL, and a
 Content-Security-Policy that forbids any request; all text is escaped.
 
 Example:
@@ -46,6 +47,8 @@ __all__ = [
     "document",
     "check_view_score",
     "scale_of",
+    "style_sheet",
+    "IMPORTANCE_STEPS",
 ]
 
 #: Nothing may be fetched: no script, no font, no image but inline data, no connection.
@@ -54,8 +57,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _FULL_POS = css_rgb(diverging_rgb(1.0, scale=1.0))
 _FULL_NEG = css_rgb(diverging_rgb(-1.0, scale=1.0))
 
-#: The views' style sheet (every class starts with ``slx-``, so it can share a page).
-STYLE = f"""
+_BASE_STYLE = f"""
 .slx-view {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #111;
   background: #fff; max-width: 60rem; padding: 0.5rem 1rem; }}
 .slx-view h2 {{ font-size: 1.15rem; margin: 0.3rem 0; }}
@@ -73,22 +75,66 @@ STYLE = f"""
   text-underline-offset: 0.28em; text-decoration-skip-ink: none; cursor: default; }}
 .slx-empty::before {{ content: "\\00b7"; color: #777; }}
 .slx-tok:focus {{ outline: 2px solid #000; outline-offset: 1px; }}
-.slx-tok:hover::after, .slx-tok:focus::after {{ content: attr(data-tip); position: absolute; left: 0;
+.slx-tok[data-position]:hover::after, .slx-tok[data-position]:focus::after {{ position: absolute; left: 0;
   top: 1.9em; z-index: 10; white-space: pre; background: #fff; color: #111; border: 1px solid #777;
   border-radius: 4px; padding: 0.3rem 0.5rem; font: 400 0.8rem/1.4 ui-monospace, Menlo, Consolas, monospace;
   box-shadow: 0 2px 6px rgba(0,0,0,0.25); pointer-events: none; }}
 .slx-row {{ border-top: 1px solid #ddd; padding: 0.3rem 0; }}
 .slx-row-label {{ font-weight: 600; font-size: 0.9rem; }}
 """
+#: Steps of the importance scale (classes ``slx-s0`` .. ``slx-s8``): a class per token, not
+#: three inline properties, keeps long texts' pages small.
+IMPORTANCE_STEPS = 9
+
+
+def _importance_rule(q: float) -> str:
+    # Four weights: most system fonts have only a few, and the browser picks the nearest.
+    weight = (300, 400, 500, 700)[min(int(q * 4), 3)]
+    return (
+        f"font-weight: {weight}; text-decoration-thickness: {0.5 + 3.5 * q:.2f}px; "
+        f"text-decoration-color: rgba(0, 0, 0, {0.2 + 0.8 * q:.2f});"
+    )
+
+
+def _tooltip_rule(with_se: bool) -> str:
+    """The hover and focus text, read from the token's data attributes by CSS: every score
+    of the table (so one registered later shows too), with its standard error where given."""
+    parts = ['attr(data-token) " · position " attr(data-position)']
+    for name in SCORES:
+        part = f'"\\A {name:<13}" attr(data-{name})'
+        if with_se and name in describe.STANDARD_ERRORS:
+            part += f' " ± " attr(data-{name}-se) " (SE)"'
+        parts.append(part)
+    has_se = "".join(f"[data-{n}-se]" for n in describe.STANDARD_ERRORS)
+    sel = f"[data-position]{has_se}" if with_se else f"[data-position]:not({has_se.split(']')[0]}])"
+    return f".slx-tok{sel}:hover::after, .slx-tok{sel}:focus::after {{ content: {' '.join(parts)}; }}"
+
+
+def style_sheet() -> str:
+    """The views' style sheet, read from the score table now (every class starts with ``slx-``).
+
+    Example:
+        >>> ".slx-s8" in style_sheet() and "attr(data-importance)" in style_sheet()
+        True
+    """
+    steps = "\n".join(
+        f".slx-s{k} {{ {_importance_rule(k / (IMPORTANCE_STEPS - 1))} }}" for k in range(IMPORTANCE_STEPS)
+    )
+    return f"{_BASE_STYLE}{steps}\n{_tooltip_rule(True)}\n{_tooltip_rule(False)}\n"
+
+
+#: The style sheet as the score table stands at import (:func:`style_sheet` reads it anew).
+STYLE = style_sheet()
 
 
 def _esc(s: object) -> str:
     return _html.escape(str(s), quote=True)
 
 
-def _num(x: float) -> str:
-    """A float written so that ``float()`` gives it back exactly (data attributes)."""
-    return repr(float(x))
+def _num(x: float, signed: bool = True) -> str:
+    """A number for a data attribute and the tooltip: 6 significant digits (exact numbers
+    are in the saved explanation, :meth:`SlalomExplanation.save`)."""
+    return f"{float(x):+.6g}" if signed else f"{float(x):.6g}"
 
 
 def check_view_score(score: str) -> str:
@@ -109,23 +155,9 @@ def check_view_score(score: str) -> str:
     return score
 
 
-def _importance_style(q: float) -> str:
-    # Four weights: most system fonts have only a few, and the browser picks the nearest.
-    weight = (300, 400, 600, 800)[min(int(q * 4), 3)]
-    return (
-        f"font-weight: {weight}; text-decoration-thickness: {0.5 + 3.5 * q:.2f}px; "
-        f"text-decoration-color: rgba(0, 0, 0, {0.2 + 0.8 * q:.2f});"
-    )
-
-
-def _tip(token: str, pos: int, scores: dict[str, np.ndarray], ses: dict[str, np.ndarray]) -> str:
-    lines = [f"{token!r} · position {pos}"]
-    for name, vals in scores.items():
-        line = f"{name:<13}{vals[pos]:+.4g}"
-        if name in ses:
-            line += f" ± {ses[name][pos]:.2g} (SE)"
-        lines.append(line)
-    return "\n".join(lines)
+def _step(q: float) -> int:
+    """The importance class of a level q in [0, 1]."""
+    return min(int(round(q * (IMPORTANCE_STEPS - 1))), IMPORTANCE_STEPS - 1)
 
 
 def scale_of(values: np.ndarray) -> float:
@@ -173,16 +205,13 @@ def text_row(
         token = str(exp.tokens[pos])
         data = [f'data-position="{pos}"', f'data-token="{_esc(token)}"']
         data += [f'data-{name}="{_num(vals[pos])}"' for name, vals in scores.items()]
-        data += [f'data-{name}-se="{_num(vals[pos])}"' for name, vals in ses.items()]
-        style = f"background-color: {css_rgb(diverging_rgb(float(colour[pos]), scale=scale))}; "
-        style += _importance_style(sequential_level(float(s[pos]), low=lo, high=hi))
-        tip = _esc(_tip(token, pos, scores, ses)).replace("\n", "&#10;")
+        data += [f'data-{name}-se="{_num(vals[pos], signed=False)}"' for name, vals in ses.items()]
+        style = f"background-color: {css_rgb(diverging_rgb(float(colour[pos]), scale=scale))}"
+        cls = f"slx-tok slx-s{_step(sequential_level(float(s[pos]), low=lo, high=hi))}"
         # A piece with no character of its own is drawn by CSS (not text), so the page's
         # text stays the explained text exactly.
-        cls = "slx-tok slx-empty" if not shown else "slx-tok"
-        parts.append(
-            f'<span class="{cls}" tabindex="0" {" ".join(data)} data-tip="{tip}" style="{style}">{_esc(shown)}</span>'
-        )
+        cls += " slx-empty" if not shown else ""
+        parts.append(f'<span class="{cls}" tabindex="0" {" ".join(data)} style="{style}">{_esc(shown)}</span>')
     return f'<div class="slx-text">{"".join(parts)}</div>'
 
 
@@ -209,7 +238,7 @@ def legend(exp: SlalomExplanation, *, score: str, scale: float, col: int | None 
     s = exp.importance
     lo, hi = (float(np.min(s)), float(np.max(s))) if s.size else (0.0, 0.0)
     samples = "".join(
-        f'<span class="slx-tok" style="{_importance_style(q)}">{label}</span> s = {describe.fmt(v)}&emsp;'
+        f'<span class="slx-tok slx-s{_step(q)}">{label}</span> s = {describe.fmt(v)}&emsp;'
         for q, v, label in ((0.0, lo, "lowest"), (0.5, (lo + hi) / 2, "middle"), (1.0, hi, "highest"))
     )
     shade = f"{int(100 * MAX_MIX)}%"
@@ -254,7 +283,7 @@ def explanation_fragment(
         score: the score coloured (default the value v); any of the score table but importance.
         class_index: for a joint multi-class fit, one class (index or name) to show; default
             every class, each under its name.
-        include_style: put the style sheet (:data:`STYLE`) in the fragment; a page that shows
+        include_style: put the style sheet (:func:`style_sheet`) in the fragment; a page that shows
             many fragments includes it once.
 
     Returns:
@@ -275,7 +304,7 @@ def explanation_fragment(
         if col is not None:
             body.append(f"<h3>{_esc(describe.class_name(exp, col))}</h3>")
         body.append(text_row(exp, score=score, col=col, scale=scale))
-    style = f"<style>{STYLE}</style>" if include_style else ""
+    style = f"<style>{style_sheet()}</style>" if include_style else ""
     return f'{style}<div class="slx-view" data-score="{_esc(score)}">{"".join(body)}</div>'
 
 
@@ -304,7 +333,7 @@ def document(body: str, *, title: str) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_esc(title)}</title><style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n"
+        f"<title>{_esc(title)}</title><style>{style_sheet()}</style></head>\n<body>\n{body}\n</body></html>\n"
     )
 
 

@@ -124,6 +124,8 @@ def align(text: str, shown: Sequence[str]) -> list[tuple[int, int] | None]:
         [(0, 3), (3, 4), (4, 5), (6, 11)]
         >>> align("a <b> c", ["a", "[UNK]", "[UNK]", "[UNK]", "c"])
         [(0, 1), (2, 3), (3, 4), (4, 5), (6, 7)]
+        >>> align("Wait…", ["wait", ".", ".", "."])
+        [(0, 4), (4, 5), (5, 5), (5, 5)]
     """
     folded, where = [], []
     for i, c in enumerate(text):
@@ -166,7 +168,10 @@ def align(text: str, shown: Sequence[str]) -> list[tuple[int, int] | None]:
             continue
         settle(at)
         end = at + len(key)
-        out.append((where[at], where[end - 1] + 1))
+        # One character can fold into several ("…" into "..."), each matched by its own
+        # piece: the first piece shows it, the others get an empty span after it.
+        last = next((s[1] for s in reversed(out) if s is not None), 0)
+        out.append((max(where[at], last), max(where[end - 1] + 1, last)))
         cursor = end
     settle(len(flat))
     return out

@@ -27,6 +27,8 @@ def test_labels_of_a_long_text_never_overlap_and_title_names_text_and_prediction
     title = ax.get_title()
     assert "The Movie was GREAT" in title and f"predicted {prediction(bert_exp)}" in title
     assert f"{len(boxes)} of {bert_exp.surrogate.n_units} tokens labelled" in title
+    width = ax.title.get_window_extent(ax.figure.canvas.get_renderer()).width
+    assert width <= ax.figure.bbox.width  # the title fits the figure
     plt.close(ax.figure)
 
 
