@@ -11,14 +11,25 @@ Example:
     >>> from slalom_core import plots
     >>> explainer = shap_slalom.SlalomExplainer(pipe)  # a text-classification pipeline  # doctest: +SKIP
     >>> sv = explainer(["a great movie", "a dull plot"])  # doctest: +SKIP
-    >>> shap.plots.text(sv[0, :, "POSITIVE"])  # doctest: +SKIP
+    >>> shap_slalom.plots.text(sv[0, :, "POSITIVE"])  # shap's text plot, with its colours  # doctest: +SKIP
+    >>> shap_slalom.plots.beeswarm(shap_slalom.cohort(sv, "POSITIVE"))  # texts × tokens  # doctest: +SKIP
     >>> shap_slalom.plots.waterfall(sv, 0, "POSITIVE")  # ends at f(x), residual in the title  # doctest: +SKIP
     >>> plots.plot_scatter(explainer.fit("a great movie")[0])  # value vs importance  # doctest: +SKIP
 """
 
 from . import plots
+from .cohort import cohort
 from .corpus import corpus_explanation
 from .explainer import ADDITIVE_SCORES, ADDITIVITY, SCORES, SlalomExplainer
 from .models import LogOddsModel
 
-__all__ = ["SlalomExplainer", "corpus_explanation", "LogOddsModel", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY", "plots"]
+__all__ = [
+    "SlalomExplainer",
+    "cohort",
+    "corpus_explanation",
+    "LogOddsModel",
+    "SCORES",
+    "ADDITIVE_SCORES",
+    "ADDITIVITY",
+    "plots",
+]

@@ -122,7 +122,7 @@ class SlalomExplainer(shap.Explainer):
         >>> pipe = transformers.pipeline("text-classification", model=m, tokenizer=tok, top_k=None)  # doctest: +SKIP
         >>> explainer = SlalomExplainer(pipe)  # doctest: +SKIP
         >>> sv = explainer(["a great movie", "dull"])  # doctest: +SKIP
-        >>> shap.plots.text(sv[0, :, "POSITIVE"])  # doctest: +SKIP
+        >>> shap_slalom.plots.text(sv[0, :, "POSITIVE"])  # doctest: +SKIP
         >>> sv.residual_values[0]  # f(x) - surrogate(x), inside sv.base_values[0]  # doctest: +SKIP
     """
 
@@ -425,6 +425,7 @@ class SlalomExplainer(shap.Explainer):
         # too, so that it is never hidden there.
         exp.reference_values, exp.model_outputs, exp.residual_values = (np.array(x) for x in zip(*outs))
         exp.additivity = additivity
+        exp.slalom_score = score  # what cohort() and the axis labels read
         exp.compute_time = time.perf_counter() - t0 + sum(f.summary()["seconds"] for f in fits if f is not None)
         return exp
 

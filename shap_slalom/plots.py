@@ -1,4 +1,5 @@
-"""shap's waterfall with the SLALOM fit's residual stated beside it.
+"""shap's waterfall with the SLALOM fit's residual stated beside it, and shap's text,
+beeswarm and bar plots made to work and labelled for SLALOM Explanations.
 
 Why it stays here: it draws a ``shap.Explanation`` with ``shap.plots.waterfall`` and reads the
 arrays only :class:`~shap_slalom.SlalomExplainer` attaches to it; everything that draws a
@@ -18,11 +19,16 @@ import numpy as np
 import shap
 import slalom_core as sc
 
-__all__ = ["waterfall", "residual_note"]
+__all__ = ["waterfall", "residual_note", "text", "beeswarm", "bar"]
 
 
-def _output_index(n_outputs: int, output: int | str | None, names: list[str] | None) -> int:
-    """The column ``output`` (name or index) names; None picks a binary model's positive class."""
+def output_index(n_outputs: int, output: int | str | None, names: list[str] | None) -> int:
+    """The column ``output`` (name or index) names; None picks a binary model's positive class.
+
+    Example:
+        >>> output_index(2, None, ["NEG", "POS"]), output_index(3, "b", ["a", "b", "c"])
+        (1, 1)
+    """
     if output is None and n_outputs == 2:
         return 1  # binary: the positive class, as SLALOM fits it
     names = list(names) if names is not None else []
@@ -34,7 +40,7 @@ def _output_index(n_outputs: int, output: int | str | None, names: list[str] | N
 def _pick(x: np.ndarray, output: int | str | None, names: list[str] | None) -> float:
     """One output's entry of a per-output array (a scalar stays itself)."""
     x = np.asarray(x, dtype=np.float64)
-    return float(x) if x.ndim == 0 else float(x[_output_index(x.shape[0], output, names)])
+    return float(x) if x.ndim == 0 else float(x[output_index(x.shape[0], output, names)])
 
 
 def residual_note(
@@ -112,10 +118,74 @@ def waterfall(
     one = explanation[row]
     if np.ndim(one.values) == 2:
         names = list(one.output_names) if one.output_names is not None else None
-        one = one[:, _output_index(one.values.shape[1], output, names)]
+        one = one[:, output_index(one.values.shape[1], output, names)]
     shap.plots.waterfall(one, max_display=max_display, show=False)
     ax = plt.gca()
     ax.set_title(note, fontsize=9)
+    if show:
+        plt.show()
+    return ax
+
+
+def text(explanation: shap.Explanation, **kwargs: Any) -> str | None:
+    """``shap.plots.text`` with its colours.
+
+    With numpy 2, shap 0.51 writes each token's colour as ``rgba(np.float64(255.0), ...)``
+    (numpy 2's repr of the colormap's numbers), which no browser reads: every token is
+    drawn without its colour and the bars black, for any Explanation. Drawn here under
+    numpy's 1.25 print style, the colours are plain numbers again.
+
+    Args:
+        explanation: what ``shap.plots.text`` takes (e.g. ``sv[0, :, "POSITIVE"]``).
+        **kwargs: ``shap.plots.text``'s own (``display=False`` returns the HTML).
+
+    Returns:
+        The HTML with ``display=False``, else None (shown in the notebook).
+
+    Example:
+        >>> html = shap_slalom.plots.text(sv[0, :, "POSITIVE"], display=False)  # doctest: +SKIP
+    """
+    with np.printoptions(legacy="1.25"):
+        return shap.plots.text(explanation, **kwargs)
+
+
+def _relabel(ax: Any, explanation: Any) -> Any:
+    label = getattr(explanation, "score_label", None)
+    if label is not None:
+        ax.set_xlabel(label)
+    return ax
+
+
+def beeswarm(explanation: shap.Explanation, *, show: bool = False, **kwargs: Any) -> Any:
+    """``shap.plots.beeswarm`` of a :func:`~shap_slalom.cohort` (or
+    :func:`~shap_slalom.corpus_explanation`), its x axis named by the score and its unit.
+
+    Example:
+        >>> ax = shap_slalom.plots.beeswarm(shap_slalom.cohort(explainer(texts), "POSITIVE"))  # doctest: +SKIP
+    """
+    import matplotlib.pyplot as plt
+
+    kwargs.setdefault("color_bar_label", "occurrences in the text")
+    ax = shap.plots.beeswarm(explanation, show=False, **kwargs) or plt.gca()
+    _relabel(ax, explanation)
+    if show:
+        plt.show()
+    return ax
+
+
+def bar(explanation: shap.Explanation, *, show: bool = False, **kwargs: Any) -> Any:
+    """``shap.plots.bar`` (mean |score| per token) of a :func:`~shap_slalom.cohort`, its x
+    axis named by the score and its unit.
+
+    Example:
+        >>> ax = shap_slalom.plots.bar(shap_slalom.corpus_explanation("runs/imdb"))  # doctest: +SKIP
+    """
+    import matplotlib.pyplot as plt
+
+    ax = shap.plots.bar(explanation, show=False, **kwargs) or plt.gca()
+    label = getattr(explanation, "score_label", None)
+    if label is not None:
+        ax.set_xlabel(f"mean |{label}|")
     if show:
         plt.show()
     return ax

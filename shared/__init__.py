@@ -68,6 +68,7 @@ from .models import (
     segment_text,
 )
 from .outputs import class_outputs, explain_outputs, fit_summary
+from .saving import FORMAT_VERSION, explanation_frame, explanation_from_dict, load_explanation, save_explanation
 from .scores import (
     ADDITIVE_SCORES,
     DEFAULT_SCORE,
@@ -80,6 +81,7 @@ from .scores import (
     unregister_score,
 )
 from .surrogate import SlalomSurrogate
+from .views import compare_html
 
 __version__ = "0.1.0"
 
@@ -102,6 +104,12 @@ __all__ = [
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "SlalomExplanation",
+    "load_explanation",
+    "compare_html",
+    "save_explanation",
+    "explanation_from_dict",
+    "explanation_frame",
+    "FORMAT_VERSION",
     "LabelExplanations",
     "ClassOutputs",
     "explain_outputs",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -74,6 +76,7 @@ class SlalomExplanation:
         class_index: the column of a joint multi-class fit that ``target`` selects.
         unit_value_se, unit_importance_se: standard errors per unique unit (Laplace
             approximation; None for ana, which has none).
+        text: the explained text as given, if known (views show its original spelling).
         diagnostics: a :class:`~slalom_core.diagnostics.Diagnostics`, a dict whose entries
             are also typed attributes: model_evaluations, tokens_evaluated, model_seconds,
             fit_seconds, model_output, surrogate_output, full_text_gap, seed, ... and the
@@ -99,6 +102,7 @@ class SlalomExplanation:
     unit_value_se: np.ndarray | None = None
     unit_importance_se: np.ndarray | None = None
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    text: str | None = None
 
     def __post_init__(self) -> None:
         # A plain dict (an explanation built by hand) gets the typed attributes too.
@@ -298,7 +302,13 @@ class SlalomExplanation:
         return rows
 
     def to_dict(self) -> dict:
-        """Plain Python (JSON-serialisable) view of the explanation."""
+        """Plain Python (JSON-serialisable) view of the explanation.
+
+        Besides the per-position scores it holds what :meth:`from_dict` needs to rebuild the
+        explanation exactly (``format_version``, ``unit_index``, ``surrogate``, the per-unit
+        standard errors, ``class_index``, ``text``); see :mod:`slalom_core.saving`.
+        """
+        from .saving import FORMAT, FORMAT_VERSION
 
         def plain(x):
             if isinstance(x, np.ndarray):
@@ -308,6 +318,8 @@ class SlalomExplanation:
             return x
 
         return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
             "tokens": list(self.tokens),
             "token_ids": [list(t) for t in self.token_ids],
             "method": self.method,
@@ -322,7 +334,68 @@ class SlalomExplanation:
             "surrogate_output": plain(self.surrogate_output),
             "units": self.unit_table(),
             "diagnostics": {k: plain(v) for k, v in self.diagnostics.items()},
+            "text": self.text,
+            "class_index": self.class_index,
+            "unit_index": plain(np.asarray(self.unit_index, dtype=np.int64)),
+            "surrogate": {
+                "value": plain(self.surrogate.value),
+                "importance": plain(self.surrogate.importance),
+                "gamma": float(self.surrogate.gamma),
+            },
+            "unit_value_se": plain(self.unit_value_se),
+            "unit_importance_se": plain(self.unit_importance_se),
         }
+
+    # -- views and files (the work is done in views/ and saving.py) -----------------------
+    def to_html(self, *, score: str = "value", class_index: int | str | None = None, full_page: bool = True) -> str:
+        """The two-channel view: ``score`` as colour, importance as underline and weight.
+
+        See :func:`slalom_core.views.to_html`; a whole offline page, or a fragment.
+
+        Example:
+            >>> Path("view.html").write_text(exp.to_html(), encoding="utf-8")  # doctest: +SKIP
+        """
+        from .views.html import to_html
+
+        return to_html(self, score=score, class_index=class_index, full_page=full_page)
+
+    def _repr_html_(self) -> str:
+        """The two-channel view in a notebook cell."""
+        return self.to_html(full_page=False)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the explanation to a versioned JSON file; :func:`slalom_core.load_explanation`
+        reads it back exactly. See :func:`slalom_core.saving.save_explanation`.
+
+        Example:
+            >>> exp.save("review.slalom.json")  # doctest: +SKIP
+        """
+        from .saving import save_explanation
+
+        return save_explanation(self, path)
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> SlalomExplanation:
+        """The explanation :meth:`to_dict` describes (see :func:`slalom_core.saving.explanation_from_dict`).
+
+        Example:
+            >>> SlalomExplanation.from_dict(exp.to_dict()).value  # doctest: +SKIP
+        """
+        from .saving import explanation_from_dict
+
+        return explanation_from_dict(d)
+
+    def to_pandas(self):
+        """One row per position: token, every score of the table and the standard errors.
+
+        See :func:`slalom_core.saving.explanation_frame`; needs pandas.
+
+        Example:
+            >>> exp.to_pandas()[["token", "value", "value_se"]]  # doctest: +SKIP
+        """
+        from .saving import explanation_frame
+
+        return explanation_frame(self)
 
     def __repr__(self) -> str:
         d = self.diagnostics

@@ -22,14 +22,12 @@ import numpy as np
 
 from .explanation import SlalomExplanation
 from .scores import check_score
+from .views.colours import NEGATIVE_RGB, POSITIVE_RGB
+from .views.describe import class_name, excerpt, prediction
 
 __all__ = ["plot_scatter", "highlight_html", "save_html"]
 
-# The library's one convention for signed scores, in every plot (engine and SHAP adapter):
-# SHAP's, red = positive (pushes the output up), blue = negative. Blue rather than green
-# keeps the pair readable for red-green colour-blind readers.
-POSITIVE_RGB = (214, 39, 40)
-NEGATIVE_RGB = (31, 119, 180)
+# The library's one convention for signed scores (views.colours): red = positive, blue = negative.
 # Strongest background opacity in the highlight: full opacity would hide the text.
 _MAX_ALPHA = 0.8
 
@@ -85,6 +83,51 @@ def _position_scores(explanation: SlalomExplanation, score: str, col: int | None
     return values
 
 
+# Where a label may sit around its point, in points, tried in this order: upper right first
+# (the usual place), then the other corners and sides.
+_LABEL_SPOTS = ((4, 3), (4, -3), (-4, 3), (-4, -3), (0, 8), (0, -8), (9, 0), (-9, 0))
+
+
+def _place_labels(ax, x: np.ndarray, y: np.ndarray, labels: list[str], order: list[int]) -> int:
+    """Label the points of ``order`` in turn where the label overlaps no label already placed
+    and stays inside the axes; a label with no free spot is left out. Returns how many were placed.
+
+    Greedy in the order given (the most telling first), so what is left out is the least
+    telling; the test is on the drawn text's box in display coordinates.
+    """
+    fig = ax.figure
+    try:
+        renderer = fig.canvas.get_renderer()
+    except AttributeError:  # a canvas that cannot measure text: label without the check
+        renderer = None
+    ax.autoscale_view()
+    inside = ax.get_window_extent(renderer) if renderer is not None else None
+    placed = []
+    for u in order:
+        for dx, dy in _LABEL_SPOTS:
+            ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+            va = "bottom" if dy > 0 else "top" if dy < 0 else "center"
+            text = ax.annotate(
+                labels[u].replace("$", r"\$"),
+                (x[u], y[u]),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=8,
+                ha=ha,
+                va=va,
+                zorder=3,
+            )
+            if renderer is None:
+                break
+            box = text.get_window_extent(renderer).expanded(1.05, 1.1)
+            fits = inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+            if fits and not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+            text.remove()
+    return len(placed) if renderer is not None else len(order)
+
+
 def plot_scatter(
     explanation: SlalomExplanation,
     ax: object | None = None,
@@ -97,15 +140,20 @@ def plot_scatter(
 ):
     """Value (x) against importance (y) for each unique token: the paper's Fig. 5/11.
 
+    The title gives the start of the text, the predicted class and the class explained.
+    Labels never overlap: the tokens with the largest |``color_by``| are labelled first,
+    each at the first free spot around its point; a label with no free spot is left out
+    (the title says how many tokens are labelled).
+
     Args:
         explanation: the explanation to draw.
         ax: matplotlib Axes to draw on; a new figure is made if None.
         class_index: for a joint multi-class explanation, the class (index or name) whose
             values to show; default: the class the model predicts for the text.
         annotate: write the tokens next to their points.
-        max_labels: label at most this many points (None: all), the most extreme ones:
-            those farthest from (0, mean importance) with each axis scaled to its range.
-            Tokens with middling scores crowd the centre and carry little information.
+        max_labels: try to label at most this many points (None: all), those with the
+            largest |``color_by``|: tokens with middling scores crowd the centre and carry
+            little information.
         color_by: the score (any of :data:`slalom_core.SCORE_NAMES`) that colours the
             points, blue negative to red positive. Position-level scores are averaged over a
             token's occurrences (they are equal for repeats, up to Shapley sampling noise).
@@ -130,7 +178,7 @@ def plot_scatter(
     if ax is None:
         import matplotlib.pyplot as plt
 
-        _, ax = plt.subplots(figsize=(6.4, 4.8))
+        _, ax = plt.subplots(figsize=(7.2, 5.4))
 
     sur = explanation.surrogate
     n_units = sur.n_units
@@ -156,29 +204,24 @@ def plot_scatter(
     size = 36.0 * np.sqrt(counts)
     points = ax.scatter(x, y, c=c, cmap=cmap, norm=norm, s=size, edgecolors="0.25", linewidths=0.5, zorder=2)
 
-    if annotate and n_units:
-
-        def spread(a: np.ndarray) -> float:
-            r = float(np.max(np.abs(a))) if a.size else 0.0
-            return r if r > 0 else 1.0
-
-        dx = x / spread(x)
-        dy = (y - y.mean()) / spread(y - y.mean())
-        order = np.argsort(-(dx**2 + dy**2), kind="stable")
-        if max_labels is not None:
-            order = order[:max_labels]
-        style = {"textcoords": "offset points", "fontsize": 8, "va": "bottom", "zorder": 3}
-        for rank, u in enumerate(order.tolist()):
-            # Alternate the label side so that neighbouring labels overlap less.
-            dx_pt = 4 if rank % 2 == 0 else -4
-            ax.annotate(labels[u], (x[u], y[u]), xytext=(dx_pt, 3), ha="left" if dx_pt > 0 else "right", **style)
-
     cls = _class_label(explanation, col)
     ax.set_xlabel("value v (effect of the token alone)" + (f", class {cls}" if cls else ""))
     ax.set_ylabel("importance s (weight against other tokens)")
-    ax.set_title("SLALOM value vs. importance" + (f" ({cls})" if cls else ""))
-    if colorbar:
+    if colorbar:  # before the labels: the bar narrows the axes the labels must fit in
         ax.figure.colorbar(points, ax=ax, label=color_by + (f" ({cls})" if cls else ""))
+    placed = 0
+    if annotate and n_units:
+        # The most telling first: largest |score|, ties broken by first occurrence.
+        order = np.argsort(-np.nan_to_num(np.abs(c)), kind="stable")
+        if max_labels is not None:
+            order = order[:max_labels]
+        placed = _place_labels(ax, x, y, labels, order.tolist())
+    pred = prediction(explanation)
+    head = f"“{excerpt(explanation, 60)}”"
+    line = ("predicted " + pred + " · " if pred else "") + "explained " + (cls or class_name(explanation, None))
+    note = f"\n{placed} of {n_units} tokens labelled, largest |{color_by}| first" if annotate else ""
+    # "$" would start matplotlib's mathtext: a text's dollars are shown as dollars.
+    ax.set_title(f"{head}\n{line}{note}".replace("$", r"\$"), fontsize=9)
     return ax
 
 

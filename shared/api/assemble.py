@@ -79,6 +79,7 @@ def assemble(
         unit_value_se=se_v,
         unit_importance_se=fit.importance_se,
         diagnostics=diag,
+        text=plan.text,
     )
     diag.model_output = exp.model_output
     diag.surrogate_output = exp.surrogate_output

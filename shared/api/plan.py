@@ -31,6 +31,8 @@ class TextPlan:
         self.tokens_evaluated = 0
         self.model_seconds = 0.0
         self.fit_seconds = 0.0
+        #: The text as given, kept on the explanation (views show its original spelling).
+        self.text: str | None = seg.text
         #: The model's output on the full text, in fitted units (set by the first round).
         self.model_output: np.ndarray | None = None
 
@@ -80,6 +82,7 @@ def prepare_texts(
         else:
             seg = adapter.segment(t, call.granularity)
         plan = TextPlan(seg)
+        plan.text = t if isinstance(t, str) else seg.text
         need = fitter.min_samples(len(plan.units))
         if n_samples < need:
             raise ValueError(

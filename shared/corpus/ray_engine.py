@@ -12,6 +12,7 @@ scores equal the local engine's within the fits' tolerance.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +22,14 @@ from .fingerprint import cell_digest
 from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource, Row, is_json_array, parse_json_line
 
-__all__ = ["ExplainActor", "run_ray"]
+__all__ = ["ExplainActor", "run_ray", "quiet_ray", "RAY_LOGS", "DRIVER_LOG"]
 
 
 class ExplainActor:
     """One Ray worker: loads the model once, then explains the batches it is handed.
 
     Example:
-        >>> ds.map_batches(ExplainActor, fn_constructor_kwargs={...}, concurrency=2)  # doctest: +SKIP
+        >>> ds.map_batches(ExplainActor, fn_constructor_kwargs={...}, compute=ActorPoolStrategy(size=2))  # doctest: +SKIP
     """
 
     def __init__(self, model, tokenizer, out: str, opts: CorpusOptions, text_column: str, id_column: str, **kw) -> None:
@@ -43,12 +44,15 @@ class ExplainActor:
         self.adapter = as_adapter(model, tokenizer, batch_size=kw.get("batch_size"), device=kw.get("device"))
         self.out, self.opts, self.version = Path(out), opts, kw.get("version", "")
         self.text_column, self.id_column = text_column, id_column
+        self.label_column = kw.get("label_column")
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # Ray hands numpy arrays: ids back to the local engine's str form, cells to Python.
         ids = [str(i.item() if isinstance(i, np.generic) else i) for i in batch[self.id_column]]
         texts = [t.item() if isinstance(t, np.generic) else t for t in batch[self.text_column]]
-        rows = [Row(i, t, -1) for i, t in zip(ids, texts)]
+        golds = batch[self.label_column] if self.label_column else [None] * len(ids)
+        golds = [g.item() if isinstance(g, np.generic) else g for g in golds]
+        rows = [Row(i, t, -1, g) for i, t, g in zip(ids, texts, golds)]
         tables = explain_chunk(self.adapter, rows, self.opts, version=self.version)
         store.write_chunk(self.out, ids, tables, [cell_digest(t) for t in texts])
         failed = set(tables.failures["id"])
@@ -61,7 +65,7 @@ _LIGHT = 0.05
 
 
 class _JsonLines:
-    """JSONL lines (from ``read_text``) to id and text columns, parsed as the local reader does.
+    """JSONL lines (from ``read_text``) to id, text and label columns, parsed as the local reader does.
 
     Ray's ``read_json`` infers column types with Arrow: ids ``1`` and ``1.5`` in one column
     become floats (``"1.0"``), and a text that is a number in one row fails the whole read.
@@ -69,16 +73,17 @@ class _JsonLines:
     as the local engine, so seeds, resumes and rows agree between engines.
     """
 
-    def __init__(self, text_column: str, id_column: str) -> None:
-        self.text_column, self.id_column = text_column, id_column
+    def __init__(self, text_column: str, id_column: str, label_column: str | None = None) -> None:
+        self.text_column, self.id_column, self.label_column = text_column, id_column, label_column
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         recs = [parse_json_line(line, self.id_column) for line in batch["text"] if line.strip()]
         cols = {self.id_column: np.array([str(r[self.id_column]) for r in recs], dtype=object)}
-        if self.text_column != self.id_column:
-            texts = np.empty(len(recs), dtype=object)  # cells as parsed (a bad one fails in its chunk)
-            texts[:] = [r.get(self.text_column) for r in recs]
-            cols[self.text_column] = texts
+        for name in (self.text_column, self.label_column):
+            if name and name != self.id_column:
+                cells = np.empty(len(recs), dtype=object)  # cells as parsed (a bad one fails in its chunk)
+                cells[:] = [r.get(name) for r in recs]
+                cols[name] = cells
         return cols
 
 
@@ -88,7 +93,7 @@ def _read(source: CorpusSource):
     import ray.data
 
     files = [str(p) for p in source.files]
-    text_col, id_col = source.text_column, source.resolved_id_column
+    text_col, id_col, label_col = source.text_column, source.resolved_id_column, source.resolved_label_column
     if source.format == "hf":
         from datasets import load_from_disk
 
@@ -102,7 +107,7 @@ def _read(source: CorpusSource):
                 "per line); convert it, or use engine='local', which reads arrays"
             )
         lines = ray.data.read_text(files, encoding="utf-8", num_cpus=_LIGHT)
-        return lines.map_batches(_JsonLines(text_col, id_col), batch_format="numpy", num_cpus=_LIGHT)
+        return lines.map_batches(_JsonLines(text_col, id_col, label_col), batch_format="numpy", num_cpus=_LIGHT)
     if source.format == "csv":
         # Every CSV cell is text, as csv.DictReader reads it locally: without these types
         # Arrow would read the id "007" as 7 and a text "123" as a number. Quoted newlines
@@ -110,10 +115,47 @@ def _read(source: CorpusSource):
         return ray.data.read_csv(
             files,
             num_cpus=_LIGHT,
-            convert_options=pacsv.ConvertOptions(column_types={text_col: pa.string(), id_col: pa.string()}),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in (text_col, id_col, label_col) if c}
+            ),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
         )
     return ray.data.read_parquet(files, num_cpus=_LIGHT)
+
+
+#: Where Ray keeps its own logs (the workers', Ray Data's ray-data.log) when it starts a
+#: local instance: its session folder, which Ray links as session_latest.
+RAY_LOGS = "/tmp/ray/session_latest/logs"
+#: The file in the run's folder that takes what Ray's driver prints to stderr during a run.
+DRIVER_LOG = "ray-driver.log"
+
+
+@contextmanager
+def quiet_ray(out: Path):
+    """Keep Ray's own messages out of the user's terminal while a run is on; yields a
+    text stream to the terminal (for the progress bar).
+
+    Ray's C++ core writes to the process's stderr (token authentication, actor notices)
+    below anything Python can filter, and Ray Data logs each dataset's start, plan, finish
+    and its issue detectors' advice to the console (as well as to ``ray-data.log`` in
+    :data:`RAY_LOGS`). For the run, the stderr file descriptor points at
+    ``out/ray-driver.log``, so all of it lands there; the terminal is put back afterwards,
+    before the run's own warnings.
+    """
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
+    with open(out / DRIVER_LOG, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield terminal
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            terminal.close()
 
 
 def _init_local_ray(ray) -> None:
@@ -181,11 +223,11 @@ def run_ray(
     gpus = int(ray.cluster_resources().get("GPU", 0))
     if num_workers is None:
         num_workers = max(1, gpus // max(num_gpus, 1e-9) if num_gpus else cpus)
-    text_col, id_col = source.text_column, source.resolved_id_column
+    text_col, id_col, label_col = source.text_column, source.resolved_id_column, source.resolved_label_column
     ds = _read(source)
     if source.limit is not None:
         ds = ds.limit(source.limit)
-    ds = ds.select_columns([text_col, id_col] if text_col != id_col else [text_col], num_cpus=_LIGHT)
+    ds = ds.select_columns(list(dict.fromkeys(c for c in (text_col, id_col, label_col) if c)), num_cpus=_LIGHT)
     skip = set(finished) | set(source.duplicate_ids)
     if skip:
         ds = ds.filter(lambda r: str(r[id_col]) not in skip, num_cpus=_LIGHT)
@@ -198,6 +240,7 @@ def run_ray(
             opts=opts,
             text_column=text_col,
             id_column=id_col,
+            label_column=label_col,
             batch_size=batch_size,
             device=device,
             version=version,
@@ -205,7 +248,7 @@ def run_ray(
         ),
         batch_size=chunk_size,
         batch_format="numpy",
-        concurrency=int(num_workers),
+        compute=ray.data.ActorPoolStrategy(size=int(num_workers)),
         num_gpus=num_gpus or 0,
         # At most one CPU per actor, less where the actors would otherwise hold every CPU and
         # leave none for the read tasks (Ray Data then waits forever on a small cluster).

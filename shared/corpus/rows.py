@@ -24,8 +24,9 @@ __all__ = ["CorpusOptions", "ChunkTables", "explain_chunk", "text_seed", "POSITI
 #: Columns of the per-position table, in order.
 POSITION_COLUMNS = (
     "id",
-    "label",
+    "explained_class",
     "position",
+    "unit",
     "word",
     "token",
     "token_ids",
@@ -40,7 +41,12 @@ POSITION_COLUMNS = (
 #: Columns of the per-text table, in order.
 TEXT_COLUMNS = (
     "id",
-    "label",
+    "explained_class",
+    "gold_label",
+    "text",
+    "target",
+    "class_names",
+    "class_index",
     "n_positions",
     "n_units",
     "truncated_positions",
@@ -60,6 +66,7 @@ TEXT_COLUMNS = (
     "seed",
     "output",
     "options",
+    "diagnostics",
     "version",
 )
 FAILURE_COLUMNS = ("id", "error", "message")
@@ -91,7 +98,7 @@ class CorpusOptions:
     reference: str | float = "empty"
     multiclass: str = "joint"
     granularity: str = "token"
-    truncate: bool = False
+    truncate: bool = True
     fit_options: dict = field(default_factory=dict)
 
     def explain_options(self) -> dict:
@@ -147,7 +154,7 @@ def _segment(adapter: ModelAdapter, text: str, opts: CorpusOptions) -> tuple[Seg
             return adapter.segment(text, opts.granularity), 0
         except ValueError as err:
             if adapter.max_length is not None and "accepts at most" in str(err):
-                raise ValueError(f"{err} (truncate=True, or --truncate, keeps its first tokens)") from None
+                raise ValueError(f"{err} (truncate=True, the default, or --truncate, keeps its first tokens)") from None
             raise
     seg = segment_text(adapter.tokenizer, text, opts.granularity)
     room = adapter.max_length - len(adapter.prefix_ids) - len(adapter.suffix_ids)
@@ -185,7 +192,17 @@ def _pick(x, column: int | None):
     return arr[..., column] if column is not None and arr.ndim >= 1 and arr.shape[-1] > column else arr
 
 
-def _add(tables: ChunkTables, text_id: str, exp: SlalomExplanation, words, truncated, opts, version) -> None:
+def _plain(x: object) -> object:
+    """A diagnostics entry as JSON (numpy scalars and arrays as Python numbers and lists)."""
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncated, opts, version) -> None:
+    text_id = item.id
     d = exp.diagnostics
     n = exp.n_positions
     scores = {
@@ -193,11 +210,15 @@ def _add(tables: ChunkTables, text_id: str, exp: SlalomExplanation, words, trunc
     }
     v_se, s_se = exp.value_se, exp.importance_se
     options = json.dumps(opts.as_dict(), sort_keys=True, default=str)
+    # Everything CorpusRun.explanation needs to rebuild the explanation without the model.
+    diagnostics = json.dumps({k: _plain(v) for k, v in d.items()}, sort_keys=True, default=str)
+    class_names = None if exp.class_names is None else json.dumps([str(c) for c in exp.class_names])
     for label, col in _labels(exp):
         pos = tables.positions
         pos["id"] += [text_id] * n
-        pos["label"] += [label] * n
+        pos["explained_class"] += [label] * n
         pos["position"] += list(range(n))
+        pos["unit"] += np.asarray(exp.unit_index).astype(int).tolist()
         pos["word"] += words
         pos["token"] += list(exp.tokens)
         pos["token_ids"] += [list(t) for t in exp.token_ids]
@@ -208,7 +229,12 @@ def _add(tables: ChunkTables, text_id: str, exp: SlalomExplanation, words, trunc
         pos["importance_se"] += [None] * n if s_se is None else np.asarray(s_se, dtype=np.float64).tolist()
         row = tables.texts
         row["id"].append(text_id)
-        row["label"].append(label)
+        row["explained_class"].append(label)
+        row["gold_label"].append(None if item.gold is None else str(item.gold))
+        row["text"].append(item.text)
+        row["target"].append(exp.target)
+        row["class_names"].append(class_names)
+        row["class_index"].append(exp.class_index)
         row["n_positions"].append(n)
         row["n_units"].append(int(d["n_units"]))
         row["truncated_positions"].append(int(truncated))
@@ -227,6 +253,7 @@ def _add(tables: ChunkTables, text_id: str, exp: SlalomExplanation, words, trunc
         row["seed"].append(int(d["seed"]))
         row["output"].append(str(d.get("output")))
         row["options"].append(options)
+        row["diagnostics"].append(diagnostics)
         row["version"].append(version)
 
 
@@ -286,5 +313,5 @@ def explain_chunk(
             except Exception as err:  # noqa: BLE001 - recorded per text, the run goes on
                 tables.fail(item[0].id, err)
     for (row, _, truncated, words), exp in done:
-        _add(tables, row.id, exp, words, truncated, opts, version)
+        _add(tables, row, exp, words, truncated, opts, version)
     return tables

@@ -35,15 +35,27 @@ class ModelLoader:
 
     ``load`` is a picklable zero-argument function returning ``(model, tokenizer)``. Ship
     this rather than a model object when workers should read the weights themselves (from
-    a path every worker sees, or the Hub).
+    a path every worker sees, or the Hub). ``name`` (its path or Hub id) is recorded in
+    the run's manifest beside the model's class.
 
     Example:
         >>> from functools import partial
-        >>> loader = ModelLoader(partial(my_load, "path/to/model"))  # doctest: +SKIP
+        >>> loader = ModelLoader(partial(my_load, "path/to/model"), name="path/to/model")  # doctest: +SKIP
         >>> explain_corpus(loader, "reviews.jsonl", "runs/r", engine="ray")  # doctest: +SKIP
     """
 
     load: Callable[[], tuple[object, object]]
+    #: What the model is called (its path, Hub id or packaged name), for the run's manifest.
+    name: str | None = None
+
+
+def _model_name(model: object) -> str | None:
+    """What the user named the model by: a Hub id, a path (made absolute), a loader's name."""
+    if isinstance(model, ModelLoader):
+        return model.name
+    if isinstance(model, Path) or (isinstance(model, str) and Path(model).exists()):
+        return str(Path(model).resolve())
+    return model if isinstance(model, str) else None
 
 
 def load_model(model: object, tokenizer: object | None) -> tuple[object, object | None]:
@@ -94,16 +106,58 @@ class CorpusRun:
         self.manifest: dict = read_manifest(manifest)
 
     def positions(self):
-        """One row per (text id, label, position): token, word index, the five scores and SEs."""
+        """One row per (text id, explained class, position): token, unit, word index, the
+        five scores and their SEs."""
         return store.read_table(self.path, "positions")
 
     def texts(self):
-        """One row per (text id, label): base value, outputs, gap, held-out R², cost, options."""
+        """One row per (text id, explained class): the gold label and text from the data,
+        base value, outputs, gap, held-out R², cost, options and diagnostics."""
         return store.read_table(self.path, "texts")
 
     def failures(self):
         """One row per text that could not be explained: id, error class, message."""
         return store.read_table(self.path, "failures")
+
+    def explanation(self, text_id: str, *, explained_class: str | None = None):
+        """A stored text's :class:`~slalom_core.SlalomExplanation`, rebuilt without the model.
+
+        Tokens, scores, standard errors, base value, model output and diagnostics are the
+        ones the run stored, so the explanation equals the one the run computed and every
+        plot of :mod:`slalom_core.plots` draws it. Only the chunk holding the text is read.
+
+        Args:
+            text_id: the text's id (as in the texts table; ids are strings).
+            explained_class: for a run that explained several classes per text one by one
+                (multi-label), which one; a joint multi-class fit comes back whole.
+
+        Returns:
+            The text's explanation.
+
+        Raises:
+            KeyError: the run holds no explanation of this id (the message says whether
+                it failed, and why).
+
+        Example:
+            >>> exp = CorpusRun("runs/imdb").explanation("17")  # doctest: +SKIP
+            >>> slalom_core.plots.plot_scatter(exp)  # doctest: +SKIP
+        """
+        from .restore import explanation_from_tables
+
+        text_id = str(text_id)
+        keys = [k for k, m in store.markers(self.path).items() if text_id in m["ids"]]
+        for key, texts in store.read_parts(self.path, "texts", keys):
+            texts = texts[texts["id"] == text_id]
+            if len(texts):
+                positions = next(store.read_parts(self.path, "positions", [key]))[1]
+                positions = positions[positions["id"] == text_id]
+                return explanation_from_tables(positions, texts, explained_class=explained_class)
+        for _, failed in store.read_parts(self.path, "failures", keys):
+            failed = failed[failed["id"] == text_id]
+            if len(failed):
+                row = failed.iloc[0]
+                raise KeyError(f"text {text_id!r} could not be explained ({row['error']}: {row['message']})")
+        raise KeyError(f"the run holds no text {text_id!r}")
 
     @property
     def n_done(self) -> int:
@@ -211,12 +265,12 @@ def _redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) ->
     )
 
 
-def _bar(show: bool, total: int, done: int, desc: str):
+def _bar(show: bool, total: int, done: int, desc: str, file=None):
     if not show:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=done, desc=desc, unit="text", smoothing=0.1)
+    return tqdm(total=total, initial=done, desc=desc, unit="text", smoothing=0.1, file=file)
 
 
 def explain_corpus(
@@ -227,10 +281,11 @@ def explain_corpus(
     *,
     text_column: str = "text",
     id_column: str | None = "auto",
+    label_column: str | None = "auto",
     limit: int | None = None,
     chunk_size: int = 64,
     resume: bool = False,
-    truncate: bool = False,
+    truncate: bool = True,
     engine: str = "local",
     ray_address: str | None = None,
     num_workers: int | None = None,
@@ -271,14 +326,19 @@ def explain_corpus(
         tokenizer: the model's tokenizer (read from ``model`` when it is a path).
         text_column: the column of texts. Default: "text".
         id_column: the column of ids; "auto" (default): "id" if present, else row numbers.
+        label_column: the column of the data's own (gold) labels, kept in the texts table
+            as ``gold_label``; "auto" (default): "label" if present; None: none.
         limit: explain only the first ``limit`` rows.
         chunk_size: texts per chunk (per ``explain_batch`` call, per written part). Default: 64.
         resume: continue an interrupted run in ``out``: finished chunks are kept, unfinished
             ones redone. The input, options and model (by fingerprint) must be those of the
             first call; finished chunks whose ids or texts the data no longer hold are
             explained again (with a warning naming them).
-        truncate: cut texts longer than the model accepts to their first tokens (the cut is
-            recorded in ``truncated_positions``); default: such texts fail with the reason.
+        truncate: cut texts longer than the model accepts to their first tokens (default):
+            the texts table records each text's cut in ``truncated_positions`` and the run
+            warns once with their number. False: such texts fail, with the reason, in the
+            failures table. A review of IMDB often exceeds BERT's 512 tokens; its first 512
+            are what a classifier fine-tuned with truncation saw in training too.
         engine: "local" (this process) or "ray" (Ray Data; ``pip install slalom-xai[ray]``).
         ray_address: the cluster to join (``ray.init(address=...)``, e.g. "auto" or
             "ray://head:10001"); None starts a local Ray instance, listening on 127.0.0.1
@@ -323,7 +383,9 @@ def explain_corpus(
         fit_options=dict(fit_options),
     )
     _check_options(opts, chunk_size, engine)
-    source = CorpusSource(data, text_column=text_column, id_column=id_column, limit=limit).scan()
+    source = CorpusSource(
+        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
+    ).scan()
     if engine == "ray" and source.resolved_id_column is None:
         raise ValueError(
             "engine='ray' needs an id column (a distributed read has no row numbers): add one to the data "
@@ -334,15 +396,14 @@ def explain_corpus(
     # model (a resume must use the same one); the local engine explains with this copy,
     # the Ray engine drops it and each worker loads its own.
     loaded, loaded_tokenizer = load_model(model, tokenizer)
-    fingerprint = model_fingerprint(
-        loaded, loaded_tokenizer, name=str(model) if isinstance(model, (str, Path)) else None
-    )
+    fingerprint = model_fingerprint(loaded, loaded_tokenizer, name=_model_name(model))
     manifest = {
         "version": __version__,
         "input": {
             "data": str(Path(data).resolve()),
             "text_column": text_column,
             "id_column": source.resolved_id_column,
+            "label_column": source.resolved_label_column,
             "limit": limit,
             "n_rows": source.n_rows,
         },
@@ -356,33 +417,37 @@ def explain_corpus(
     if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
         store.write_duplicates(out, source.duplicate_counts)
     finished = store.done_ids(out)
-    bar = _bar(show_progress, source.n_rows, len(finished), f"SLALOM {method} corpus")
+    desc = f"SLALOM {method} corpus"
+    bar = None
     try:
         if engine == "local":
+            bar = _bar(show_progress, source.n_rows, len(finished), desc)
             _run_local(
                 loaded, loaded_tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, __version__
             )
         else:
-            from .ray_engine import run_ray
+            from .ray_engine import quiet_ray, run_ray
 
             loaded = loaded_tokenizer = None  # the workers load their own
-
-            run_ray(
-                model,
-                tokenizer,
-                source,
-                out,
-                opts,
-                chunk_size=chunk_size,
-                finished=finished,
-                batch_size=batch_size,
-                device=device,
-                address=ray_address,
-                num_workers=num_workers,
-                num_gpus=num_gpus_per_worker,
-                bar=bar,
-                version=__version__,
-            )
+            with quiet_ray(out) as terminal:
+                bar = _bar(show_progress, source.n_rows, len(finished), desc, file=terminal)
+                run_ray(
+                    model,
+                    tokenizer,
+                    source,
+                    out,
+                    opts,
+                    chunk_size=chunk_size,
+                    finished=finished,
+                    batch_size=batch_size,
+                    device=device,
+                    address=ray_address,
+                    num_workers=num_workers,
+                    num_gpus=num_gpus_per_worker,
+                    bar=bar,
+                    version=__version__,
+                )
+                bar = bar.close() if bar is not None else None  # while the terminal is open
     finally:
         if bar is not None:
             bar.close()
@@ -428,6 +493,14 @@ def _report(run: CorpusRun) -> None:
             UserWarning,
         )
     texts = run.texts()
+    cut = texts.drop_duplicates("id")["truncated_positions"]
+    if (cut > 0).any():
+        warn_user(
+            f"{int((cut > 0).sum())} texts were longer than the model accepts and were cut to their first tokens "
+            f"(at most {int(cut.max())} positions dropped); the texts table's truncated_positions says which and "
+            "by how much (truncate=False / --no-truncate fails them instead)",
+            UserWarning,
+        )
     problems = {
         "did not converge": int((texts["converged"] == False).sum()),  # noqa: E712 - a nullable column
         f"have held-out R² below {MIN_HELDOUT_R2}": int((texts["heldout_r2"] < MIN_HELDOUT_R2).sum()),
@@ -438,7 +511,7 @@ def _report(run: CorpusRun) -> None:
     if any(problems.values()):
         said = "; ".join(f"{n} {what}" for what, n in problems.items() if n)
         warn_user(
-            f"SLALOM fits of {len(texts)} (text, label) rows: {said}. The texts table has each text's "
+            f"SLALOM fits of {len(texts)} (text, explained class) rows: {said}. The texts table has each text's "
             "converged, heldout_r2 and full_text_gap; read those texts' scores with care",
             SlalomFitWarning,
         )

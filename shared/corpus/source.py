@@ -29,11 +29,13 @@ SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
 @dataclass(frozen=True)
 class Row:
-    """One input row: its id, the raw text cell (not yet checked) and its row number."""
+    """One input row: its id, the raw text cell (not yet checked), its row number and the
+    data's own (gold) label, when the data have a label column."""
 
     id: str
     text: object
     row: int
+    gold: object = None
 
 
 class _JsonNumber(str):
@@ -128,6 +130,9 @@ class CorpusSource:
         id_column: the column holding the ids; "auto" (default) takes a column named
             "id" when there is one and row numbers otherwise; None always uses row numbers.
         limit: read only the first ``limit`` rows.
+        label_column: the column holding the data's own (gold) labels, carried into the
+            run's texts table as ``gold_label``; "auto" (default) takes a column named
+            "label" when there is one; None reads none.
 
     Example:
         >>> src = CorpusSource("reviews.jsonl", text_column="text")  # doctest: +SKIP
@@ -138,9 +143,11 @@ class CorpusSource:
     text_column: str = "text"
     id_column: str | None = "auto"
     limit: int | None = None
+    label_column: str | None = "auto"
     n_rows: int = field(default=0, init=False)
     duplicate_counts: dict[str, int] = field(default_factory=dict, init=False)
     resolved_id_column: str | None = field(default=None, init=False)
+    resolved_label_column: str | None = field(default=None, init=False)
     _scanned: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -187,9 +194,18 @@ class CorpusSource:
             raise ValueError(f"the corpus has no id column {self.id_column!r}; its columns are {cols}")
         return self.id_column
 
+    def _resolve_label_column(self) -> str | None:
+        cols = self.columns()
+        if self.label_column == "auto":
+            return "label" if "label" in cols and self.text_column != "label" else None
+        if self.label_column is not None and self.label_column not in cols:
+            raise ValueError(f"the corpus has no label column {self.label_column!r}; its columns are {cols}")
+        return self.label_column
+
     def scan(self) -> CorpusSource:
         """Check the columns and count rows and ids (no texts kept). Returns ``self``."""
         self.resolved_id_column = self._resolve_id_column()
+        self.resolved_label_column = self._resolve_label_column()
         counts: Counter[str] = Counter()
         n = 0
         for row in self._rows(texts=False):
@@ -220,8 +236,8 @@ class CorpusSource:
             yield chunk
 
     def _rows(self, texts: bool) -> Iterator[Row]:
-        id_col = self.resolved_id_column
-        wanted = [self.text_column] + ([id_col] if id_col else [])
+        id_col, label_col = self.resolved_id_column, self.resolved_label_column
+        wanted = [self.text_column] + [c for c in (id_col, label_col) if c]
         n = 0
         for path in self.files:
             for rec in self._records(path, columns=wanted):
@@ -236,7 +252,8 @@ class CorpusSource:
                     if raw_id is None or (isinstance(raw_id, float) and raw_id != raw_id):
                         raise ValueError(f"row {n} ({path.name}) has no id in column {id_col!r}")
                     rid = str(raw_id)
-                yield Row(rid, rec[self.text_column] if texts else None, n)
+                gold = rec.get(label_col) if texts and label_col else None
+                yield Row(rid, rec[self.text_column] if texts else None, n, gold)
                 n += 1
 
     def _records(self, path: Path, columns: list[str] | None) -> Iterator[dict]:

@@ -36,6 +36,7 @@ __all__ = [
     "markers",
     "remove_unfinished",
     "read_table",
+    "read_parts",
     "schemas",
     "TABLES",
 ]
@@ -50,18 +51,39 @@ def schemas():
     f64, i64, i32, s = pa.float64(), pa.int64(), pa.int32(), pa.string()
     return {
         "positions": pa.schema(
-            [("id", s), ("label", s), ("position", i32), ("word", i32), ("token", s), ("token_ids", pa.list_(i64))]
+            [("id", s), ("explained_class", s), ("position", i32), ("unit", i32), ("word", i32), ("token", s)]
+            + [("token_ids", pa.list_(i64))]
             + [(c, f64) for c in ("value", "importance", "lin", "removal", "contribution", "value_se", "importance_se")]
         ),
         "texts": pa.schema(
-            [("id", s), ("label", s), ("n_positions", i32), ("n_units", i32), ("truncated_positions", i32)]
+            [("id", s), ("explained_class", s), ("gold_label", s), ("text", s), ("target", i64), ("class_names", s)]
+            + [("class_index", i64), ("n_positions", i32), ("n_units", i32), ("truncated_positions", i32)]
             + [(c, f64) for c in ("base_value", "model_output", "surrogate_output", "full_text_gap", "heldout_r2")]
             + [("converged", pa.bool_()), ("model_evaluations", i64), ("tokens_evaluated", i64)]
             + [("seconds", f64), ("model_seconds", f64), ("fit_seconds", f64)]
-            + [("method", s), ("n_samples", i64), ("seed", i64), ("output", s), ("options", s), ("version", s)]
+            + [("method", s), ("n_samples", i64), ("seed", i64), ("output", s), ("options", s), ("diagnostics", s)]
+            + [("version", s)]
         ),
         "failures": pa.schema([("id", s), ("error", s), ("message", s)]),
     }
+
+
+#: Columns renamed since runs were first written: old name -> current name.
+RENAMED = {"label": "explained_class"}
+
+
+def _current(table, schema):
+    """A part written by an older slalom-xai, in the current schema: renamed columns take
+    their new names, columns it lacks are null (its texts' gold labels, for example, were
+    not kept)."""
+    import pyarrow as pa
+
+    table = table.rename_columns([RENAMED.get(c, c) for c in table.column_names])
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.table(columns, schema=schema)
 
 
 def chunk_key(ids: list[str]) -> str:
@@ -186,12 +208,29 @@ def read_table(out: Path, name: str):
         raise ValueError(f"unknown table {name!r}; choose one of {TABLES}")
     parts = [out / name / f"part-{key}.parquet" for key in markers(out)]
     schema = schemas()[name]
-    tables = [pq.read_table(p, schema=schema) for p in parts if p.exists()]
+    tables = [_current(pq.read_table(p), schema) for p in parts if p.exists()]
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     df = table.to_pandas()
-    order = [c for c in ("id", "label", "position") if c in df.columns]
+    order = [c for c in ("id", "explained_class", "position") if c in df.columns]
     # A stable sort: rows of one text stay in position order.
     return df.sort_values(order, kind="stable", key=_natural_key).reset_index(drop=True)
+
+
+def read_parts(out: Path, name: str, keys: list[str] | None = None):
+    """One table of a run, one finished chunk at a time: ``(key, DataFrame)`` pairs.
+
+    Memory holds one chunk, so that a report over a large run never loads every position.
+    ``keys`` restricts the chunks read (default: every finished chunk).
+    """
+    import pyarrow.parquet as pq
+
+    if name not in TABLES:
+        raise ValueError(f"unknown table {name!r}; choose one of {TABLES}")
+    schema = schemas()[name]
+    for key in markers(out) if keys is None else keys:
+        part = out / name / f"part-{key}.parquet"
+        if part.exists():
+            yield key, _current(pq.read_table(part), schema).to_pandas()
 
 
 def _natural_key(col):

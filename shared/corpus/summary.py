@@ -24,13 +24,18 @@ __all__ = ["word_summary", "cohort_matrix", "global_slalom", "compare_global_loc
 
 #: The scores aggregated per word (each in the units of the run's explained output, from
 #: each text's base value; importance is unit-free and mean-zero within each text).
-SUMMARY_SCORES = ("value", "importance", "lin")
+#: ``contribution`` is summed over a token's occurrences in a text (what the token adds to
+#: that text's output), the others are per token and shared by its occurrences.
+SUMMARY_SCORES = ("value", "importance", "lin", "contribution")
 
 
 def _positions(run):
     import pandas as pd
 
     if isinstance(run, pd.DataFrame):
+        # A table from an older run (or built by hand) may name the explained class "label".
+        if "explained_class" not in run.columns and "label" in run.columns:
+            return run.rename(columns={"label": "explained_class"})
         return run
     if isinstance(run, (str, Path)):
         run = CorpusRun(run)
@@ -42,10 +47,11 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
 
     Args:
         run: a :class:`CorpusRun`, its path, or its positions table (DataFrame).
-        label: the explained label to summarise (default: the only one, or the first).
+        label: the explained class to summarise (the ``explained_class`` column; default:
+            the only one, or the first).
         min_texts: keep tokens that occur in at least this many texts.
-        sort_by: rank by the absolute mean of this score ("value", "importance", "lin"),
-            or "n_texts" (most frequent first).
+        sort_by: rank by the absolute mean of this score ("value", "importance", "lin",
+            "contribution"), or "n_texts" (most frequent first).
 
     Returns:
         A DataFrame indexed by token with columns ``n_texts``, ``n_occurrences`` and, per
@@ -59,15 +65,17 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
     if sort_by not in (*SUMMARY_SCORES, "n_texts"):
         raise ValueError(f"sort_by must be one of {(*SUMMARY_SCORES, 'n_texts')}, got {sort_by!r}")
     if len(pos) and label is None:
-        label = pos["label"].iloc[0]
-    pos = pos[pos["label"] == label]
-    # One observation per (text, token): repeats of a token in one text share its scores.
+        label = pos["explained_class"].iloc[0]
+    pos = pos[pos["explained_class"] == label]
+    scores = [s for s in SUMMARY_SCORES if s in pos.columns]
+    # One observation per (text, token): repeats of a token in one text share its scores,
+    # and their contributions add up.
     per_text = pos.groupby(["id", "token"], sort=False).agg(
-        n=("position", "size"), **{s: (s, "first") for s in SUMMARY_SCORES}
+        n=("position", "size"), **{s: (s, "sum" if s == "contribution" else "first") for s in scores}
     )
     grouped = per_text.groupby(level="token")
     out = grouped.agg(n_texts=("n", "size"), n_occurrences=("n", "sum"))
-    for s in SUMMARY_SCORES:
+    for s in scores:
         out[f"{s}_mean"] = grouped[s].mean()
         out[f"{s}_sd"] = grouped[s].std(ddof=1)
         out[f"{s}_se"] = out[f"{s}_sd"] / np.sqrt(out["n_texts"])
@@ -76,44 +84,56 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
     return out.loc[key.sort_values(ascending=False, kind="stable").index]
 
 
-def cohort_matrix(run, *, score: str = "lin", top: int = 30, min_texts: int = 1, label: str | None = None):
-    """Texts × tokens matrix of one score for the ``top`` most frequent tokens (a cohort).
+def cohort_matrix(run, *, score: str = "contribution", top: int = 30, min_texts: int = 3, label: str | None = None):
+    """Texts × tokens matrix of one score for the ``top`` tokens of largest mean |score|.
 
-    Entry (i, j) is text i's score for token j: for ``value``, ``importance`` and ``lin``
-    the token's score in that text (repeats share it), for ``contribution`` and ``removal``
-    the sum over its occurrences; 0 where the token does not occur (it contributes
-    nothing). ``counts`` holds the occurrences, ``base`` each text's base value.
+    Tokens are ranked by the mean over the texts they occur in of |their score in that
+    text|, among tokens seen in at least ``min_texts`` texts, so a frequent but neutral
+    token ("the", ".") does not crowd out the ones that move the output, and a token seen
+    once does not rank on one fit. Entry (i, j) is text i's score for token j: for
+    ``value``, ``importance`` and ``lin`` the token's score in that text (repeats share it),
+    for ``contribution`` and ``removal`` the sum over its occurrences; 0 where the token
+    does not occur (it contributes nothing). ``counts`` holds the occurrences, ``base``
+    each text's base value.
+
+    Args:
+        run: a :class:`CorpusRun` or its path.
+        score: "contribution" (default), "value", "importance", "lin" or "removal".
+        top: how many tokens.
+        min_texts: only tokens seen in at least this many texts.
+        label: the explained class (default: the run's first).
 
     Returns:
         ``(ids, tokens, values, counts, base)``: lists of ids and tokens, (n_texts, top)
         arrays of the score and of the counts, and the (n_texts,) base values.
 
     Example:
-        >>> ids, tokens, values, counts, base = cohort_matrix(run, score="lin", top=20)  # doctest: +SKIP
+        >>> ids, tokens, values, counts, base = cohort_matrix(run, score="contribution", top=20)  # doctest: +SKIP
     """
     per_position = ("contribution", "removal")
     if score not in (*SUMMARY_SCORES, *per_position):
         raise ValueError(f"score must be one of {(*SUMMARY_SCORES, *per_position)}, got {score!r}")
     run = CorpusRun(run) if isinstance(run, (str, Path)) else run
     pos = run.positions()
-    label = pos["label"].iloc[0] if label is None and len(pos) else label
-    pos = pos[pos["label"] == label]
-    tokens = list(word_summary(pos, label=label, min_texts=min_texts, sort_by="n_texts").head(top).index)
-    texts = run.texts()
-    texts = texts[texts["label"] == label]
-    ids = list(texts["id"])
-    sub = pos[pos["token"].isin(tokens)]
-    agg = sub.groupby(["id", "token"]).agg(
+    label = pos["explained_class"].iloc[0] if label is None and len(pos) else label
+    pos = pos[pos["explained_class"] == label]
+    agg = pos.groupby(["id", "token"]).agg(
         n=("position", "size"), x=(score, "sum" if score in per_position else "first")
     )
+    by_token = agg["x"].abs().groupby(level="token").agg(["size", "mean"])
+    by_token = by_token[by_token["size"] >= min_texts]
+    tokens = list(by_token["mean"].sort_values(ascending=False, kind="stable").head(top).index)
+    texts = run.texts()
+    texts = texts[texts["explained_class"] == label]
+    ids = list(texts["id"])
     row = {t: i for i, t in enumerate(ids)}
     col = {t: j for j, t in enumerate(tokens)}
     values = np.zeros((len(ids), len(tokens)))
     counts = np.zeros((len(ids), len(tokens)), dtype=np.int64)
-    for (text_id, tok), r in agg.iterrows():
+    for (text_id, tok), r in agg[agg.index.get_level_values("token").isin(tokens)].iterrows():
         values[row[text_id], col[tok]] = r["x"]
         counts[row[text_id], col[tok]] = r["n"]
-    return ids, tokens, values, counts, texts["base_value"].to_numpy()
+    return ids, tokens, values, counts, texts["base_value"].to_numpy(dtype=np.float64)
 
 
 def global_slalom(

@@ -2,7 +2,7 @@
 
 ``slalom-xai demo`` explains a few sentences with the embedded default model (the packaged
 MiniLM with a small adapter trained for sentiment on IMDB reviews), prints a tokens × scores
-table and writes a value-vs-importance scatter (PNG) and a token highlight (HTML) per sentence.
+table and writes a value-vs-importance scatter (PNG) and the two-channel view (HTML) per sentence.
 ``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
 ``slalom-xai explain`` explains a whole corpus into a Parquet run and ``slalom-xai summarize``
 draws its global picture (:mod:`.corpus_cli`). ``slalom-xai bench`` compares SLALOM with the Captum / SHAP baselines (:mod:`.bench_cli`).
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
+from .cli_format import DefaultsFormatter
 
 DEMO_SENTENCES = (
     "The acting was wonderful and the story kept me hooked until the very end.",
@@ -79,14 +80,13 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         print(format_table(exp))
         fig, ax = plt.subplots(figsize=(6, 4.5))
-        plots.plot_scatter(exp, ax=ax)
-        ax.set_title(f"SLALOM scores: sentence {i}")
+        plots.plot_scatter(exp, ax=ax)  # its title: the sentence and the prediction
         fig.tight_layout()
         png = out / f"scatter_{i}.png"
         fig.savefig(png, dpi=120)
         plt.close(fig)
-        html = out / f"highlight_{i}.html"
-        plots.save_html(plots.highlight_html(exp, score="lin"), html)
+        html = out / f"explanation_{i}.html"  # value as colour, importance as underline
+        html.write_text(exp.to_html(), encoding="utf-8")
         print(f"    wrote {png} and {html}\n")
     return 0
 
@@ -94,7 +94,11 @@ def run_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slalom-xai", description="SLALOM explanations for text classifiers")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="explain example sentences with the embedded default model")
+    demo = sub.add_parser(
+        "demo",
+        help="explain example sentences with the embedded default model",
+        formatter_class=DefaultsFormatter,
+    )
     demo.add_argument(
         "--model",
         default=None,
@@ -102,10 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(minilm-imdb, the default, or zeroshot)",
     )
     demo.add_argument("--text", action="append", help="a text to explain (repeatable); default: built-in examples")
-    demo.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS))
-    demo.add_argument("--n-samples", type=int, default=1000)
-    demo.add_argument("--granularity", default="token", choices=["token", "word"])
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS), help="fitting method")
+    demo.add_argument("--n-samples", type=int, default=1000, help="model evaluations per text")
+    demo.add_argument("--granularity", default="token", choices=["token", "word"], help="what a position is")
+    demo.add_argument("--seed", type=int, default=0, help="random seed of the samples")
     demo.add_argument("--out", default="demo_output", help="directory for the PNG and HTML files")
     demo.set_defaults(func=run_demo)
     from . import bench_cli, corpus_cli, paper_cli
@@ -114,6 +118,24 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.register(sub)
     paper_cli.register(sub)
     return parser
+
+
+def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command line shows it: ``slalom-xai: Category: message``, one line.
+
+    Python's default adds the file and the source line that raised it (for a warning from
+    the library, often ``sys.exit(main())``), which says nothing to a user of the command.
+    Installed by :func:`main` only; the library's warnings stay Python's.
+
+    Example:
+        >>> import io
+        >>> out = io.StringIO()
+        >>> one_line_warning(UserWarning("2 texts  failed"), UserWarning, "x.py", 1, file=out)
+        >>> out.getvalue()
+        'slalom-xai: UserWarning: 2 texts failed\\n'
+    """
+    text = " ".join(str(message).split())
+    print(f"slalom-xai: {category.__name__}: {text}", file=sys.stderr if file is None else file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,8 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         0
     """
     import os
+    import warnings
 
     args = build_parser().parse_args(argv)
+    shown = warnings.showwarning
+    warnings.showwarning = one_line_warning
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, RuntimeError) as err:
@@ -137,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"slalom-xai {args.command}: error: {type(err).__name__}: {' '.join(str(err).split())}", file=sys.stderr)
         return 1
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

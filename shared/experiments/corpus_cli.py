@@ -10,6 +10,7 @@ from functools import partial
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
+from .cli_format import DefaultsFormatter
 
 
 def _load_pair(spec: str | None):
@@ -18,6 +19,39 @@ def _load_pair(spec: str | None):
 
     model, tok, _ = load_model(spec)
     return model, tok
+
+
+def _model_name(spec: str | None) -> str:
+    """The model as the manifest names it: a packaged model's name, a local folder's
+    absolute path, or the Hub id as given."""
+    from pathlib import Path
+
+    from .demo_model import DEFAULT_MODEL
+
+    if spec in (None, "", "default"):
+        return DEFAULT_MODEL
+    return str(Path(spec).resolve()) if Path(spec).exists() else str(spec)
+
+
+def _not_a_length_notice(record) -> bool:
+    # The tokenizer's notice that a text is longer than the model takes: the run cuts such
+    # texts itself (or fails them, with --no-truncate) and says so per text and once per run.
+    return not str(record.msg).startswith("Token indices sequence length is longer")
+
+
+def _quiet_weight_loading() -> None:
+    """No "Loading weights" bar from transformers (the run's own bar counts texts), and no
+    tokenizer notice about over-length texts (the run reports them itself)."""
+    import logging
+
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - a model without transformers
+        return
+    hf_logging.disable_progress_bar()
+    logger = logging.getLogger("transformers.tokenization_utils_base")
+    if _not_a_length_notice not in logger.filters:
+        logger.addFilter(_not_a_length_notice)
 
 
 def _option(text: str) -> tuple[str, object]:
@@ -49,22 +83,44 @@ def add_explain(sub) -> None:
         help="explain every text of a corpus (JSONL/CSV/Parquet/HF dataset) into a Parquet run",
         description="Explain a corpus chunk by chunk into OUT/{positions,texts,failures}/*.parquet. "
         "A killed run restarted with the same command and --resume skips finished chunks.",
+        formatter_class=DefaultsFormatter,
     )
-    p.add_argument("--model", default="default", help="packaged model name, local folder or Hub id (default: the demo)")
+    p.add_argument(
+        "--model",
+        default="default",
+        help="packaged model name (minilm-imdb, the default, or zeroshot), local folder or Hub id",
+    )
     p.add_argument("--data", required=True, help="a .jsonl/.csv/.parquet file, a folder of them, or a saved HF dataset")
     p.add_argument("--out", required=True, help="output folder (must be new, unless --resume)")
-    p.add_argument("--text-column", default="text")
-    p.add_argument("--id-column", default="auto", help="default: 'id' if present, else row numbers")
+    p.add_argument("--text-column", default="text", help="the column of texts")
+    p.add_argument("--id-column", default="auto", help="the column of ids; auto: 'id' if present, else row numbers")
+    p.add_argument(
+        "--label-column",
+        default="auto",
+        help="the data's own labels, kept as gold_label; auto: 'label' if present; none: no labels",
+    )
     p.add_argument("--limit", type=int, default=None, help="only the first N rows")
-    p.add_argument("--chunk-size", type=int, default=64)
+    p.add_argument("--chunk-size", type=int, default=64, help="texts per chunk (per written part)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--truncate", action="store_true", help="cut over-length texts instead of failing them")
-    p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS))
-    p.add_argument("--n-samples", type=int, default=1000)
-    p.add_argument("--granularity", default="token", choices=["token", "word"])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--device", default=None, help="e.g. cuda")
+    p.add_argument(
+        "--truncate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cut texts longer than the model accepts to their first tokens (recorded per text in "
+        "truncated_positions); --no-truncate fails them instead",
+    )
+    p.add_argument(
+        "--target",
+        type=int,
+        default=None,
+        help="the class to explain (index); default: class 1 of a binary model, every class of a larger one",
+    )
+    p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS), help="fitting method")
+    p.add_argument("--n-samples", type=int, default=1000, help="model evaluations per text")
+    p.add_argument("--granularity", default="token", choices=["token", "word"], help="what a position is")
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (each text's is derived from it and its id)")
+    p.add_argument("--batch-size", type=int, default=None, help="model batch size (default: the adapter's)")
+    p.add_argument("--device", default=None, help="e.g. cuda (default: the model's)")
     p.add_argument("--option", type=_option, action="append", default=[], help="a fit option KEY=VALUE (repeatable)")
     p.add_argument(
         "--ray",
@@ -72,11 +128,13 @@ def add_explain(sub) -> None:
         const="local",
         default=None,
         metavar="ADDRESS",
-        help="run on Ray Data: alone, a local Ray instance; or a cluster address ('auto', 'ray://head:10001')",
+        help="run on Ray Data: alone, a local Ray instance; or a cluster address ('auto', 'ray://head:10001'). "
+        "Ray's own messages go to OUT/ray-driver.log and its session folder (/tmp/ray/session_latest/logs), "
+        "not to this terminal",
     )
     p.add_argument("--workers", type=int, default=None, help="Ray actors (model copies); default: one per CPU/GPU")
-    p.add_argument("--gpus-per-worker", type=float, default=None)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--gpus-per-worker", type=float, default=None, help="GPUs each Ray actor holds")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_explain)
 
 
@@ -85,10 +143,12 @@ def run_explain(args: argparse.Namespace) -> int:
     from ..corpus import ModelLoader, explain_corpus
 
     engine = "local" if args.ray is None else "ray"
+    _quiet_weight_loading()
     id_column = None if args.id_column in ("", "none") else args.id_column
+    label_column = None if args.label_column in ("", "none") else args.label_column
     # Loaded only once the data and options have passed their checks; on Ray, by each
     # worker itself, so that nothing but the model's name travels.
-    model, tokenizer = ModelLoader(partial(_load_pair, args.model)), None
+    model, tokenizer = ModelLoader(partial(_load_pair, args.model), name=_model_name(args.model)), None
     if engine == "ray" and args.ray != "local":
         import ray
 
@@ -100,6 +160,7 @@ def run_explain(args: argparse.Namespace) -> int:
         tokenizer,
         text_column=args.text_column,
         id_column=id_column,
+        label_column=label_column,
         limit=args.limit,
         chunk_size=args.chunk_size,
         resume=args.resume,
@@ -110,6 +171,7 @@ def run_explain(args: argparse.Namespace) -> int:
         method=args.method,
         n_samples=args.n_samples,
         granularity=args.granularity,
+        target=args.target,
         seed=args.seed,
         batch_size=args.batch_size,
         device=args.device,
@@ -117,11 +179,16 @@ def run_explain(args: argparse.Namespace) -> int:
         **dict(args.option),
     )
     texts, failures = run.texts(), run.failures()
+    cut = int((texts.drop_duplicates("id")["truncated_positions"] > 0).sum())
     print(
-        f"{run.path}: {texts['id'].nunique()} texts explained, {len(failures)} failed, "
-        f"of {run.manifest['input']['n_rows']} rows; mean |full-text gap| {texts['full_text_gap'].abs().mean():.3f}, "
-        f"{texts['seconds'].sum():.1f} s of model and fit time"
+        f"{run.path}: {texts['id'].nunique()} texts explained, {len(failures)} failed, of "
+        f"{run.manifest['input']['n_rows']} rows ({cut} cut to the model's length); mean |full-text gap| "
+        f"{texts['full_text_gap'].abs().mean():.3f}, {texts['seconds'].sum():.1f} s of model and fit time"
     )
+    if engine == "ray":
+        from ..corpus.ray_engine import DRIVER_LOG, RAY_LOGS
+
+        print(f"Ray's own messages: {run.path / DRIVER_LOG}; its logs: {RAY_LOGS} (ray-data.log, worker-*)")
     return 0
 
 
@@ -129,12 +196,13 @@ def add_summarize(sub) -> None:
     p = sub.add_parser(
         "summarize",
         help="the global picture of a corpus run: per-token table (CSV), plot (PNG), optional global SLALOM",
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("run", help="a folder written by `slalom-xai explain`")
-    p.add_argument("--min-texts", type=int, default=5)
-    p.add_argument("--top", type=int, default=25)
+    p.add_argument("--min-texts", type=int, default=5, help="only tokens seen in at least this many texts")
+    p.add_argument("--top", type=int, default=25, help="tokens in the plot and the printed table")
     p.add_argument("--global-fit", action="store_true", help="also fit a global SLALOM (needs the model)")
-    p.add_argument("--model", default="default")
+    p.add_argument("--model", default="default", help="the run's model, for --global-fit")
     p.set_defaults(func=run_summarize)
 
 
@@ -167,10 +235,49 @@ def run_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_report(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="a corpus run as a static site (index of texts, one page per text, word summary) that opens offline",
+        description="Write RUN's texts as a static site into --out: index.html (sortable, filterable, paged), one "
+        "two-channel page per text and a word summary. Links are relative and nothing is fetched: open "
+        "OUT/index.html from the folder, or zip it.",
+        formatter_class=DefaultsFormatter,
+    )
+    p.add_argument("run", help="a folder written by `slalom-xai explain`")
+    p.add_argument("--out", required=True, help="the site's folder")
+    p.add_argument("--min-texts", type=int, default=5, help="word summary: only tokens seen in this many texts")
+    p.add_argument("--top", type=int, default=30, help="word summary: how many tokens")
+    p.add_argument("--score", default="value", help="the score coloured on the text pages")
+    p.add_argument("--no-text-pages", action="store_true", help="only the index and the word summary")
+    p.set_defaults(func=run_report)
+
+
+@_one_line_errors
+def run_report(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ..corpus import CorpusRun
+    from ..corpus.report import write_report
+
+    index = write_report(
+        CorpusRun(args.run),
+        args.out,
+        min_texts=args.min_texts,
+        top=args.top,
+        text_pages=not args.no_text_pages,
+        score=args.score,
+    )
+    print(f"wrote {index} (open it in a browser; the folder works offline)")
+    return 0
+
+
 def register(sub) -> None:
-    """Add ``explain`` and ``summarize`` to a ``slalom-xai`` sub-parser set."""
+    """Add ``explain``, ``summarize`` and ``report`` to a ``slalom-xai`` sub-parser set."""
     add_explain(sub)
     add_summarize(sub)
+    add_report(sub)
 
 
-__all__ = ["register", "run_explain", "run_summarize"]
+__all__ = ["register", "run_explain", "run_summarize", "run_report"]

@@ -405,6 +405,35 @@ def test_text_plot_html(gt_explainer):
     assert "plot" in shap.plots.text(sv[0], display=False)  # all classes
 
 
+def test_text_plot_has_its_colours(gt_explainer):
+    sv = gt_explainer(TEXTS[:2], silent=True)
+    html = shap_slalom.plots.text(sv[0, :, "POS"], display=False)
+    colours = re.findall(r"background: rgba\(([^)]*)\)", html)
+    assert colours and "np.float64" not in html
+    # Every colour is four plain numbers a browser reads, and the tokens are not all one colour.
+    parsed = [tuple(float(x) for x in c.split(",")) for c in colours]
+    assert all(len(c) == 4 for c in parsed) and len(set(parsed)) > 2
+
+
+def test_cohort_aligns_texts_of_different_lengths_for_beeswarm(gt_explainer):
+    sv = gt_explainer(TEXTS, silent=True)
+    co = shap_slalom.cohort(sv, "POS", top=100)
+    assert co.values.dtype == np.float64 and co.values.shape == (len(TEXTS), len(co.feature_names))
+    # Contributions summed per token: each row still adds up to the text's surrogate share.
+    shares = [sv[i, :, "POS"].values.sum() for i in range(len(TEXTS))]
+    np.testing.assert_allclose(co.values.sum(axis=1), shares, atol=1e-12)
+    assert co.data[0, co.feature_names.index("the")] == 2  # "the" occurs twice in the first text
+    # Ranked by mean |contribution| over the texts a token occurs in, not by frequency.
+    means = [np.abs(co.values[co.data[:, j] > 0, j]).mean() for j in range(len(co.feature_names))]
+    assert means == sorted(means, reverse=True)
+    ax = shap_slalom.plots.beeswarm(shap_slalom.cohort(sv, "POS", top=5))
+    assert ax.get_xlabel().startswith("contribution α_i·v_i") and "log-odds" in ax.get_xlabel()
+    assert len(ax.get_yticklabels()) == 5
+    plt.close("all")
+    with pytest.raises(ValueError, match="unsliced Explanation"):
+        shap_slalom.cohort(sv[:, :, "POS"])
+
+
 def _labels(ax) -> str:
     return " ".join(t.get_text() for t in ax.get_yticklabels())
 
@@ -438,7 +467,7 @@ def test_value_importance_scatter_is_the_engines_on_the_explainers_fit(gt, tok):
         np.testing.assert_allclose(text_label.xy, (truth["value"][i], truth["importance"][i]), atol=1e-6)
     # The adapter keeps no scatter of its own (nor colours of its own).
     assert not hasattr(shap_slalom.plots, "value_importance")
-    assert set(shap_slalom.plots.__all__) == {"waterfall", "residual_note"}
+    assert set(shap_slalom.plots.__all__) == {"waterfall", "residual_note", "text", "beeswarm", "bar"}
     plt.close("all")
 
 

@@ -63,7 +63,9 @@ def corpus(tmp_path_factory):
 
 def scores(run):
     """Scores by (id, position), the part of a run the data determine."""
-    return run.positions().set_index(["id", "label", "position"])[["value", "importance", "lin", "contribution"]]
+    return run.positions().set_index(["id", "explained_class", "position"])[
+        ["value", "importance", "lin", "contribution"]
+    ]
 
 
 def assert_same_scores(a, b, atol=1e-4):
@@ -234,7 +236,7 @@ def test_ray_engine_matches_local(bert, corpus, tmp_path):
         ray.shutdown()
     assert dist.complete
     assert_same_scores(local, dist)
-    cols = ["id", "label", "n_positions", "method", "seed", "options"]
+    cols = ["id", "explained_class", "gold_label", "text", "n_positions", "method", "seed", "options"]
     pd.testing.assert_frame_equal(local.texts()[cols], dist.texts()[cols])
 
 
@@ -303,7 +305,8 @@ def test_resume_after_a_crash_gives_the_same_files(bert, corpus, tmp_path, monke
         assert sorted(p.name for p in (tmp_path / "whole" / name).iterdir()) == sorted(
             p.name for p in (tmp_path / "cut" / name).iterdir()
         )
-    drop = ["seconds", "model_seconds", "fit_seconds"]  # wall-clock times: what a re-run may change
+    # Wall-clock times (also in the diagnostics): what a re-run may change.
+    drop = ["seconds", "model_seconds", "fit_seconds", "diagnostics"]
     pd.testing.assert_frame_equal(whole.texts().drop(columns=drop), resumed.texts().drop(columns=drop))
     pd.testing.assert_frame_equal(whole.positions(), resumed.positions())
 
@@ -366,7 +369,7 @@ def test_every_row_is_explained_or_failed(bert, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.warns(UserWarning, match="6 of 7 texts could not be explained"):
-        run = explain_corpus(model, path, tmp_path / "out", tok, chunk_size=2, **FAST)
+        run = explain_corpus(model, path, tmp_path / "out", tok, chunk_size=2, truncate=False, **FAST)
     fails = run.failures().set_index("id")
     assert set(run.texts()["id"]) == {"ok"}
     assert sorted(fails.index) == ["dup", "dup", "empty", "long", "none", "number"]
@@ -376,11 +379,12 @@ def test_every_row_is_explained_or_failed(bert, tmp_path):
     assert (fails.loc["dup", "error"] == "DuplicateIdError").all()
     assert run.complete
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cut = explain_corpus(model, path, tmp_path / "cut", tok, truncate=True, limit=5, **FAST)
+    # The default cuts the long text and says so, once for the run and per text.
+    with pytest.warns(UserWarning, match="1 texts were longer than the model accepts and were cut"):
+        cut = explain_corpus(model, path, tmp_path / "cut", tok, limit=5, **FAST)
     texts = cut.texts().set_index("id")
     assert texts.loc["long", "n_positions"] == 62 and texts.loc["long", "truncated_positions"] == 18
+    assert texts.loc["long", "text"] == long_text and texts.loc["ok", "truncated_positions"] == 0
 
 
 def _leaky_gateway(texts):
@@ -499,7 +503,7 @@ def hand_positions():
         ("t2", 1, "bad", -2.0, 0.5, -3.0, -1.2),
     ]
     df = pd.DataFrame(rows, columns=["id", "position", "token", "value", "importance", "lin", "contribution"])
-    df["label"] = "1"
+    df["label"] = "1"  # the name an older run's table gave the explained class
     return df
 
 
@@ -518,7 +522,7 @@ def test_word_summary_against_a_hand_computed_case():
 def test_cohort_matrix_and_shap_cohort(bert, corpus, tmp_path):
     model, tok = bert
     run = explain_corpus(model, corpus, tmp_path / "r", tok, **FAST)
-    ids, tokens, values, counts, base = cohort_matrix(run, score="contribution", top=500)
+    ids, tokens, values, counts, base = cohort_matrix(run, score="contribution", top=500, min_texts=1)
     pos = run.positions()
     # With every token of the corpus as a column, a text's contributions add up to its
     # surrogate output minus its base value, as the texts table says.
@@ -528,11 +532,14 @@ def test_cohort_matrix_and_shap_cohort(bert, corpus, tmp_path):
     shap = pytest.importorskip("shap")
     import shap_slalom
 
-    sv = shap_slalom.corpus_explanation(run, score="lin", top=5)
+    sv = shap_slalom.corpus_explanation(run, top=5, min_texts=2)
     assert isinstance(sv, shap.Explanation) and sv.values.shape == (len(TEXTS), 5)
-    assert sv.feature_names == list(word_summary(run, sort_by="n_texts").index[:5])
-    shap.plots.bar(sv, show=False)
-    shap.plots.beeswarm(sv, show=False)
+    # Tokens by mean |contribution| over the texts they occur in (at least 2), not by frequency.
+    summary = word_summary(run, min_texts=2, sort_by="contribution")
+    per_text = pos.groupby(["id", "token"])["contribution"].sum().abs().groupby(level="token").mean()
+    assert sv.feature_names == list(per_text.loc[summary.index].sort_values(ascending=False).index[:5])
+    assert "SHAP" not in shap_slalom.plots.bar(sv).get_xlabel()
+    assert shap_slalom.plots.beeswarm(sv).get_xlabel().startswith("contribution")
 
 
 def test_global_slalom_recovers_a_true_slalom(tmp_path):

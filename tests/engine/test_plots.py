@@ -65,15 +65,18 @@ def test_scatter_one_point_per_unique_unit_at_value_importance(binary_exp):
     assert labels == set(binary_exp.tokens)
 
 
-def test_scatter_labels_only_the_most_extreme(binary_exp):
+def test_scatter_labels_the_largest_scores_first_and_never_overlapping(binary_exp):
     ax = plots.plot_scatter(binary_exp, max_labels=3)
     labels = [t.get_text() for t in ax.texts]
-    assert len(labels) == 3 and set(labels) <= set(binary_exp.tokens)
-    # "Extreme" = far from (0, mean importance), each axis scaled by its largest deviation.
-    v, s = binary_exp.surrogate.value, binary_exp.surrogate.importance
-    r = (v / np.abs(v).max()) ** 2 + ((s - s.mean()) / np.abs(s - s.mean()).max()) ** 2
+    assert 1 <= len(labels) <= 3 and set(labels) <= set(binary_exp.tokens)
+    # Candidates are the units with the largest |lin| (the colour); the largest always gets its label.
+    lin = binary_exp.surrogate.value * np.exp(binary_exp.surrogate.importance)
     table = binary_exp.unit_table()
-    assert set(labels) == {table[u]["token"] for u in np.argsort(-r)[:3]}
+    top = [table[u]["token"] for u in np.argsort(-np.abs(lin))[:3]]
+    assert set(labels) <= set(top) and top[0] in labels
+    renderer = ax.figure.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
     assert len(plots.plot_scatter(binary_exp, annotate=False).texts) == 0
 
 

@@ -1,0 +1,36 @@
+"""How the ``slalom-xai`` commands show their help: every option with its default."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["DefaultsFormatter"]
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """argparse's help with ``(default: X)`` after each option that has a default.
+
+    Unlike ``argparse.ArgumentDefaultsHelpFormatter`` it says nothing where the help
+    already names the default in words, or where there is none to name (None, an empty
+    list, an unset flag), so that no line reads "(default: None)".
+
+    Example:
+        >>> p = argparse.ArgumentParser(prog="x", formatter_class=DefaultsFormatter)
+        >>> _ = p.add_argument("--n", type=int, default=3, help="how many")
+        >>> "how many (default: 3)" in p.format_help()
+        True
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+            or action.option_strings == []
+        ):
+            return text
+        return f"{text} (default: %(default)s)"

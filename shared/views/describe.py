@@ -1,0 +1,192 @@
+"""What every view says about an explanation besides its tokens: class names, the
+prediction, every score of the score table per position, the fit's diagnostics.
+
+Scores are enumerated from :data:`slalom_core.SCORES`, so a newly registered score shows up
+in every view, its data attributes and tooltips without a change here.
+
+Example:
+    >>> cols = class_columns(exp)  # doctest: +SKIP
+    >>> position_scores(exp, cols[0])["value"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..scores import SCORES
+
+if TYPE_CHECKING:
+    from ..explanation import SlalomExplanation
+
+__all__ = [
+    "STANDARD_ERRORS",
+    "class_columns",
+    "class_name",
+    "prediction",
+    "position_scores",
+    "position_standard_errors",
+    "fit_line",
+    "excerpt",
+    "fmt",
+]
+
+#: The scores that carry a standard error, and the attribute that holds it per position.
+STANDARD_ERRORS = {"value": "value_se", "importance": "importance_se"}
+
+
+def class_columns(exp: SlalomExplanation) -> list[int | None]:
+    """The class columns a view shows: every class of a joint multi-class fit, else [None]
+    (the one explained output).
+
+    Example:
+        >>> class_columns(binary_exp)  # doctest: +SKIP
+        [None]
+    """
+    if exp.surrogate.multiclass and exp.class_index is None:
+        return list(range(exp.surrogate.value.shape[1]))
+    return [None]
+
+
+def class_name(exp: SlalomExplanation, col: int | None) -> str:
+    """The name of class column ``col`` (None: the explained output).
+
+    A joint fit names its columns (``class_names``); a binary model's fit explains class
+    ``target`` (1 by default) against the other; a model with one output explains it.
+
+    Example:
+        >>> class_name(binary_exp, None)  # doctest: +SKIP
+        'class 1'
+    """
+    names = exp.class_names
+    if col is None:
+        col = exp.class_index if exp.class_index is not None else exp.target
+        if col is None:
+            col = 0 if exp.diagnostics.n_outputs == 1 else 1
+        if exp.diagnostics.n_outputs == 1:
+            return "the model's output"
+    if names is not None and 0 <= col < len(names):
+        return str(names[col])
+    return f"class {col}"
+
+
+def prediction(exp: SlalomExplanation) -> str | None:
+    """The predicted class and its probability, e.g. ``"class 1 (p = 0.93)"``; None when the
+    explanation does not tell (one class explained against the rest, one label).
+
+    Outputs are log-odds (binary) or centred logits (joint k classes), so the probabilities
+    are their sigmoid or softmax.
+
+    Example:
+        >>> prediction(binary_exp)  # doctest: +SKIP
+        'class 1 (p = 0.62)'
+    """
+    out = exp.model_output
+    if out is None:
+        return None
+    out = np.asarray(out, dtype=np.float64)
+    if out.ndim == 1 and exp.surrogate.multiclass and exp.class_index is None:
+        p = np.exp(out - out.max())
+        p /= p.sum()
+        k = int(np.argmax(out))
+        return f"{class_name(exp, k)} (p = {p[k]:.3g})"
+    d = exp.diagnostics
+    if out.ndim != 0 or d.n_outputs != 2 or str(d.output_kind).startswith("multilabel"):
+        return None
+    explained = exp.target if exp.target is not None else 1
+    f = float(out)
+    p_explained = 1.0 / (1.0 + math.exp(-f)) if f > -700 else 0.0
+    k = explained if f >= 0 else 1 - explained
+    names = exp.class_names
+    label = str(names[k]) if names is not None and k < len(names) else f"class {k}"
+    return f"{label} (p = {max(p_explained, 1.0 - p_explained):.3g})"
+
+
+def _column(x: np.ndarray, col: int | None) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x[:, col] if x.ndim == 2 and col is not None else x
+
+
+def position_scores(exp: SlalomExplanation, col: int | None) -> dict[str, np.ndarray]:
+    """Every score of the score table, (n,) per position, for class column ``col``.
+
+    Args:
+        exp: the explanation.
+        col: a class column of a joint fit (:func:`class_columns`), or None.
+
+    Returns:
+        ``{score name: (n,) float64 array}`` in the table's order.
+
+    Example:
+        >>> sorted(position_scores(binary_exp, None))  # doctest: +SKIP
+        ['contribution', 'importance', 'lin', 'removal', 'shapley', 'value']
+    """
+    return {name: _column(exp.scores(name), col) for name in SCORES}
+
+
+def position_standard_errors(exp: SlalomExplanation, col: int | None) -> dict[str, np.ndarray]:
+    """The standard errors there are, (n,) per position: value and importance (Laplace
+    approximation) where the fitting method gives them; empty for one that does not.
+
+    Example:
+        >>> set(position_standard_errors(binary_exp, None))  # doctest: +SKIP
+        {'value', 'importance'}
+    """
+    out = {}
+    for name, attr in STANDARD_ERRORS.items():
+        se = getattr(exp, attr)
+        if se is not None:
+            out[name] = _column(se, col)
+    return out
+
+
+def fmt(x: object, digits: int = 3) -> str:
+    """A number for people: ``digits`` significant digits, signed; lists joined.
+
+    Example:
+        >>> fmt(0.123456), fmt([1.0, -2.0]), fmt(None)
+        ('+0.123', '[+1, -2]', '–')
+    """
+    if x is None:
+        return "–"
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim:
+        return "[" + ", ".join(fmt(v, digits) for v in a.tolist()) + "]"
+    return f"{float(a):+.{digits}g}"
+
+
+def fit_line(exp: SlalomExplanation) -> str:
+    """One line on the fit: method, samples, model calls, held-out R², the text's residual.
+
+    Example:
+        >>> fit_line(binary_exp)  # doctest: +SKIP
+        'method eff-slope · 120 samples · 121 model calls · held-out R² 0.91 · residual f(x) − surrogate −0.02'
+    """
+    d = exp.diagnostics
+    parts = [f"method {exp.method}"]
+    if d.n_samples is not None:
+        parts.append(f"{d.n_samples} samples")
+    if d.model_evaluations is not None:
+        parts.append(f"{d.model_evaluations} model calls")
+    r2 = d.get("heldout_r2")
+    if r2 is not None:
+        parts.append(f"held-out R² {float(r2):.3g}")
+    if exp.model_output is not None:
+        parts.append(f"residual f(x) − surrogate {fmt(exp.full_text_gap)}")
+    if d.seed is not None:
+        parts.append(f"seed {d.seed}")
+    return " · ".join(parts)
+
+
+def excerpt(exp: SlalomExplanation, max_chars: int = 80) -> str:
+    """The start of the explained text (its tokens joined when the text is unknown).
+
+    Example:
+        >>> excerpt(binary_exp, 12)  # doctest: +SKIP
+        'the movie w…'
+    """
+    text = exp.text if exp.text is not None else " ".join(str(t) for t in exp.tokens)
+    text = " ".join(text.split())
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

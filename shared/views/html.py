@@ -1,0 +1,362 @@
+"""The two-channel view of one explanation: a self-contained HTML page or fragment.
+
+Each position of the text is one element showing its original spelling (see
+:mod:`.surface`) with two channels at once:
+
+- its score (the value v by default) as the background colour, on a diverging scale
+  symmetric around 0: red positive, blue negative, white 0, full colour at the largest
+  |score| of the text, stated in the legend with the unit and the reference point;
+- its importance s as underline thickness, underline darkness and font weight, on a
+  sequential scale from the text's smallest to its largest importance.
+
+Hover or keyboard focus (every token is a tab stop) shows every score of the score table
+with its standard error where the method gives one. Every token element carries the
+numbers as data attributes (``data-value``, ``data-importance``, ``data-lin``, ... and
+``data-value-se``, ``data-importance-se``) to 6 significant digits, so tools can read them
+back (the tooltip is drawn by CSS from them; exact numbers: :meth:`SlalomExplanation.save`).
+A 300-token text makes a page of about 110 kB. Pages load nothing: inline CSS, no script, no external URL, and a
+Content-Security-Policy that forbids any request; all text is escaped.
+
+Example:
+    >>> page = to_html(exp)  # doctest: +SKIP
+    >>> Path("explanation.html").write_text(page, encoding="utf-8")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html as _html
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..scores import SCORES, check_score
+from . import describe
+from .colours import MAX_MIX, css_rgb, diverging_rgb, sequential_level
+from .surface import layout
+
+if TYPE_CHECKING:
+    from ..explanation import SlalomExplanation
+
+__all__ = [
+    "STYLE",
+    "CSP",
+    "to_html",
+    "explanation_fragment",
+    "text_row",
+    "legend",
+    "document",
+    "check_view_score",
+    "scale_of",
+    "style_sheet",
+    "IMPORTANCE_STEPS",
+]
+
+#: Nothing may be fetched: no script, no font, no image but inline data, no connection.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+_FULL_POS = css_rgb(diverging_rgb(1.0, scale=1.0))
+_FULL_NEG = css_rgb(diverging_rgb(-1.0, scale=1.0))
+
+_BASE_STYLE = f"""
+.slx-view {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #111;
+  background: #fff; max-width: 60rem; padding: 0.5rem 1rem; }}
+.slx-view h2 {{ font-size: 1.15rem; margin: 0.3rem 0; }}
+.slx-view h3 {{ font-size: 1rem; margin: 0.8rem 0 0.2rem; }}
+.slx-meta, .slx-fit, .slx-faith {{ font-size: 0.85rem; color: #333; margin: 0.15rem 0; }}
+.slx-legend {{ display: flex; flex-wrap: wrap; gap: 0.6rem 2rem; font-size: 0.8rem; color: #333;
+  margin: 0.5rem 0; }}
+.slx-legend figure {{ margin: 0; }}
+.slx-legend figcaption {{ max-width: 26rem; margin-top: 0.3rem; }}
+.slx-bar {{ width: 14rem; height: 0.8rem; border: 1px solid #999;
+  background: linear-gradient(to right, {_FULL_NEG}, #fff, {_FULL_POS}); }}
+.slx-ticks {{ display: flex; justify-content: space-between; width: 14.2rem; }}
+.slx-text {{ font-size: 1.05rem; line-height: 2.1; white-space: pre-wrap; overflow-wrap: anywhere; }}
+.slx-tok {{ position: relative; border-radius: 3px; padding: 0 1px; text-decoration-line: underline;
+  text-underline-offset: 0.28em; text-decoration-skip-ink: none; cursor: default; }}
+.slx-empty::before {{ content: "\\00b7"; color: #777; }}
+.slx-tok:focus {{ outline: 2px solid #000; outline-offset: 1px; }}
+.slx-tok[data-position]:hover::after, .slx-tok[data-position]:focus::after {{ position: absolute; left: 0;
+  top: 1.9em; z-index: 10; white-space: pre; background: #fff; color: #111; border: 1px solid #777;
+  border-radius: 4px; padding: 0.3rem 0.5rem; font: 400 0.8rem/1.4 ui-monospace, Menlo, Consolas, monospace;
+  box-shadow: 0 2px 6px rgba(0,0,0,0.25); pointer-events: none; }}
+.slx-row {{ border-top: 1px solid #ddd; padding: 0.3rem 0; }}
+.slx-row-label {{ font-weight: 600; font-size: 0.9rem; }}
+"""
+#: Steps of the importance scale (classes ``slx-s0`` .. ``slx-s8``): a class per token, not
+#: three inline properties, keeps long texts' pages small.
+IMPORTANCE_STEPS = 9
+
+
+def _importance_rule(q: float) -> str:
+    # Four weights: most system fonts have only a few, and the browser picks the nearest.
+    weight = (300, 400, 500, 700)[min(int(q * 4), 3)]
+    return (
+        f"font-weight: {weight}; text-decoration-thickness: {0.5 + 3.5 * q:.2f}px; "
+        f"text-decoration-color: rgba(0, 0, 0, {0.2 + 0.8 * q:.2f});"
+    )
+
+
+def _tooltip_rule(with_se: bool) -> str:
+    """The hover and focus text, read from the token's data attributes by CSS: every score
+    of the table (so one registered later shows too), with its standard error where given."""
+    parts = ['attr(data-token) " · position " attr(data-position)']
+    for name in SCORES:
+        part = f'"\\A {name:<13}" attr(data-{name})'
+        if with_se and name in describe.STANDARD_ERRORS:
+            part += f' " ± " attr(data-{name}-se) " (SE)"'
+        parts.append(part)
+    has_se = "".join(f"[data-{n}-se]" for n in describe.STANDARD_ERRORS)
+    sel = f"[data-position]{has_se}" if with_se else f"[data-position]:not({has_se.split(']')[0]}])"
+    return f".slx-tok{sel}:hover::after, .slx-tok{sel}:focus::after {{ content: {' '.join(parts)}; }}"
+
+
+def style_sheet() -> str:
+    """The views' style sheet, read from the score table now (every class starts with ``slx-``).
+
+    Example:
+        >>> ".slx-s8" in style_sheet() and "attr(data-importance)" in style_sheet()
+        True
+    """
+    steps = "\n".join(
+        f".slx-s{k} {{ {_importance_rule(k / (IMPORTANCE_STEPS - 1))} }}" for k in range(IMPORTANCE_STEPS)
+    )
+    return f"{_BASE_STYLE}{steps}\n{_tooltip_rule(True)}\n{_tooltip_rule(False)}\n"
+
+
+#: The style sheet as the score table stands at import (:func:`style_sheet` reads it anew).
+STYLE = style_sheet()
+
+
+def _esc(s: object) -> str:
+    return _html.escape(str(s), quote=True)
+
+
+def _num(x: float, signed: bool = True) -> str:
+    """A number for a data attribute and the tooltip: 6 significant digits (exact numbers
+    are in the saved explanation, :meth:`SlalomExplanation.save`)."""
+    return f"{float(x):+.6g}" if signed else f"{float(x):.6g}"
+
+
+def check_view_score(score: str) -> str:
+    """``score`` if it can be the colour channel: a score of the table other than importance.
+
+    Importance has no sign and no zero of its own; it is the view's second channel.
+
+    Example:
+        >>> check_view_score("lin")
+        'lin'
+    """
+    check_score(score)
+    if score == "importance":
+        raise ValueError(
+            "importance is the view's second channel (underline and weight) and has no sign to colour: "
+            f"choose a signed score for score=, one of {tuple(n for n in SCORES if n != 'importance')}"
+        )
+    return score
+
+
+def _step(q: float) -> int:
+    """The importance class of a level q in [0, 1]."""
+    return min(int(round(q * (IMPORTANCE_STEPS - 1))), IMPORTANCE_STEPS - 1)
+
+
+def scale_of(values: np.ndarray) -> float:
+    """The symmetric colour scale of a row: its largest finite |score| (1 if all are 0).
+
+    Example:
+        >>> scale_of(np.array([0.5, -2.0, np.nan]))
+        2.0
+    """
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size else 0.0
+    return top if top > 0 else 1.0
+
+
+def text_row(
+    exp: SlalomExplanation, *, score: str = "value", col: int | None = None, scale: float | None = None
+) -> str:
+    """The text as HTML token elements in both channels, one class column: a ``<div>``.
+
+    Args:
+        exp: the explanation.
+        score: the score coloured (any of the table but importance).
+        col: the class column of a joint multi-class fit (see
+            :func:`~.describe.class_columns`), None otherwise.
+        scale: the |score| drawn at full colour; default: the row's largest.
+
+    Returns:
+        ``<div class="slx-text">…</div>``: one ``span.slx-tok`` per position, in order.
+
+    Example:
+        >>> text_row(binary_exp, score="lin")  # doctest: +SKIP
+    """
+    check_view_score(score)
+    scores = describe.position_scores(exp, col)
+    ses = describe.position_standard_errors(exp, col)
+    colour = scores[score]
+    scale = scale_of(colour) if scale is None else float(scale)
+    s = scores["importance"]
+    lo, hi = (float(np.min(s)), float(np.max(s))) if s.size else (0.0, 0.0)
+    parts = []
+    for shown, pos in layout(exp.tokens, exp.granularity, exp.text):
+        if pos is None:
+            parts.append(_esc(shown))
+            continue
+        token = str(exp.tokens[pos])
+        data = [f'data-position="{pos}"', f'data-token="{_esc(token)}"']
+        data += [f'data-{name}="{_num(vals[pos])}"' for name, vals in scores.items()]
+        data += [f'data-{name}-se="{_num(vals[pos], signed=False)}"' for name, vals in ses.items()]
+        style = f"background-color: {css_rgb(diverging_rgb(float(colour[pos]), scale=scale))}"
+        cls = f"slx-tok slx-s{_step(sequential_level(float(s[pos]), low=lo, high=hi))}"
+        # A piece with no character of its own is drawn by CSS (not text), so the page's
+        # text stays the explained text exactly.
+        cls += " slx-empty" if not shown else ""
+        parts.append(f'<span class="{cls}" tabindex="0" {" ".join(data)} style="{style}">{_esc(shown)}</span>')
+    return f'<div class="slx-text">{"".join(parts)}</div>'
+
+
+def _reference_note(exp: SlalomExplanation, score: str, col: int | None) -> str:
+    if not SCORES[score].from_base:
+        return "0 = no change in the output"
+    base = np.asarray(exp.base_value, dtype=np.float64)
+    if base.ndim and col is not None:
+        base = base[col]
+    if base.ndim:
+        return "0 = each class's reference point b (above), the model's output on the empty input"
+    where = "a given reference" if exp.diagnostics.reference == "given" else "the model's output on the empty input"
+    return f"0 = the reference point b = {describe.fmt(base)}, {where}"
+
+
+def legend(exp: SlalomExplanation, *, score: str, scale: float, col: int | None = None) -> str:
+    """The two legends: the colour scale of ``score`` (unit, reference point, ±scale) and the
+    importance scale (the text's smallest to largest s).
+
+    Example:
+        >>> legend(binary_exp, score="value", scale=1.5)  # doctest: +SKIP
+    """
+    info = SCORES[score]
+    s = exp.importance
+    lo, hi = (float(np.min(s)), float(np.max(s))) if s.size else (0.0, 0.0)
+    samples = "".join(
+        f'<span class="slx-tok slx-s{_step(q)}">{label}</span> s = {describe.fmt(v)}&emsp;'
+        for q, v, label in ((0.0, lo, "lowest"), (0.5, (lo + hi) / 2, "middle"), (1.0, hi, "highest"))
+    )
+    shade = f"{int(100 * MAX_MIX)}%"
+    return (
+        '<div class="slx-legend">'
+        '<figure><div class="slx-bar" role="img" aria-label="colour scale"></div>'
+        f'<div class="slx-ticks"><span>{describe.fmt(-scale)}</span><span>0</span>'
+        f"<span>{describe.fmt(scale)}</span></div>"
+        f"<figcaption><b>Colour: {_esc(score)}</b> ({_esc(info.formula)}), in {_esc(info.unit)}; "
+        f"{_esc(_reference_note(exp, score, col))}. Red = raises the explained output, blue = lowers it; "
+        f"symmetric scale, full colour ({shade} tint) at ±{describe.fmt(scale).lstrip('+')}, "
+        f"the text's largest |{_esc(score)}|.</figcaption></figure>"
+        f"<figure><div>{samples}</div><figcaption><b>Underline and weight: importance</b> s "
+        f"({_esc(SCORES['importance'].formula)}, {_esc(SCORES['importance'].unit)}): how much weight the "
+        "token takes from the others; sequential scale from the text's lowest to its highest s.</figcaption>"
+        "</figure></div>"
+    )
+
+
+def _heading(exp: SlalomExplanation, score: str) -> str:
+    cols = describe.class_columns(exp)
+    explained = "every class (joint fit)" if cols != [None] else describe.class_name(exp, None)
+    pred = describe.prediction(exp)
+    title = "SLALOM explanation" + (f" · predicted {pred}" if pred else "") + f" · explained {explained}"
+    out = f"<h2>{_esc(title)}</h2>"
+    meta = [f"model output f(x) = {describe.fmt(exp.model_output)}"] if exp.model_output is not None else []
+    meta.append(f"surrogate {describe.fmt(exp.surrogate_output)}")
+    unit = "centred logits" if exp.surrogate.multiclass else "log-odds"
+    meta.append(f"reference b = {describe.fmt(exp.base_value)} ({unit})")
+    out += f'<p class="slx-meta">{_esc(" · ".join(meta))}</p>'
+    out += f'<p class="slx-fit">{_esc(describe.fit_line(exp))}</p>'
+    return out
+
+
+def explanation_fragment(
+    exp: SlalomExplanation, *, score: str = "value", class_index: int | str | None = None, include_style: bool = True
+) -> str:
+    """One text's two-channel view as an HTML fragment (a ``<div>``), for a notebook or a page.
+
+    Args:
+        exp: the explanation.
+        score: the score coloured (default the value v); any of the score table but importance.
+        class_index: for a joint multi-class fit, one class (index or name) to show; default
+            every class, each under its name.
+        include_style: put the style sheet (:func:`style_sheet`) in the fragment; a page that shows
+            many fragments includes it once.
+
+    Returns:
+        ``<div class="slx-view">…</div>`` (with a ``<style>`` first when ``include_style``).
+
+    Example:
+        >>> from IPython.display import HTML; HTML(explanation_fragment(exp))  # doctest: +SKIP
+    """
+    check_view_score(score)
+    cols = describe.class_columns(exp)
+    if class_index is not None:
+        cols = [_pick_class(exp, class_index)]
+    rows = {col: describe.position_scores(exp, col)[score] for col in cols}
+    # One scale for every class, so equal colours mean equal numbers across the blocks.
+    scale = max(scale_of(v) for v in rows.values())
+    body = [_heading(exp, score), legend(exp, score=score, scale=scale, col=cols[0] if len(cols) == 1 else None)]
+    for col in cols:
+        if col is not None:
+            body.append(f"<h3>{_esc(describe.class_name(exp, col))}</h3>")
+        body.append(text_row(exp, score=score, col=col, scale=scale))
+    style = f"<style>{style_sheet()}</style>" if include_style else ""
+    return f'{style}<div class="slx-view" data-score="{_esc(score)}">{"".join(body)}</div>'
+
+
+def _pick_class(exp: SlalomExplanation, class_index: int | str) -> int:
+    if not exp.surrogate.multiclass or exp.class_index is not None:
+        raise ValueError("class_index applies only to a joint multi-class explanation (explained without target)")
+    names = list(exp.class_names or [])
+    k = exp.surrogate.value.shape[1]
+    if isinstance(class_index, str):
+        if class_index not in names:
+            raise ValueError(f"unknown class {class_index!r}; this explanation has classes {names}")
+        return names.index(class_index)
+    if isinstance(class_index, bool) or not isinstance(class_index, (int, np.integer)) or not 0 <= class_index < k:
+        raise ValueError(f"class_index must be a class name or an int in [0, {k}), got {class_index!r}")
+    return int(class_index)
+
+
+def document(body: str, *, title: str) -> str:
+    """A whole page around ``body``: UTF-8, the style sheet, a CSP that forbids any request.
+
+    Example:
+        >>> document("<p>hi</p>", title="t").startswith("<!DOCTYPE html>")
+        True
+    """
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{style_sheet()}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def to_html(
+    exp: SlalomExplanation, *, score: str = "value", class_index: int | str | None = None, full_page: bool = True
+) -> str:
+    """The two-channel view of ``exp``: a whole offline page, or a fragment.
+
+    Args:
+        exp: the explanation.
+        score: the score coloured (default the value v).
+        class_index: for a joint multi-class fit, one class to show (default every class).
+        full_page: a whole document (True) or a fragment as :func:`explanation_fragment`.
+
+    Returns:
+        The HTML as a str.
+
+    Example:
+        >>> Path("view.html").write_text(to_html(exp, score="lin"), encoding="utf-8")  # doctest: +SKIP
+    """
+    frag = explanation_fragment(exp, score=score, class_index=class_index, include_style=not full_page)
+    if not full_page:
+        return frag
+    pred = describe.prediction(exp)
+    title = f"SLALOM · {describe.excerpt(exp, 60)}" + (f" · {pred}" if pred else "")
+    return document(frag, title=title)

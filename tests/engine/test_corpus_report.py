@@ -1,0 +1,135 @@
+"""``slalom-xai report``: the static site of a corpus run, checked in a real headless browser.
+
+Every local link resolves, nothing is requested from outside the folder, the pages are not
+blank, and an index of 25,000 texts stays light (every file a few MB at most) and usable.
+"""
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pytest
+from browser import needs_chromium, png_colours, render
+from slalom_core.corpus import CorpusRun, explain_corpus, store
+from slalom_core.corpus.report import write_report
+from slalom_core.corpus.rows import ChunkTables
+from tiny_models import bert_tokenizer, tiny_classifier
+
+pytest.importorskip("pyarrow")
+
+ROWS = [
+    {"id": f"r{i}", "text": t, "label": i % 2}
+    for i, t in enumerate(
+        [
+            "the movie was great",
+            "a boring plot and a bad actor",
+            "i loved the film , the story was fun",
+            "the worst story , very bad",
+            "great fun ! the best film",
+            "not good but not awful",
+        ]
+    )
+] + [{"id": "r6", "text": "   ", "label": 0}]  # fails: an empty text
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    tok = bert_tokenizer(tmp / "tok")
+    model = tiny_classifier("bert", tok, initializer_range=0.2)
+    data = tmp / "c.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    with pytest.warns(UserWarning):
+        run = explain_corpus(model, data, tmp / "run", tok, n_samples=150, chunk_size=3, show_progress=False)
+    return write_report(run, tmp / "site", min_texts=2).parent
+
+
+def _local_links(page: Path, html: str) -> list[Path]:
+    links = re.findall(r'(?:href|src)="([^"#?]+)', html)
+    assert not [u for u in links if re.match(r"^[a-z]+:", u)], "a report page links outside its folder"
+    return [(page.parent / unquote(u)).resolve() for u in links]
+
+
+def _rows(site: Path) -> list[list]:
+    rows = []
+    for f in sorted((site / "data").glob("rows-*.js")):
+        text = f.read_text(encoding="utf-8")
+        rows += json.loads(text[text.index("push(...") + len("push(...") : text.rindex(");")])
+    return rows
+
+
+def test_every_text_has_a_row_and_every_local_link_resolves(site):
+    rows = _rows(site)
+    assert [r[0] for r in rows] == [f"r{i}" for i in range(7)]
+    by_id = {r[0]: r for r in rows}
+    assert by_id["r6"][9].startswith("failed") and by_id["r6"][1] is None
+    assert by_id["r1"][3] == "1" and by_id["r2"][3] == "0"  # gold labels from the data
+    pages = [site / r[1] for r in rows if r[1]]
+    assert len(pages) == 6 and all(p.exists() for p in pages)
+    for page in [site / "index.html", site / "words.html", *pages]:
+        for target in _local_links(page, page.read_text(encoding="utf-8")):
+            assert target.exists(), f"{page.name} links to a missing {target}"
+
+
+@needs_chromium
+def test_the_index_in_a_browser(site):
+    seen = render(site / "index.html", width=1200, height=700)
+    assert seen.remote_requests == []
+    assert "texts 1–7 of 7 shown (7 in the run)" in seen.dom
+    # The script drew the table: each explained text's id links to its page, and resolves.
+    hrefs = re.findall(r'<a href="(texts/[^"]+)"', seen.dom)
+    assert len(hrefs) == 6 and all((site / h).exists() for h in hrefs)
+    assert png_colours(seen.png) > 20  # text, links, rows: not a blank page
+
+
+@needs_chromium
+def test_a_text_page_and_the_word_summary_in_a_browser(site):
+    page = site / _rows(site)[0][1]
+    seen = render(page)
+    assert seen.remote_requests == [] and "data-importance" in seen.dom and "all texts" in seen.dom
+    assert png_colours(seen.png) > 20
+    words = render(site / "words.html")
+    assert words.remote_requests == [] and "Word summary" in words.dom and png_colours(words.png) > 20
+
+
+def _synthetic_run(path: Path, n: int, per_chunk: int = 5000) -> CorpusRun:
+    """A run of ``n`` texts written through the store, without a model (no positions)."""
+    rng = np.random.default_rng(0)
+    path.mkdir()
+    (path / "manifest.json").write_text(
+        json.dumps({"input": {"n_rows": n, "data": "synthetic"}, "options": {"method": "eff-slope"}, "model": {}})
+    )
+    words = "the film was a great and boring story with an awful but wonderful ending".split()
+    for start in range(0, n, per_chunk):
+        ids = [str(i) for i in range(start, min(start + per_chunk, n))]
+        tables = ChunkTables()
+        t = tables.texts
+        for i in ids:
+            out = float(rng.normal(0, 3))
+            for name, value in dict(
+                id=i, explained_class="1", gold_label=str(int(rng.random() < 0.5)), target=None, class_names=None,
+                class_index=None, text=" ".join(rng.choice(words, 230)), n_positions=230, n_units=14,
+                truncated_positions=int(rng.random() < 0.1) * 40, base_value=0.1, model_output=out,
+                surrogate_output=out - 0.2, full_text_gap=float(rng.normal(0, 0.7)), heldout_r2=float(rng.random()),
+                converged=True, model_evaluations=1000, tokens_evaluated=3000, seconds=1.0, model_seconds=0.9,
+                fit_seconds=0.1, method="eff-slope", n_samples=1000, seed=1, output="logits", options="{}",
+                diagnostics='{"n_outputs": 2}', version="x",
+            ).items():  # fmt: skip
+                t[name].append(value)
+        store.write_chunk(path, ids, tables, ["-"] * len(ids))
+    return CorpusRun(path)
+
+
+@needs_chromium
+def test_an_index_of_25000_texts_stays_light_and_usable(tmp_path):
+    run = _synthetic_run(tmp_path / "run", 25_000)
+    site = write_report(run, tmp_path / "site", text_pages=False).parent
+    sizes = {f.relative_to(site).as_posix(): f.stat().st_size for f in site.rglob("*") if f.is_file()}
+    assert max(sizes.values()) < 3_000_000, sizes  # no file heavier than a few MB
+    assert sum(s for f, s in sizes.items() if f.startswith("data/")) < 6_000_000
+    seen = render(site / "index.html", width=1200, height=700)
+    assert seen.remote_requests == []
+    assert "texts 1–100 of 25000 shown (25000 in the run)" in seen.dom
+    assert seen.dom.count("<tr") == 101  # the header and one page of rows: the document stays small
