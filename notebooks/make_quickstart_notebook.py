@@ -30,7 +30,7 @@ cells = [
         "from IPython.display import HTML, Image, display\n\n"
         "import slalom_core as sc\n"
         "from slalom_core import plots\n"
-        "from slalom_core.experiments.demo_model import load_default_model\n\n"
+        "from slalom_core.packaged.demo_model import load_default_model\n\n"
         "# This notebook prints each fit's full-text gap and held-out R² itself (see below), so the\n"
         "# SlalomFitWarning that reports the same numbers is not repeated under every cell.\n"
         "warnings.filterwarnings('ignore', category=sc.SlalomFitWarning)\n"

@@ -11,9 +11,11 @@ Example:
     >>> word_summary(run).head(10)  # doctest: +SKIP
 """
 
+from .loading import ModelLoader
 from .rows import CorpusOptions, text_seed
-from .run import ENGINES, CorpusRun, ModelLoader, explain_corpus
+from .run import ENGINES, explain_corpus
 from .source import CorpusSource
+from .stored import CorpusRun
 from .summary import cohort_matrix, compare_global_local, global_slalom, plot_words, word_summary
 
 __all__ = [

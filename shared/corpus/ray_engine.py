@@ -36,7 +36,7 @@ class ExplainActor:
         import torch
 
         from ..models import as_adapter
-        from .run import load_model
+        from .loading import load_model
 
         # Ray sets no thread count for fractional CPUs: N actors share the cores evenly.
         torch.set_num_threads(kw.get("threads", 1))

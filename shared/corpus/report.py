@@ -21,7 +21,7 @@ import numpy as np
 from . import report_pages as pages
 from . import store
 from .restore import explanation_from_tables, json_cell
-from .run import CorpusRun
+from .stored import CorpusRun
 from .summary import plot_words, word_summary
 
 __all__ = ["write_report", "INDEX_COLUMNS", "ROWS_PER_FILE"]

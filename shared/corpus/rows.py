@@ -17,27 +17,22 @@ import numpy as np
 from ..api import DEFAULT_METHOD, explain_batch
 from ..explanation import SlalomExplanation
 from ..models import ModelAdapter, Segmentation, redact_secrets, segment_text
+from ..scores import STORED_SCORES
 from .source import Row
 
-__all__ = ["CorpusOptions", "ChunkTables", "explain_chunk", "text_seed", "POSITION_COLUMNS", "TEXT_COLUMNS"]
+__all__ = ["CorpusOptions", "ChunkTables", "explain_chunk", "text_seed", "position_columns", "TEXT_COLUMNS"]
+
 
 #: Columns of the per-position table, in order.
-POSITION_COLUMNS = (
-    "id",
-    "explained_class",
-    "position",
-    "unit",
-    "word",
-    "token",
-    "token_ids",
-    "value",
-    "importance",
-    "lin",
-    "removal",
-    "contribution",
-    "value_se",
-    "importance_se",
-)
+def position_columns() -> tuple[str, ...]:
+    """Columns of the per-position table, in order: every stored score of the score table
+    (:data:`slalom_core.STORED_SCORES`, read at each call, so a registered score is kept too)."""
+    return ("id", "explained_class", "position", "unit", "word", "token", "token_ids", *STORED_SCORES) + (
+        "value_se",
+        "importance_se",
+    )
+
+
 #: Columns of the per-text table, in order.
 TEXT_COLUMNS = (
     "id",
@@ -134,7 +129,7 @@ class CorpusOptions:
 class ChunkTables:
     """The three tables of one chunk, as column lists (turned into Arrow by the writer)."""
 
-    positions: dict[str, list] = field(default_factory=lambda: {c: [] for c in POSITION_COLUMNS})
+    positions: dict[str, list] = field(default_factory=lambda: {c: [] for c in position_columns()})
     texts: dict[str, list] = field(default_factory=lambda: {c: [] for c in TEXT_COLUMNS})
     failures: dict[str, list] = field(default_factory=lambda: {c: [] for c in FAILURE_COLUMNS})
     warnings: list[str] = field(default_factory=list)
@@ -205,9 +200,7 @@ def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncate
     text_id = item.id
     d = exp.diagnostics
     n = exp.n_positions
-    scores = {
-        name: np.asarray(getattr(exp, name)) for name in ("value", "importance", "lin", "removal", "contribution")
-    }
+    scores = {name: np.asarray(exp.scores(name)) for name in STORED_SCORES}
     v_se, s_se = exp.value_se, exp.importance_se
     options = json.dumps(opts.as_dict(), sort_keys=True, default=str)
     # Everything CorpusRun.explanation needs to rebuild the explanation without the model.

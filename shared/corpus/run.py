@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,155 +19,14 @@ from ..link import SlalomOutputWarning, warn_user
 from ..models import ModelAdapter, as_adapter
 from . import store
 from .fingerprint import DUPLICATE, cell_digest, model_fingerprint
+from .loading import load_model, model_name
 from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource
+from .stored import CorpusRun, read_manifest
 
-__all__ = ["explain_corpus", "CorpusRun", "ModelLoader", "ENGINES"]
+__all__ = ["explain_corpus", "ENGINES"]
 
 ENGINES = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class ModelLoader:
-    """A recipe for the model, run where the model is needed (once per Ray worker).
-
-    ``load`` is a picklable zero-argument function returning ``(model, tokenizer)``. Ship
-    this rather than a model object when workers should read the weights themselves (from
-    a path every worker sees, or the Hub). ``name`` (its path or Hub id) is recorded in
-    the run's manifest beside the model's class.
-
-    Example:
-        >>> from functools import partial
-        >>> loader = ModelLoader(partial(my_load, "path/to/model"), name="path/to/model")  # doctest: +SKIP
-        >>> explain_corpus(loader, "reviews.jsonl", "runs/r", engine="ray")  # doctest: +SKIP
-    """
-
-    load: Callable[[], tuple[object, object]]
-    #: What the model is called (its path, Hub id or packaged name), for the run's manifest.
-    name: str | None = None
-
-
-def _model_name(model: object) -> str | None:
-    """What the user named the model by: a Hub id, a path (made absolute), a loader's name."""
-    if isinstance(model, ModelLoader):
-        return model.name
-    if isinstance(model, Path) or (isinstance(model, str) and Path(model).exists()):
-        return str(Path(model).resolve())
-    return model if isinstance(model, str) else None
-
-
-def load_model(model: object, tokenizer: object | None) -> tuple[object, object | None]:
-    """The model and tokenizer behind a :class:`ModelLoader`, a Hub name / local path, or an object."""
-    if isinstance(model, ModelLoader):
-        return model.load()
-    if isinstance(model, (str, Path)):
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        return (
-            AutoModelForSequenceClassification.from_pretrained(str(model)),
-            tokenizer or AutoTokenizer.from_pretrained(str(model)),
-        )
-    return model, tokenizer
-
-
-def read_manifest(path: Path) -> dict:
-    """A run's manifest.json, or an error naming it (a run killed while the file was being
-    written by hand, or a copy cut short, leaves it truncated; json's own message names
-    no file)."""
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        why = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8"
-        raise ValueError(
-            f"{str(path)!r} is not a valid manifest ({why}{where}; truncated?): restore it, or start the run "
-            "again in another output path"
-        ) from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("options"), dict):
-        raise ValueError(f"{str(path)!r} is not a corpus run's manifest (no options): restore it, or use another path")
-    return manifest
-
-
-class CorpusRun:
-    """A corpus run on disk (see :mod:`slalom_core.corpus.store` for the layout).
-
-    Example:
-        >>> run = CorpusRun("runs/imdb")  # doctest: +SKIP
-        >>> run.texts()[["id", "model_output", "full_text_gap"]].head()  # doctest: +SKIP
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        manifest = self.path / "manifest.json"
-        if not manifest.exists():
-            raise FileNotFoundError(f"{str(self.path)!r} holds no corpus run (no manifest.json)")
-        self.manifest: dict = read_manifest(manifest)
-
-    def positions(self):
-        """One row per (text id, explained class, position): token, unit, word index, the
-        five scores and their SEs."""
-        return store.read_table(self.path, "positions")
-
-    def texts(self):
-        """One row per (text id, explained class): the gold label and text from the data,
-        base value, outputs, gap, held-out R², cost, options and diagnostics."""
-        return store.read_table(self.path, "texts")
-
-    def failures(self):
-        """One row per text that could not be explained: id, error class, message."""
-        return store.read_table(self.path, "failures")
-
-    def explanation(self, text_id: str, *, explained_class: str | None = None):
-        """A stored text's :class:`~slalom_core.SlalomExplanation`, rebuilt without the model.
-
-        Tokens, scores, standard errors, base value, model output and diagnostics are the
-        ones the run stored, so the explanation equals the one the run computed and every
-        plot of :mod:`slalom_core.plots` draws it. Only the chunk holding the text is read.
-
-        Args:
-            text_id: the text's id (as in the texts table; ids are strings).
-            explained_class: for a run that explained several classes per text one by one
-                (multi-label), which one; a joint multi-class fit comes back whole.
-
-        Returns:
-            The text's explanation.
-
-        Raises:
-            KeyError: the run holds no explanation of this id (the message says whether
-                it failed, and why).
-
-        Example:
-            >>> exp = CorpusRun("runs/imdb").explanation("17")  # doctest: +SKIP
-            >>> slalom_core.plots.plot_scatter(exp)  # doctest: +SKIP
-        """
-        from .restore import explanation_from_tables
-
-        text_id = str(text_id)
-        keys = [k for k, m in store.markers(self.path).items() if text_id in m["ids"]]
-        for key, texts in store.read_parts(self.path, "texts", keys):
-            texts = texts[texts["id"] == text_id]
-            if len(texts):
-                positions = next(store.read_parts(self.path, "positions", [key]))[1]
-                positions = positions[positions["id"] == text_id]
-                return explanation_from_tables(positions, texts, explained_class=explained_class)
-        for _, failed in store.read_parts(self.path, "failures", keys):
-            failed = failed[failed["id"] == text_id]
-            if len(failed):
-                row = failed.iloc[0]
-                raise KeyError(f"text {text_id!r} could not be explained ({row['error']}: {row['message']})")
-        raise KeyError(f"the run holds no text {text_id!r}")
-
-    @property
-    def n_done(self) -> int:
-        return sum(len(m["ids"]) for m in store.markers(self.path).values())
-
-    @property
-    def complete(self) -> bool:
-        """Every input row is accounted for (explained or failed)."""
-        return self.n_done == self.manifest["input"]["n_rows"]
-
-    def __repr__(self) -> str:
-        return f"CorpusRun({str(self.path)!r}, rows={self.manifest['input']['n_rows']}, done={self.n_done})"
 
 
 def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
@@ -396,7 +253,7 @@ def explain_corpus(
     # model (a resume must use the same one); the local engine explains with this copy,
     # the Ray engine drops it and each worker loads its own.
     loaded, loaded_tokenizer = load_model(model, tokenizer)
-    fingerprint = model_fingerprint(loaded, loaded_tokenizer, name=_model_name(model))
+    fingerprint = model_fingerprint(loaded, loaded_tokenizer, name=model_name(model))
     manifest = {
         "version": __version__,
         "input": {

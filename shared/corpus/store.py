@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..scores import STORED_SCORES
 from .fingerprint import DUPLICATE
 from .rows import ChunkTables
 
@@ -53,7 +54,7 @@ def schemas():
         "positions": pa.schema(
             [("id", s), ("explained_class", s), ("position", i32), ("unit", i32), ("word", i32), ("token", s)]
             + [("token_ids", pa.list_(i64))]
-            + [(c, f64) for c in ("value", "importance", "lin", "removal", "contribution", "value_se", "importance_se")]
+            + [(c, f64) for c in (*STORED_SCORES, "value_se", "importance_se")]
         ),
         "texts": pa.schema(
             [("id", s), ("explained_class", s), ("gold_label", s), ("text", s), ("target", i64), ("class_names", s)]

@@ -17,8 +17,10 @@ import numpy as np
 from ..fitting import get_fitter
 from ..link import OutputLink, config_output_kind, resolve_output
 from ..models import as_adapter
+from ..scores import SCORES, STORED_SCORES
 from ..surrogate import SlalomSurrogate
-from .run import CorpusRun, load_model
+from .loading import load_model
+from .stored import CorpusRun
 
 __all__ = ["word_summary", "cohort_matrix", "global_slalom", "compare_global_local", "plot_words", "SUMMARY_SCORES"]
 
@@ -26,7 +28,14 @@ __all__ = ["word_summary", "cohort_matrix", "global_slalom", "compare_global_loc
 #: each text's base value; importance is unit-free and mean-zero within each text).
 #: ``contribution`` is summed over a token's occurrences in a text (what the token adds to
 #: that text's output), the others are per token and shared by its occurrences.
-SUMMARY_SCORES = ("value", "importance", "lin", "contribution")
+SUMMARY_SCORES = STORED_SCORES
+
+
+def _per_text(score: str) -> str:
+    """How one text's occurrences of a token combine: a token's own score is shared by its
+    repeats ("first"); additive scores add up over them; other per-position scores average."""
+    row = SCORES[score]
+    return "first" if row.per == "token" else "sum" if row.additive else "mean"
 
 
 def _positions(run):
@@ -50,7 +59,7 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
         label: the explained class to summarise (the ``explained_class`` column; default:
             the only one, or the first).
         min_texts: keep tokens that occur in at least this many texts.
-        sort_by: rank by the absolute mean of this score ("value", "importance", "lin",
+        sort_by: rank by the absolute mean of this score (any stored score, e.g. "lin",
             "contribution"), or "n_texts" (most frequent first).
 
     Returns:
@@ -71,7 +80,7 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
     # One observation per (text, token): repeats of a token in one text share its scores,
     # and their contributions add up.
     per_text = pos.groupby(["id", "token"], sort=False).agg(
-        n=("position", "size"), **{s: (s, "sum" if s == "contribution" else "first") for s in scores}
+        n=("position", "size"), **{s: (s, _per_text(s)) for s in scores}
     )
     grouped = per_text.groupby(level="token")
     out = grouped.agg(n_texts=("n", "size"), n_occurrences=("n", "sum"))
@@ -110,15 +119,14 @@ def cohort_matrix(run, *, score: str = "contribution", top: int = 30, min_texts:
     Example:
         >>> ids, tokens, values, counts, base = cohort_matrix(run, score="contribution", top=20)  # doctest: +SKIP
     """
-    per_position = ("contribution", "removal")
-    if score not in (*SUMMARY_SCORES, *per_position):
-        raise ValueError(f"score must be one of {(*SUMMARY_SCORES, *per_position)}, got {score!r}")
+    if score not in SUMMARY_SCORES:
+        raise ValueError(f"score must be one of {tuple(SUMMARY_SCORES)}, got {score!r}")
     run = CorpusRun(run) if isinstance(run, (str, Path)) else run
     pos = run.positions()
     label = pos["explained_class"].iloc[0] if label is None and len(pos) else label
     pos = pos[pos["explained_class"] == label]
     agg = pos.groupby(["id", "token"]).agg(
-        n=("position", "size"), x=(score, "sum" if score in per_position else "first")
+        n=("position", "size"), x=(score, "sum" if SCORES[score].per == "position" else "first")
     )
     by_token = agg["x"].abs().groupby(level="token").agg(["size", "mean"])
     by_token = by_token[by_token["size"] >= min_texts]

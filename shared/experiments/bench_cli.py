@@ -19,6 +19,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..cli.format import option_value
 from .bench import DEFAULT_METHODS, METHODS, BenchConfig
 
 __all__ = ["register", "add_arguments", "config_from_args", "run_bench", "main"]
@@ -150,15 +151,6 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
-def _option_value(text: str) -> object:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
-
-
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     """The :class:`BenchConfig` described by parsed arguments."""
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
@@ -167,7 +159,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--slalom-option needs KEY=VALUE, got {item!r}")
-        options[key.strip()] = _option_value(value.strip())
+        options[key.strip()] = option_value(value.strip())
     return BenchConfig(
         model=args.model,
         data=args.data,

@@ -44,8 +44,7 @@ from pathlib import Path
 
 import torch
 
-from .data import data_file, read_jsonl
-from .demo_model import (
+from ..packaged.demo_model import (
     LORA_TARGETS,
     WEIGHTS_FILE,
     MiniLMSentimentClassifier,
@@ -55,6 +54,7 @@ from .demo_model import (
     load_base,
     save_adapter,
 )
+from .data import data_file, read_jsonl
 
 __all__ = ["read_reviews", "head_tail_ids", "train", "evaluate", "main"]
 

@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from ..api import explain
-    from .demo_model import default_adapter
+    from ..packaged.demo_model import default_adapter
 
     torch.set_num_threads(1)
     exp = explain(default_adapter(), REVIEW, n_samples=args.samples, seed=0)

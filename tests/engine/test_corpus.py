@@ -482,7 +482,7 @@ def test_corpus_takes_one_seed(corpus, tmp_path):
 
 
 def test_cli_explain_and_its_one_line_errors(tmp_path, capsys):
-    from slalom_core.experiments.cli import main
+    from slalom_core.cli import main
 
     path = write_jsonl(tmp_path / "c.jsonl", ["a wonderful film", "dull"], ["a", "b"])
     code = main(["explain", "--data", str(path), "--out", str(tmp_path / "r"), "--n-samples", "60", "--no-progress"])

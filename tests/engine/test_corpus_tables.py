@@ -119,7 +119,7 @@ def test_a_joint_three_class_fit_comes_back_with_every_class(data, tmp_path):
 
 
 def test_cli_help_shows_defaults_and_warnings_are_one_line(data, tmp_path, capsys):
-    from slalom_core.experiments.cli import main
+    from slalom_core.cli import main
 
     with pytest.raises(SystemExit):
         main(["explain", "--help"])
@@ -137,7 +137,7 @@ def test_cli_help_shows_defaults_and_warnings_are_one_line(data, tmp_path, capsy
 
 
 def test_cli_target_and_model_name(data, tmp_path, capsys):
-    from slalom_core.experiments.cli import main
+    from slalom_core.cli import main
 
     code = main(["explain", "--data", str(data), "--out", str(tmp_path / "r"), "--n-samples", "60", "--target", "0",
                  "--no-progress"])  # fmt: skip

@@ -222,3 +222,28 @@ def test_no_module_imports_another_modules_private_names():
                 if privates:
                     bad.append(f"{path.relative_to(CORE)}:{node.lineno} imports {privates} from {node.module}")
     assert bad == []
+
+
+def test_every_package_is_installed():
+    # setup.cfg lists packages by name: a new room missing there works in an editable
+    # install and is absent from a wheel.
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(CORE.parent / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    found = {_module_name(p) for p in CORE.rglob("__init__.py")}
+    found |= {d.name for d in ADAPTERS}
+    assert found - listed == set()
+
+
+def test_the_product_command_does_not_import_the_harness():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from slalom_core.cli.command import build_parser; build_parser('explain'); "
+        "print(sorted(m for m in sys.modules if m.startswith('slalom_core.experiments')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

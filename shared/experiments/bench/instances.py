@@ -29,7 +29,7 @@ def load_model(spec: str, *, device: str | None = None) -> tuple[torch.nn.Module
     Example:
         >>> model, tok, name = load_model("default")  # doctest: +SKIP
     """
-    from ..demo_model import load_model as load
+    from ...packaged.demo_model import load_model as load
 
     return load(spec, device=device, local_files_only=True)
 

@@ -19,7 +19,7 @@ import time
 
 import slalom_core as sc
 import torch
-from slalom_core.experiments.demo_model import load_default_model
+from slalom_core.packaged.demo_model import load_default_model
 
 from captum_slalom import SlalomAttribution
 

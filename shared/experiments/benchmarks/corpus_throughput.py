@@ -50,7 +50,7 @@ def _tree_rss(proc: psutil.Process) -> int:
 
 
 def _command(out: Path, n: int, engine: str, args) -> list[str]:
-    cmd = [sys.executable, "-m", "slalom_core.experiments.cli", "explain", "--data", str(args.data), "--out", str(out)]
+    cmd = [sys.executable, "-m", "slalom_core.cli", "explain", "--data", str(args.data), "--out", str(out)]
     cmd += ["--limit", str(n), "--chunk-size", str(args.chunk_size), "--truncate", "--no-progress"]
     cmd += ["--n-samples", str(args.n_samples), "--method", args.method]
     if args.device:

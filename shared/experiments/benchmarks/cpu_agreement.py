@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import slalom_core as sc
 import torch
-from slalom_core.experiments.demo_model import load_default_model
+from slalom_core.packaged.demo_model import load_default_model
 
 TEXTS = [
     "a wonderful, moving film with great acting",

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.model == "default":
-        from slalom_core.experiments.demo_model import load_default_model
+        from slalom_core.packaged.demo_model import load_default_model
 
         model, tok = load_default_model()
     else:

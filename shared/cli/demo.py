@@ -1,23 +1,18 @@
-"""The ``slalom-xai`` command.
-
-``slalom-xai demo`` explains a few sentences with the embedded default model (the packaged
-MiniLM with a small adapter trained for sentiment on IMDB reviews), prints a tokens × scores
-table and writes a value-vs-importance scatter (PNG) and the two-channel view (HTML) per sentence.
-``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
-``slalom-xai explain`` explains a whole corpus into a Parquet run and ``slalom-xai summarize``
-draws its global picture (:mod:`.corpus_cli`). ``slalom-xai bench`` compares SLALOM with the Captum / SHAP baselines (:mod:`.bench_cli`).
-"""
+"""``slalom-xai demo``: explain a few sentences with the embedded default model (or any
+Hugging Face classifier): a tokens × scores table on the console, and per sentence a
+value-vs-importance scatter (PNG) and the two-channel view (HTML)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
-from .cli_format import DefaultsFormatter
+from .format import DefaultsFormatter
+
+__all__ = ["register", "run_demo", "format_table", "DEMO_SENTENCES"]
 
 DEMO_SENTENCES = (
     "The acting was wonderful and the story kept me hooked until the very end.",
@@ -41,7 +36,7 @@ def format_table(exp, scores: Sequence[str] = ("value", "importance", "lin", "re
 
 
 def _load(model_arg: str | None):
-    from .demo_model import load_model
+    from ..packaged.demo_model import load_model
 
     return load_model(model_arg)
 
@@ -91,9 +86,8 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slalom-xai", description="SLALOM explanations for text classifiers")
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``demo`` to the ``slalom-xai`` command."""
     demo = sub.add_parser(
         "demo",
         help="explain example sentences with the embedded default model",
@@ -112,59 +106,3 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="random seed of the samples")
     demo.add_argument("--out", default="demo_output", help="directory for the PNG and HTML files")
     demo.set_defaults(func=run_demo)
-    from . import bench_cli, corpus_cli, paper_cli
-
-    corpus_cli.register(sub)
-    bench_cli.register(sub)
-    paper_cli.register(sub)
-    return parser
-
-
-def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning as the command line shows it: ``slalom-xai: Category: message``, one line.
-
-    Python's default adds the file and the source line that raised it (for a warning from
-    the library, often ``sys.exit(main())``), which says nothing to a user of the command.
-    Installed by :func:`main` only; the library's warnings stay Python's.
-
-    Example:
-        >>> import io
-        >>> out = io.StringIO()
-        >>> one_line_warning(UserWarning("2 texts  failed"), UserWarning, "x.py", 1, file=out)
-        >>> out.getvalue()
-        'slalom-xai: UserWarning: 2 texts failed\\n'
-    """
-    text = " ".join(str(message).split())
-    print(f"slalom-xai: {category.__name__}: {text}", file=sys.stderr if file is None else file)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``slalom-xai <command> ...``: exit status 0, or 1 with a one-line error.
-
-    Errors a user can fix (a missing file, a model that cannot be loaded, an invalid
-    option found at run time) are printed as one line, not a traceback; set
-    ``SLALOM_XAI_TRACEBACK=1`` to see the traceback.
-
-    Example:
-        >>> main(["demo", "--out", "demo_output"])  # doctest: +SKIP
-        0
-    """
-    import os
-    import warnings
-
-    args = build_parser().parse_args(argv)
-    shown = warnings.showwarning
-    warnings.showwarning = one_line_warning
-    try:
-        return args.func(args)
-    except (ValueError, TypeError, OSError, RuntimeError) as err:
-        if os.environ.get("SLALOM_XAI_TRACEBACK"):
-            raise
-        print(f"slalom-xai {args.command}: error: {type(err).__name__}: {' '.join(str(err).split())}", file=sys.stderr)
-        return 1
-    finally:
-        warnings.showwarning = shown
-
-
-if __name__ == "__main__":
-    sys.exit(main())

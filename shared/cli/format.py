@@ -34,3 +34,19 @@ class DefaultsFormatter(argparse.HelpFormatter):
         ):
             return text
         return f"{text} (default: %(default)s)"
+
+
+def option_value(text: str) -> object:
+    """A command-line option value as the engine wants it: an int, a float, a bool, None,
+    or the text itself (the one reading of ``KEY=VALUE`` options, shared by the commands).
+
+    Example:
+        >>> option_value("3"), option_value("0.5"), option_value("False"), option_value("lbfgs")
+        (3, 0.5, False, 'lbfgs')
+    """
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)

@@ -10,12 +10,12 @@ from functools import partial
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
-from .cli_format import DefaultsFormatter
+from .format import DefaultsFormatter, option_value
 
 
 def _load_pair(spec: str | None):
     # Module-level (not a lambda) so that a ModelLoader built on it pickles to Ray workers.
-    from .demo_model import load_model
+    from ..packaged.demo_model import load_model
 
     model, tok, _ = load_model(spec)
     return model, tok
@@ -26,7 +26,7 @@ def _model_name(spec: str | None) -> str:
     absolute path, or the Hub id as given."""
     from pathlib import Path
 
-    from .demo_model import DEFAULT_MODEL
+    from ..packaged.demo_model import DEFAULT_MODEL
 
     if spec in (None, "", "default"):
         return DEFAULT_MODEL
@@ -55,12 +55,11 @@ def _quiet_weight_loading() -> None:
 
 
 def _option(text: str) -> tuple[str, object]:
-    from .bench_cli import _option_value  # the command line's one reading of option values
 
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
-    return key.strip(), _option_value(value.strip())
+    return key.strip(), option_value(value.strip())
 
 
 def _one_line_errors(run):

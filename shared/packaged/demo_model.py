@@ -19,7 +19,7 @@ reviews; that module's docstring records the command, the data slice and the acc
 
 Example:
     >>> import slalom_core as sc
-    >>> from slalom_core.experiments.demo_model import load_default_model
+    >>> from slalom_core.packaged.demo_model import load_default_model
     >>> model, tok = load_default_model()  # doctest: +SKIP
     >>> sc.explain(model, "a wonderful, moving film", tokenizer=tok, n_samples=500, seed=0)  # doctest: +SKIP
 """
@@ -386,7 +386,7 @@ def load_default_model(
     """The demo's sentiment model by name, and its tokenizer, loaded offline, in eval mode.
 
     ``"minilm-imdb"`` (default): the packaged MiniLM with the shipped IMDB adapter.
-    ``"zeroshot"``: the untrained prototype-similarity scorer of :mod:`slalom_core.experiments.zeroshot`.
+    ``"zeroshot"``: the untrained prototype-similarity scorer of :mod:`slalom_core.packaged.zeroshot`.
 
     Raises:
         ValueError: an unknown name (the message lists the known ones).
