@@ -24,7 +24,17 @@ def _imported_modules(path: Path, package: tuple[str, ...] = ("slalom_core",)) -
     """Every module an ``import`` statement anywhere in the file names (function bodies too),
     with relative imports resolved against ``package`` (the file's own package)."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    # Imports under ``if TYPE_CHECKING:`` are for annotations only and never run.
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
