@@ -129,7 +129,7 @@ def test_prompted_llm_explanation_is_viewed_with_its_label_words(tmp_path):
     from tiny_models import gpt2_tokenizer, tiny_causal_lm
 
     tok = gpt2_tokenizer(tmp_path)
-    clf = sc.PromptClassifier(tiny_causal_lm("gpt2", tok), tok, "Review: {text}\nSentiment:", [" bad", " good"])
+    clf = sc.PromptClassifier(tiny_causal_lm("gpt2", tok), tok, "Review:\n{text}\nSentiment:", [" bad", " good"])
     text = "a great film"
     exp = sc.explain(clf, text, n_samples=60, seed=0)
     page = read(exp.to_html())
@@ -166,7 +166,9 @@ def test_word_granularity_shows_words_in_their_spelling(tmp_path):
 
     tok = bert_tokenizer(tmp_path)
     text = "Boring  acting, GREAT film!"
-    exp = sc.explain(tiny_classifier("bert", tok), text, tokenizer=tok, granularity="word", n_samples=80, seed=0)
+    exp = sc.explain(
+        tiny_classifier("bert", tok), text, tokenizer=tok, granularity="word", n_samples=80, seed=0, output="logits"
+    )
     page = read(exp.to_html())
     assert page.texts == [text]
     assert [t["text"] for t in page.tokens] == ["Boring", "acting", ",", "GREAT", "film", "!"]
