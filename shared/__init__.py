@@ -30,7 +30,7 @@ from .api import (
     explain_rows,
 )
 from .diagnostics import Diagnostics
-from .explanation import ClassOutputs, LabelExplanations, SlalomExplanation
+from .explanation import ClassOutputs, LabelExplanations, SlalomExplanation, explanation_from_dict, load_explanation
 from .fitting import (
     FITTERS,
     AnaFitter,
@@ -68,7 +68,7 @@ from .models import (
     segment_text,
 )
 from .outputs import class_outputs, explain_outputs, fit_summary
-from .saving import FORMAT_VERSION, explanation_frame, explanation_from_dict, load_explanation, save_explanation
+from .saving import FORMAT_VERSION, explanation_frame, save_explanation
 from .scores import (
     ADDITIVE_SCORES,
     DEFAULT_SCORE,

@@ -10,11 +10,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import saving
 from . import scores as _scores
 from .diagnostics import Diagnostics
 from .surrogate import SlalomSurrogate
 
-__all__ = ["SlalomExplanation", "LabelExplanations", "ClassOutputs"]
+__all__ = ["SlalomExplanation", "LabelExplanations", "ClassOutputs", "load_explanation", "explanation_from_dict"]
 
 
 class ClassOutputs(NamedTuple):
@@ -308,7 +309,6 @@ class SlalomExplanation:
         explanation exactly (``format_version``, ``unit_index``, ``surrogate``, the per-unit
         standard errors, ``class_index``, ``text``); see :mod:`slalom_core.saving`.
         """
-        from .saving import FORMAT, FORMAT_VERSION
 
         def plain(x):
             if isinstance(x, np.ndarray):
@@ -318,8 +318,8 @@ class SlalomExplanation:
             return x
 
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format": saving.FORMAT,
+            "format_version": saving.FORMAT_VERSION,
             "tokens": list(self.tokens),
             "token_ids": [list(t) for t in self.token_ids],
             "method": self.method,
@@ -370,9 +370,7 @@ class SlalomExplanation:
         Example:
             >>> exp.save("review.slalom.json")  # doctest: +SKIP
         """
-        from .saving import save_explanation
-
-        return save_explanation(self, path)
+        return saving.save_explanation(self, path)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> SlalomExplanation:
@@ -381,9 +379,7 @@ class SlalomExplanation:
         Example:
             >>> SlalomExplanation.from_dict(exp.to_dict()).value  # doctest: +SKIP
         """
-        from .saving import explanation_from_dict
-
-        return explanation_from_dict(d)
+        return cls(**saving.explanation_fields(d))
 
     def to_pandas(self):
         """One row per position: token, every score of the table and the standard errors.
@@ -393,9 +389,7 @@ class SlalomExplanation:
         Example:
             >>> exp.to_pandas()[["token", "value", "value_se"]]  # doctest: +SKIP
         """
-        from .saving import explanation_frame
-
-        return explanation_frame(self)
+        return saving.explanation_frame(self)
 
     def __repr__(self) -> str:
         d = self.diagnostics
@@ -446,3 +440,27 @@ class LabelExplanations(tuple):
         out["model_evaluations"] = sum(out["model_evaluations"])
         out["seconds"] = sum(out["seconds"])
         return out
+
+
+def explanation_from_dict(d: Mapping) -> SlalomExplanation:
+    """The explanation a :meth:`SlalomExplanation.to_dict` dict describes (format version 1,
+    or the unversioned dict of earlier releases); see :func:`slalom_core.saving.explanation_fields`.
+
+    Example:
+        >>> again = explanation_from_dict(exp.to_dict())  # doctest: +SKIP
+        >>> np.array_equal(again.contribution, exp.contribution)  # doctest: +SKIP
+        True
+    """
+    return SlalomExplanation.from_dict(d)
+
+
+def load_explanation(path: str | os.PathLike) -> SlalomExplanation:
+    """The explanation saved at ``path`` (by :meth:`SlalomExplanation.save`), without a model.
+
+    Raises:
+        ValueError: not a SLALOM explanation, or a format this version cannot read (why).
+
+    Example:
+        >>> exp = load_explanation("review.slalom.json")  # doctest: +SKIP
+    """
+    return SlalomExplanation.from_dict(saving.read_explanation_dict(path))

@@ -1,7 +1,8 @@
 """Explanations kept in files: versioned JSON, a dict round trip and a table.
 
 - :func:`save_explanation` / :func:`load_explanation`: one explanation per JSON file;
-- :func:`explanation_from_dict`: the inverse of :meth:`SlalomExplanation.to_dict`;
+- :func:`explanation_fields`: the inverse of :meth:`SlalomExplanation.to_dict` (the class
+  builds the explanation from them, :meth:`SlalomExplanation.from_dict`);
 - :func:`explanation_frame`: one row per position, every score and standard error.
 
 The file is :meth:`~SlalomExplanation.to_dict` with ``format`` and ``format_version``:
@@ -32,19 +33,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .diagnostics import Diagnostics
-from .explanation import SlalomExplanation
 from .scores import SCORES
 from .surrogate import SlalomSurrogate
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .explanation import SlalomExplanation
+
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "save_explanation",
-    "load_explanation",
-    "explanation_from_dict",
+    "read_explanation_dict",
+    "explanation_fields",
     "explanation_frame",
 ]
 
@@ -115,8 +117,10 @@ def _unit_se(per_position: Any, unit_index: np.ndarray, n_units: int) -> np.ndar
     return out
 
 
-def explanation_from_dict(d: Mapping) -> SlalomExplanation:
-    """The explanation a :meth:`SlalomExplanation.to_dict` dict (or a saved file's) describes.
+def explanation_fields(d: Mapping) -> dict[str, Any]:
+    """The :class:`SlalomExplanation` fields a :meth:`SlalomExplanation.to_dict` dict (or a
+    saved file's) describes (the class itself builds the explanation from them:
+    :meth:`SlalomExplanation.from_dict`).
 
     Args:
         d: the dict, of format version 1, or the unversioned ``to_dict`` of earlier
@@ -124,14 +128,15 @@ def explanation_from_dict(d: Mapping) -> SlalomExplanation:
             fit shown for one class keeps that class only).
 
     Returns:
-        The :class:`SlalomExplanation`, whose scores equal the original's exactly.
+        The constructor's keyword arguments; the explanation they make has scores equal to
+        the original's exactly.
 
     Raises:
         ValueError: a newer or unknown format, or a dict that cannot be rebuilt (the
             message says why).
 
     Example:
-        >>> again = explanation_from_dict(exp.to_dict())  # doctest: +SKIP
+        >>> again = SlalomExplanation(**explanation_fields(exp.to_dict()))  # doctest: +SKIP
         >>> np.array_equal(again.contribution, exp.contribution)  # doctest: +SKIP
         True
     """
@@ -160,7 +165,7 @@ def explanation_from_dict(d: Mapping) -> SlalomExplanation:
     for key in _ARRAY_DIAGNOSTICS:
         if key in diagnostics:
             diagnostics[key] = _output(diagnostics[key])
-    return SlalomExplanation(
+    return dict(
         tokens=list(d["tokens"]),
         token_ids=[tuple(int(i) for i in t) for t in d["token_ids"]],
         unit_index=unit_index,
@@ -193,7 +198,7 @@ def save_explanation(explanation: SlalomExplanation, path: str | os.PathLike) ->
         >>> save_explanation(exp, "review.slalom.json")  # doctest: +SKIP
         PosixPath('review.slalom.json')
     """
-    if not isinstance(explanation, SlalomExplanation):
+    if not (hasattr(explanation, "to_dict") and hasattr(explanation, "surrogate")):
         raise TypeError(f"expected a SlalomExplanation, got {type(explanation).__name__}")
     path = Path(path)
     # NaN (a standard error the fit could not give) is written as JSON's NaN extension,
@@ -202,27 +207,29 @@ def save_explanation(explanation: SlalomExplanation, path: str | os.PathLike) ->
     return path
 
 
-def load_explanation(path: str | os.PathLike) -> SlalomExplanation:
-    """The explanation saved at ``path`` (by :meth:`SlalomExplanation.save`), without a model.
+def read_explanation_dict(path: str | os.PathLike) -> dict:
+    """The dict saved at ``path`` (by :meth:`SlalomExplanation.save`); :func:`slalom_core.load_explanation`
+    makes it an explanation again.
 
     Args:
         path: the JSON file.
 
     Returns:
-        The :class:`SlalomExplanation`.
+        The file's dict (checked by :func:`explanation_fields` when it is read).
 
     Raises:
-        ValueError: not a SLALOM explanation, or a format this version cannot read (why).
+        ValueError: not a JSON file.
 
     Example:
-        >>> exp = load_explanation("review.slalom.json")  # doctest: +SKIP
+        >>> read_explanation_dict("review.slalom.json")["format_version"]  # doctest: +SKIP
+        1
     """
     path = Path(path)
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not a JSON file: {err}") from None
-    return explanation_from_dict(d)
+    return d
 
 
 def explanation_frame(explanation: SlalomExplanation) -> pd.DataFrame:
