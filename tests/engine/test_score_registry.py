@@ -86,3 +86,22 @@ def test_builtin_rows_compute_what_the_explanation_reports(bert):
     a = np.exp(s) / np.exp(s).sum()
     np.testing.assert_allclose(exp.scores("contribution"), a * v)
     np.testing.assert_allclose(exp.scores("contribution").sum() + exp.base_value, exp.surrogate_output)
+
+
+def test_a_registered_score_reaches_corpus_tables_and_summaries(registered, bert, tmp_path):
+    pytest.importorskip("pyarrow")
+    from slalom_core.corpus import CorpusRun, cohort_matrix, explain_corpus, word_summary
+
+    model, tok = bert
+    data = tmp_path / "texts.jsonl"
+    texts = [TEXT, "a great film , not boring at all", "the plot was bad but the actor was good"]
+    data.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    run = explain_corpus(model, data, tmp_path / "run", tok, n_samples=150, seed=0, show_progress=False)
+    pos = CorpusRun(run.path).positions()
+    first = pos[pos["id"] == "0"]
+    direct = sc.explain(model, TEXT, tok, n_samples=150, seed=int(run.texts()["seed"].iloc[0]))
+    np.testing.assert_allclose(first["odds_weight"].to_numpy(), direct.scores("odds_weight"), rtol=1e-6, atol=1e-9)
+    summary = word_summary(run, sort_by="odds_weight")
+    assert "odds_weight_mean" in summary.columns
+    _, tokens, values, _, _ = cohort_matrix(run, score="odds_weight", top=3, min_texts=2)
+    assert len(tokens) > 0 and np.isfinite(values).all()
