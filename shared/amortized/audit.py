@@ -36,7 +36,7 @@ def ood_check(n_positions: int, token_ids: list[int], stats: dict, *, max_unseen
         >>> ood_check(3, [1, 2, 9], {"length_range": [2, 5], "vocabulary": {1, 2}}, max_unseen=0.5)["warning"] is None
         True
         >>> ood_check(9, [1], {"length_range": [2, 5], "vocabulary": {1}}, max_unseen=0.5)["warning"]
-        'its length 9 is outside the training texts\\' range [2, 5]'
+        "its length 9 is outside the training texts' range [2, 5]"
     """
     lo, hi = stats["length_range"]
     vocab = stats["vocabulary"]

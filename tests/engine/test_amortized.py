@@ -147,3 +147,33 @@ def test_audit_reports_agreement_with_per_text_fits(bert, fitted):
         first = np.unique(exps[i].unit_index, return_index=True)[1]
         assert rho_v == pytest.approx(spearmanr(exps[i].value[first], fit.value[first])[0])
     assert report.summary()["value_spearman"] == pytest.approx(np.mean(report.value_spearman))
+
+
+def test_command_line_trains_then_explains_a_corpus(bert, run, tmp_path):
+    import argparse
+
+    from slalom_core.amortized.cli import add_parser
+
+    parser = argparse.ArgumentParser(prog="slalom-xai")
+    add_parser(parser.add_subparsers(dest="command", required=True), load_pair=lambda spec: bert)
+    args = parser.parse_args(
+        ["amortize", str(run.path), "--model", "tiny", "--out", str(tmp_path / "h"), "--epochs", "3"]
+    )
+    assert args.func(args) == 0
+    data = write_jsonl(tmp_path / "d.jsonl", ["the movie was great", "", "a bad plot"])
+    out = tmp_path / "out.jsonl"
+    cmd = ["explain-amortized", "--amortized", str(tmp_path / "h"), "--model", "tiny", "--data", str(data)]
+    args = parser.parse_args([*cmd, "--out", str(out), "--audit", "0.5"])
+    assert args.func(args) == 0
+    rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["r1"]["error"] == "ValueError" and "empty" in rows["r1"]["message"]
+    assert rows["r0"]["tokens"] == ["the", "movie", "was", "great"]
+    assert sum(rows["r2"]["contribution"]) + rows["r2"]["base_value"] == pytest.approx(
+        fitted_output(rows["r2"]), abs=1e-5
+    )
+    assert sum("audit" in r for r in rows.values()) == 1
+
+
+def fitted_output(rec):
+    """The surrogate's output from a record's value and importance: the same formula as the engine's."""
+    return rec["base_value"] + float(scores.contribution(np.array(rec["value"]), np.array(rec["importance"])).sum())
