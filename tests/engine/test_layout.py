@@ -11,7 +11,7 @@ FORBIDDEN = ("captum", "shap", "captum_slalom", "shap_slalom", "slalom_core.expe
 
 # Sub-packages held to the core's rules (the harness, experiments/, is not): the fitting
 # package, and the corpus runner, which the adapters use as they use the core.
-CORE_PACKAGES = ("fitting", "corpus")
+CORE_PACKAGES = ("fitting", "corpus", "amortized")
 
 
 def _core_files() -> list[Path]:
