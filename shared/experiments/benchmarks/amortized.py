@@ -1,6 +1,6 @@
 """Amortized SLALOM against per-text fits: quality on held-out texts, and texts per second.
 
-Three stages, each a subcommand writing under ``--work``:
+Four stages, each a subcommand writing under ``--work``:
 
 - ``prepare``: cut IMDB reviews to word prefixes the model reads whole (``--max-tokens``,
   the fine-tuned MiniLM was trained on 128 tokens) and write ``train.jsonl`` (``--n-train``
@@ -13,6 +13,9 @@ Three stages, each a subcommand writing under ``--work``:
   both see the same load), and compare both with the reference run: Spearman of value and
   importance per text, ERASER deletion AOPC of ``lin`` and ``contribution`` (paired), and
   seconds per text. Writes ``amortized.md`` / ``amortized.json``.
+- ``hat``: Yelp-HAT ROC-AUC of ``importance`` and |``lin``| against human attention, for the
+  heads and a per-text fit of each text (Yelp reviews of at most ``--max-tokens`` tokens).
+  Writes ``human_attention.md``.
 
 Not a test: timings depend on the machine and its load (they are printed with the load
 average at the start and end).
@@ -25,6 +28,8 @@ average at the start and end).
         --work bench_output/amort --split test --n-samples 4000
     python -m slalom_core.experiments.benchmarks.amortized evaluate --model models/minilm-imdb \\
         --work bench_output/amort --train-run train-300 --reference-run test-4000 --samples 1000
+    python -m slalom_core.experiments.benchmarks.amortized hat --model models/minilm-imdb \\
+        --work bench_output/amort --train-run train-300 --yelp ../shared/data/yelp_hat_dev.jsonl
 """
 
 from __future__ import annotations
@@ -210,6 +215,57 @@ def _write(work: Path, args, rows: list[dict], heads: dict, batch: dict, load: l
     print("\n".join(lines))
 
 
+def human_attention(args) -> None:
+    """Yelp-HAT ROC-AUC of ``importance`` (and of |lin|): amortized heads against per-text fits."""
+    import slalom_core as sc
+    from slalom_core.amortized import AmortizedExplainer
+    from slalom_core.corpus import text_seed
+    from slalom_core.experiments import evaluation as ev
+    from slalom_core.experiments.bench import load_model, select_instances
+    from slalom_core.experiments.data import read_jsonl
+
+    model, tok, _ = load_model(args.model)
+    work = Path(args.work)
+    load = [os.getloadavg()[0]]
+    heads = {
+        n: AmortizedExplainer(model, tok, epochs=args.epochs).fit(work / "runs" / n) for n in args.train_run.split(",")
+    }
+    chosen = select_instances(read_jsonl(args.yelp), tok, n=args.n, min_tokens=20, max_tokens=args.max_tokens)
+    rows = []
+    for inst in chosen:
+        exps = {name: head.explain(inst.text) for name, head in heads.items()}
+        exps["per-text"] = sc.explain(
+            model, inst.text, tokenizer=tok, n_samples=args.samples, seed=text_seed(1, str(inst.id))
+        )
+        row = {"id": inst.id}
+        for name, exp in exps.items():
+            if [t[0] for t in exp.token_ids] != list(inst.token_ids):
+                raise RuntimeError(f"{inst.id}: the explanation's tokens are not the instance's")
+            row[f"{name}_importance"] = ev.human_attention_agreement(
+                exp.importance, inst.attention, absolute=False
+            ).roc_auc
+            row[f"{name}_abs_lin"] = ev.human_attention_agreement(exp.lin, inst.attention, absolute=True).roc_auc
+            row[f"{name}_ood"] = bool(exp.diagnostics.get("ood", {}).get("warning"))
+        rows.append(row)
+    load.append(os.getloadavg()[0])
+    lines = [
+        f"Yelp-HAT: {len(rows)} texts of 20-{args.max_tokens} tokens; load average {load[0]:.2f} -> {load[1]:.2f}.",
+        "",
+    ]
+    lines += ["| explainer | importance ROC-AUC | abs(lin) ROC-AUC | flagged OOD |", "| --- | --- | --- | --- |"]
+    for name in [*heads, "per-text"]:
+        imp, lin = (_mean_se([r[f"{name}_{k}"] for r in rows]) for k in ("importance", "abs_lin"))
+        flagged = sum(r[f"{name}_ood"] for r in rows)
+        lines.append(f"| {name} | {imp[0]:.3f} ± {imp[1]:.3f} | {lin[0]:.3f} ± {lin[1]:.3f} | {flagged} |")
+    lines += ["", "Paired (amortized − per-text):", ""]
+    for name in heads:
+        for k in ("importance", "abs_lin"):
+            m, se = _mean_se([r[f"{name}_{k}"] - r[f"per-text_{k}"] for r in rows])
+            lines.append(f"- {name} {k}: {m:+.3f} ± {se:.3f}")
+    (work / "human_attention.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The benchmark's command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -236,7 +292,15 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--samples", type=int, default=1000, help="budget of the per-text fits compared")
     e.add_argument("--epochs", type=int, default=60)
     e.set_defaults(func=lambda a: evaluate(a))
-    for q in (p, r, e):
+    h = sub.add_parser("hat", help="Yelp-HAT importance ROC-AUC: amortized heads against per-text fits")
+    h.add_argument("--train-run", required=True, help="run names under WORK/runs, comma-separated")
+    h.add_argument("--yelp", required=True, help="yelp_hat_dev.jsonl (words + human_attention)")
+    h.add_argument("--n", type=int, default=30)
+    h.add_argument("--max-tokens", type=int, default=120)
+    h.add_argument("--samples", type=int, default=1000)
+    h.add_argument("--epochs", type=int, default=60)
+    h.set_defaults(func=human_attention)
+    for q in (p, r, e, h):
         q.add_argument("--model", default="models/minilm-imdb")
         q.add_argument("--work", default="bench_output/amortized")
         q.add_argument("--threads", type=int, default=1)
