@@ -100,6 +100,8 @@ class AmortizedExplainer:
         labels = read_labels(
             run, digest=self.fingerprint["digest"], expect={k: trained.get(k) for k in ("method", "output")}
         )
+        # Half precision: every layer of a few thousand texts fits in memory, and the rounding
+        # is far below the noise of the labels.
         features = [h.half() for h in encode(self.adapter, labels.sequences, batch_size=self.batch_size).hidden]
         head, report = train_head(features, labels, hidden=self.hidden, epochs=self.epochs, lr=self.lr, seed=self.seed)
         lengths = [len(s) for s in labels.sequences]
@@ -150,6 +152,8 @@ class AmortizedExplainer:
         if not 0.0 <= audit <= 1.0:
             raise ValueError(f"audit must be a share of the texts in [0, 1], got {audit!r}")
         segs = [self.adapter.segment(t, "token") for t in texts]
+        if not segs:
+            return []
         base, link = self._reference()
         t0 = time.perf_counter()
         enc = encode(self.adapter, [[i for u in s.unit_ids for i in u] for s in segs], batch_size=self.batch_size)
@@ -294,7 +298,7 @@ class AmortizedExplainer:
         config = json.loads((folder / "config.json").read_text())
         if config.get("format") != FORMAT:
             raise ValueError(f"{str(folder)!r} is not a {FORMAT} explainer (format {config.get('format')!r})")
-        self = cls(model, tokenizer, max_unseen=config["ood"]["max_unseen"], **{"hidden": config["head"]["hidden"]})
+        self = cls(model, tokenizer, hidden=config["head"]["hidden"], max_unseen=config["ood"]["max_unseen"])
         if config["model"]["digest"] != self.fingerprint["digest"]:
             raise ValueError(
                 f"the explainer in {str(folder)!r} was trained for another model or tokenizer "

@@ -66,6 +66,7 @@ def test_fit_explain_save_load_round_trip(bert, run, fitted, tmp_path):
         np.testing.assert_array_equal(a.value, b.value)
         np.testing.assert_array_equal(a.importance, b.importance)
         assert a.base_value == b.base_value and a.model_output == b.model_output
+    assert loaded.explain_batch([]) == []
     assert loaded.config["trained_on"]["method"] == run.manifest["options"]["method"]
 
 
