@@ -1,0 +1,317 @@
+"""``AmortizedExplainer``: SLALOM explanations at the cost of one forward pass per text.
+
+Fitted once on a corpus run (the per-text fits are its labels), a small head on the model's
+own hidden states predicts each token's value and importance. The explanations it returns
+are :class:`~slalom_core.SlalomExplanation` objects like the per-text ones: the derived
+scores (lin, contribution, removal, shapley) come from the predicted v and s through the
+same score functions, measured from the same reference point (the model's output on the
+empty input).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..api import explain_batch as per_text_explain_batch
+from ..corpus import CorpusRun
+from ..corpus.fingerprint import model_fingerprint
+from ..diagnostics import Diagnostics
+from ..explanation import SlalomExplanation
+from ..link import OutputLink, warn_user
+from ..models import as_adapter
+from ..surrogate import SlalomSurrogate
+from .audit import AmortizedOODWarning, AuditReport, agreement, ood_check
+from .features import check_encoder, encode
+from .head import AmortizedHead, pool_units
+from .training import read_labels, train_head
+
+__all__ = ["AmortizedExplainer", "FORMAT", "METHOD"]
+
+#: The saved format's name and version (``config.json``).
+FORMAT = "slalom-amortized/1"
+#: ``diagnostics["method"]`` and ``explanation.method`` of an amortized explanation.
+METHOD = "amortized"
+
+
+class AmortizedExplainer:
+    """Learn a model's SLALOM explanations from a corpus run; explain new texts in one pass.
+
+    Args:
+        model: a Hugging Face sequence classifier (binary); frozen, never trained.
+        tokenizer: its tokenizer.
+        hidden: width of the head's MLP.
+        epochs: training passes over the run's texts.
+        lr: the head's learning rate.
+        batch_size: texts per forward pass when explaining.
+        max_unseen: the share of a text's tokens unseen in training above which the text is
+            flagged as out of distribution.
+        seed: the head's initialisation and training order.
+
+    Example:
+        >>> amortized = AmortizedExplainer(model, tok).fit("runs/imdb-train")  # doctest: +SKIP
+        >>> exp = amortized.explain("a gripping, beautifully shot film")  # doctest: +SKIP
+        >>> exp.diagnostics["method"], exp.contribution.sum() + exp.base_value  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: object | None = None,
+        *,
+        hidden: int = 256,
+        epochs: int = 60,
+        lr: float = 1e-3,
+        batch_size: int = 32,
+        max_unseen: float = 0.25,
+        seed: int = 0,
+    ) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.adapter = check_encoder(as_adapter(model, tokenizer))
+        self.hidden, self.epochs, self.lr, self.seed = int(hidden), int(epochs), float(lr), int(seed)
+        self.batch_size, self.max_unseen = int(batch_size), float(max_unseen)
+        self.fingerprint = model_fingerprint(model, self.adapter.tokenizer)
+        self.head: AmortizedHead | None = None
+        self.config: dict = {}
+        self._vocabulary: set[int] = set()
+        self._base: tuple[np.ndarray, OutputLink] | None = None
+        self.last_audit: AuditReport | None = None
+
+    # -- training ------------------------------------------------------------------------
+    def fit(self, run: CorpusRun | str | Path) -> AmortizedExplainer:
+        """Train the head on a corpus run made with this model (its ``positions`` table).
+
+        Args:
+            run: a :class:`~slalom_core.corpus.CorpusRun` or its folder. Refused (ValueError,
+                with the reason) when made with another model or tokenizer, or, once this
+                explainer holds a head, with another method or output reading; or when too
+                small, multi-class, at word granularity or with another reference point.
+
+        Returns:
+            ``self``, trained.
+        """
+        trained = self.config.get("trained_on", {})
+        labels = read_labels(
+            run, digest=self.fingerprint["digest"], expect={k: trained.get(k) for k in ("method", "output")}
+        )
+        # Half precision: every layer of a few thousand texts fits in memory, and the rounding
+        # is far below the noise of the labels.
+        features = [h.half() for h in encode(self.adapter, labels.sequences, batch_size=self.batch_size).hidden]
+        head, report = train_head(features, labels, hidden=self.hidden, epochs=self.epochs, lr=self.lr, seed=self.seed)
+        lengths = [len(s) for s in labels.sequences]
+        self.head = head
+        self._vocabulary = {i for s in labels.sequences for i in s}
+        self.config = {
+            "format": FORMAT,
+            "head": {"n_layers": head.n_layers, "width": head.width, "hidden": head.hidden},
+            "model": self.fingerprint,
+            "tokenizer": _tokenizer_info(self.adapter.tokenizer),
+            "trained_on": labels.meta,
+            "training": report,
+            "ood": {"length_range": [min(lengths), max(lengths)], "max_unseen": self.max_unseen},
+        }
+        return self
+
+    # -- explaining ----------------------------------------------------------------------
+    def explain(self, text: str) -> SlalomExplanation:
+        """One text's amortized explanation (see :meth:`explain_batch`)."""
+        if not isinstance(text, str):
+            raise TypeError(f"explain takes one text (a str), got {type(text).__name__}; use explain_batch for a list")
+        return self.explain_batch([text])[0]
+
+    def explain_batch(
+        self, texts: Sequence[str], *, audit: float = 0.0, audit_samples: int = 1000, audit_seed: int = 0
+    ) -> list[SlalomExplanation]:
+        """Amortized explanations of texts: one forward pass of the model per text.
+
+        Args:
+            texts: the texts (each checked like a per-text explanation's: empty and too
+                long texts raise the same errors).
+            audit: share of the texts (0 to 1) to also fit per text with the training run's
+                method at ``audit_samples``; each audited explanation gets
+                ``diagnostics["audit"]`` (Spearman of value and importance), and
+                :attr:`last_audit` the summary.
+            audit_samples: budget of the audit's per-text fits.
+            audit_seed: which texts are audited, and the fits' seed.
+
+        Returns:
+            One :class:`~slalom_core.SlalomExplanation` per text, ``method="amortized"``,
+            with ``diagnostics["ood"]`` (and an :class:`AmortizedOODWarning` for texts unlike
+            the training texts).
+        """
+        if self.head is None:
+            raise RuntimeError("this explainer is not trained: call fit(run) or AmortizedExplainer.load(dir, ...)")
+        if isinstance(texts, str):
+            raise TypeError("explain_batch takes a list of texts; use explain() for one text")
+        if not 0.0 <= audit <= 1.0:
+            raise ValueError(f"audit must be a share of the texts in [0, 1], got {audit!r}")
+        segs = [self.adapter.segment(t, "token") for t in texts]
+        if not segs:
+            return []
+        base, link = self._reference()
+        t0 = time.perf_counter()
+        enc = encode(self.adapter, [[i for u in s.unit_ids for i in u] for s in segs], batch_size=self.batch_size)
+        model_seconds = time.perf_counter() - t0
+        outputs = link.transform(enc.raw).numpy().reshape(len(segs), -1)[:, 0]
+        n_tokens = sum(len(s.unit_ids) for s in segs) or 1
+        exps = []
+        for seg, hidden, out in zip(segs, enc.hidden, outputs):
+            t1 = time.perf_counter()
+            exp = self._assemble(seg, hidden, float(out), base)
+            exp.diagnostics.model_seconds = model_seconds * len(seg.unit_ids) / n_tokens
+            exp.diagnostics.fit_seconds = time.perf_counter() - t1
+            exp.diagnostics.total_seconds = exp.diagnostics.model_seconds + exp.diagnostics.fit_seconds
+            exps.append(exp)
+        flagged = [i for i, e in enumerate(exps) if e.diagnostics["ood"]["warning"]]
+        if flagged:
+            first = exps[flagged[0]].diagnostics["ood"]["warning"]
+            warn_user(
+                f"{len(flagged)} of {len(exps)} texts are unlike the amortized explainer's training texts "
+                f"(text {flagged[0]}: {first}); their scores are extrapolations: see diagnostics['ood'], or "
+                "explain them per text",
+                AmortizedOODWarning,
+            )
+        if audit > 0:
+            self.last_audit = self._audit(texts, exps, audit, audit_samples, audit_seed)
+        return exps
+
+    def _reference(self) -> tuple[float, OutputLink]:
+        """The empty input's output (the reference point) and the trained output reading, once."""
+        if self._base is None:
+            raw = encode(self.adapter, [[]]).raw
+            link = OutputLink(raw.shape[1], self.config["trained_on"]["output"], None, self.adapter.class_names)
+            if link.joint:
+                raise ValueError("amortized explanations are for binary models (one log-odds column)")
+            self._base = (float(link.transform(raw).reshape(-1)[0]), link)
+        return self._base
+
+    def _assemble(self, seg, hidden: torch.Tensor, output: float, base: float) -> SlalomExplanation:
+        index: dict[tuple[int, ...], int] = {}
+        units = np.array([index.setdefault(u, len(index)) for u in seg.unit_ids], dtype=np.int64)
+        with torch.no_grad():
+            v, s = pool_units(
+                self.head(hidden.float()),
+                torch.as_tensor(units),
+                len(index),
+                torch.zeros(len(index), dtype=torch.long),
+                1,
+            )
+        ids = [i for u in seg.unit_ids for i in u]
+        trained = self.config["trained_on"]
+        diag = Diagnostics(
+            method=METHOD,
+            n_positions=len(seg.unit_ids),
+            n_units=len(index),
+            model_evaluations=1,
+            tokens_evaluated=len(ids) + len(self.adapter.prefix_ids) + len(self.adapter.suffix_ids),
+            reference="empty input",
+            output=f"{trained['output']} (as trained)",
+            output_kind=trained["output"],
+            n_outputs=1,
+            amortized_from={k: trained[k] for k in ("method", "n_samples", "run")},
+            ood=ood_check(
+                len(seg.unit_ids),
+                ids,
+                {"length_range": self.config["ood"]["length_range"], "vocabulary": self._vocabulary},
+                max_unseen=self.max_unseen,
+            ),
+        )
+        exp = SlalomExplanation(
+            tokens=list(seg.tokens),
+            token_ids=list(seg.tokenizer_ids),
+            unit_index=units,
+            surrogate=SlalomSurrogate(v.double().numpy(), s.double().numpy()),
+            method=METHOD,
+            granularity="token",
+            model_output=output,
+            base_value=base,
+            diagnostics=diag,
+        )
+        diag.model_output, diag.surrogate_output, diag.full_text_gap = output, exp.surrogate_output, exp.full_text_gap
+        return exp
+
+    def _audit(self, texts, exps, share: float, n_samples: int, seed: int) -> AuditReport:
+        """Fit a random share of the texts per text and compare (see :class:`AuditReport`)."""
+        trained = self.config["trained_on"]
+        k = max(1, math.ceil(share * len(texts)))
+        picked = sorted(np.random.default_rng(seed).choice(len(texts), size=k, replace=False).tolist())
+        t0 = time.perf_counter()
+        fits = per_text_explain_batch(
+            self.model,
+            [texts[i] for i in picked],
+            tokenizer=self.tokenizer,
+            method=trained["method"],
+            n_samples=n_samples,
+            seed=seed,
+            output=trained["output"],
+            **trained.get("fit_options", {}),
+        )
+        report = AuditReport(picked, [], [], trained["method"], n_samples, time.perf_counter() - t0)
+        for i, fit in zip(picked, fits):
+            rho_v, rho_s = agreement(exps[i], fit)
+            report.value_spearman.append(rho_v)
+            report.importance_spearman.append(rho_s)
+            exps[i].diagnostics["audit"] = {
+                "value_spearman": rho_v,
+                "importance_spearman": rho_s,
+                "n_samples": n_samples,
+            }
+        return report
+
+    # -- saving --------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write ``head.safetensors`` and ``config.json`` (no pickle) to a folder; returns it."""
+        from safetensors.torch import save_file
+
+        if self.head is None:
+            raise RuntimeError("nothing to save: this explainer is not trained")
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        save_file(
+            {k: t.detach().contiguous() for k, t in self.head.state_dict().items()}, str(out / "head.safetensors")
+        )
+        config = dict(self.config, vocabulary=sorted(self._vocabulary))
+        (out / "config.json").write_text(json.dumps(config, indent=1, default=str))
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path, model: torch.nn.Module, tokenizer: object | None = None) -> AmortizedExplainer:
+        """A saved explainer for ``model``; refused (ValueError) when the head was trained for
+        another model or tokenizer (by fingerprint).
+
+        Example:
+            >>> amortized = AmortizedExplainer.load("heads/imdb", model, tok)  # doctest: +SKIP
+        """
+        from safetensors.torch import load_file
+
+        folder = Path(path)
+        if not (folder / "config.json").exists() or not (folder / "head.safetensors").exists():
+            raise FileNotFoundError(
+                f"{str(folder)!r} holds no saved amortized explainer (config.json, head.safetensors)"
+            )
+        config = json.loads((folder / "config.json").read_text())
+        if config.get("format") != FORMAT:
+            raise ValueError(f"{str(folder)!r} is not a {FORMAT} explainer (format {config.get('format')!r})")
+        self = cls(model, tokenizer, hidden=config["head"]["hidden"], max_unseen=config["ood"]["max_unseen"])
+        if config["model"]["digest"] != self.fingerprint["digest"]:
+            raise ValueError(
+                f"the explainer in {str(folder)!r} was trained for another model or tokenizer "
+                f"({config['model'].get('name')!r}, fingerprint {config['model']['digest']}; this model's "
+                f"{self.fingerprint['digest']}): load it with its own model, or train one for this model"
+            )
+        head = AmortizedHead(**config["head"])
+        head.load_state_dict(load_file(str(folder / "head.safetensors")))
+        head.eval()
+        self.head, self._vocabulary = head, set(config.pop("vocabulary"))
+        self.config = config
+        return self
+
+
+def _tokenizer_info(tok: object) -> dict:
+    return {"class": type(tok).__name__, "name_or_path": str(getattr(tok, "name_or_path", ""))}

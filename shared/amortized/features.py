@@ -1,0 +1,103 @@
+"""The explained model's own hidden states: one forward pass per text, every layer.
+
+The amortized head reads what the classifier already computes on the text: the hidden
+state of every content position (special tokens dropped) in every layer, next to the
+model's raw output on the same pass. So a text costs one forward of the model it explains.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..models import HFClassifier
+
+__all__ = ["Encoded", "encode", "check_encoder"]
+
+
+@dataclass
+class Encoded:
+    """One forward pass over a batch of texts.
+
+    Attributes:
+        raw: (B, K) the model's raw outputs (logits) on the texts.
+        hidden: per text, a (n_i, L, D) tensor: every layer's state at each content position.
+    """
+
+    raw: torch.Tensor
+    hidden: list[torch.Tensor]
+
+
+def check_encoder(adapter: object) -> HFClassifier:
+    """The adapter itself if the amortized head can read its hidden states, else a TypeError.
+
+    Example:
+        >>> check_encoder(object())
+        Traceback (most recent call last):
+        ...
+        TypeError: an amortized explainer reads the hidden states of a Hugging Face sequence classifier (with its tokenizer); got object
+    """
+    if not isinstance(adapter, HFClassifier):
+        raise TypeError(
+            "an amortized explainer reads the hidden states of a Hugging Face sequence classifier "
+            f"(with its tokenizer); got {type(adapter).__name__}"
+        )
+    if adapter.equal_length_batches:
+        # Decoder classifiers pool at their last token: content positions differ per text.
+        raise TypeError("an amortized explainer needs a model with a pad token (an encoder classifier)")
+    return adapter
+
+
+@torch.no_grad()
+def encode(adapter: HFClassifier, sequences: Sequence[Sequence[int]], *, batch_size: int = 32) -> Encoded:
+    """Raw outputs and every layer's hidden states of token sequences (no special tokens).
+
+    Args:
+        adapter: the model's adapter (:func:`slalom_core.models.as_adapter`).
+        sequences: each text's token ids, without special tokens; ``[]`` is the empty input.
+        batch_size: texts per forward pass.
+
+    Returns:
+        An :class:`Encoded`: raw (B, K) and, per text, its (n_i, L, D) hidden states (float32,
+        on the CPU).
+
+    Example:
+        >>> enc = encode(check_encoder(as_adapter(model, tok)), [[2307, 3185], []])  # doctest: +SKIP
+        >>> enc.hidden[0].shape  # (positions, layers, width)  # doctest: +SKIP
+    """
+    model = adapter.model
+    pre, suf = list(adapter.prefix_ids), list(adapter.suffix_ids)
+    wants_types = "token_type_ids" in inspect.signature(model.forward).parameters and "token_type_ids" in getattr(
+        adapter.tokenizer, "model_input_names", []
+    )
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()  # dropout off: the same text must give the same scores
+    try:
+        return _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_size)
+    finally:
+        model.train(was_training)
+
+
+def _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_size) -> Encoded:
+    raws, hidden = [], []
+    for start in range(0, len(sequences), batch_size):
+        batch = [pre + list(s) + suf for s in sequences[start : start + batch_size]]
+        width = max(len(b) for b in batch)
+        ids = torch.full((len(batch), width), adapter.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, b in enumerate(batch):
+            ids[i, : len(b)] = torch.tensor(b, dtype=torch.long)
+            mask[i, : len(b)] = 1
+        kwargs = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "output_hidden_states": True}
+        if wants_types:
+            kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
+        out = model(**kwargs)
+        raws.append(out.logits.detach().float().cpu())
+        layers = torch.stack(out.hidden_states, dim=2).float().cpu()  # (B, T, L, D)
+        for i, s in enumerate(sequences[start : start + batch_size]):
+            hidden.append(layers[i, len(pre) : len(pre) + len(s)].clone())
+    return Encoded(torch.cat(raws) if raws else torch.empty(0, 0), hidden)
