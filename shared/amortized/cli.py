@@ -18,11 +18,13 @@ import numpy as np
 
 __all__ = ["add_parser", "main"]
 
+from ..cli.format import DefaultsFormatter
+
 Loader = Callable[[str], tuple[object, object]]
 
 
 def _default_loader(spec: str) -> tuple[object, object]:
-    from ..corpus.run import load_model
+    from ..corpus.loading import load_model
 
     return load_model(spec, None)
 
@@ -47,6 +49,7 @@ def add_parser(subparsers, *, load_pair: Loader | None = None) -> None:
         help="train an amortized explainer on a corpus run (its per-text fits are the labels)",
         description="Train a head on the model's hidden states to predict the run's values and importances; "
         "save it to OUT (head.safetensors + config.json).",
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("run", help="a corpus run folder (slalom-xai explain --out)")
     p.add_argument("--model", required=True, help="the run's model: a local folder, Hub id or packaged name")
@@ -60,6 +63,7 @@ def add_parser(subparsers, *, load_pair: Loader | None = None) -> None:
         help="explain a corpus with a saved amortized explainer (one forward pass per text)",
         description="One JSON line per text: tokens, value, importance, lin, contribution, base value, model "
         "output, the out-of-distribution check (and the audit, with --audit); failed texts get an error.",
+        formatter_class=DefaultsFormatter,
     )
     e.add_argument("--amortized", required=True, help="a folder saved by 'amortize'")
     e.add_argument("--model", required=True, help="the model it was trained for")

@@ -18,6 +18,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..amortized import cli as amortized_cli
 from . import corpus, demo
 
 #: Commands of the harness (:mod:`slalom_core.experiments`): imported only when asked for.
@@ -34,12 +35,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     Example:
         >>> sorted(build_parser("demo")._subparsers._group_actions[0].choices)
-        ['bench', 'demo', 'explain', 'paper', 'report', 'summarize']
+        ['amortize', 'bench', 'demo', 'explain', 'explain-amortized', 'paper', 'report', 'summarize']
     """
     parser = argparse.ArgumentParser(prog="slalom-xai", description="SLALOM explanations for text classifiers")
     sub = parser.add_subparsers(dest="command", required=True)
     demo.register(sub)
     corpus.register(sub)
+    amortized_cli.add_parser(sub, load_pair=corpus.load_pair)
     for name, what in HARNESS_COMMANDS.items():
         if command is None or command == name:
             import importlib

@@ -13,7 +13,13 @@ from ..fitting import FITTERS
 from .format import DefaultsFormatter, option_value
 
 
-def _load_pair(spec: str | None):
+def load_pair(spec: str | None):
+    """``(model, tokenizer)`` for a ``--model`` value: a packaged model's name (default: the
+    demo model), a local folder or a Hub id.
+
+    Example:
+        >>> model, tok = load_pair(None)  # doctest: +SKIP
+    """
     # Module-level (not a lambda) so that a ModelLoader built on it pickles to Ray workers.
     from ..packaged.demo_model import load_model
 
@@ -147,7 +153,7 @@ def run_explain(args: argparse.Namespace) -> int:
     label_column = None if args.label_column in ("", "none") else args.label_column
     # Loaded only once the data and options have passed their checks; on Ray, by each
     # worker itself, so that nothing but the model's name travels.
-    model, tokenizer = ModelLoader(partial(_load_pair, args.model), name=_model_name(args.model)), None
+    model, tokenizer = ModelLoader(partial(load_pair, args.model), name=_model_name(args.model)), None
     if engine == "ray" and args.ray != "local":
         import ray
 
@@ -223,7 +229,7 @@ def run_summarize(args: argparse.Namespace) -> int:
     print(summary.head(args.top)[["n_texts", "value_mean", "importance_mean", "lin_mean", "lin_se"]].to_string())
     print(f"wrote {run.path / 'words.csv'} and {run.path / 'words.png'}")
     if args.global_fit:
-        model, tok = _load_pair(args.model)
+        model, tok = load_pair(args.model)
         g = global_slalom(model, run, tok, top=max(args.top, 100), min_texts=args.min_texts)
         g.to_csv(run.path / "global_slalom.csv")
         rho = compare_global_local(g, run)
