@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         default="default",
-        help="a local Hugging Face classifier folder, or 'default' (packaged MiniLM, zero-shot sentiment)",
+        help="a local Hugging Face classifier folder or Hub id, or a packaged model: 'default' (the MiniLM with "
+        "its trained IMDB adapter, minilm-imdb) or 'zeroshot' (the MiniLM as a zero-shot sentiment classifier)",
     )
     p.add_argument(
         "--data",

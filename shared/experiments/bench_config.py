@@ -56,6 +56,14 @@ METHODS: dict[str, MethodInfo] = {
     m.key: m
     for m in (
         MethodInfo(
+            "slalom-eff-slope",
+            "slalom-eff-slope",
+            "slalom",
+            SLALOM_SCORES,
+            frozenset({"importance"}),
+            "n_samples short random triples (the library's default method)",
+        ),
+        MethodInfo(
             "slalom-eff",
             "slalom-eff",
             "slalom",
@@ -116,6 +124,7 @@ METHODS: dict[str, MethodInfo] = {
 
 
 DEFAULT_METHODS: tuple[str, ...] = (
+    "slalom-eff-slope",
     "slalom-eff",
     "slalom-fidel",
     "reference",

@@ -50,8 +50,8 @@ def run_slalom(ctx: BenchContext, insts: Sequence[Instance], method: str) -> lis
     if not ctx.binary and len({i.target for i in insts}) > 1:
         # One-vs-rest targets differ per text: a batch needs one target; run singly.
         return [r for inst in insts for r in run_slalom(ctx, [inst], method)]
-    # eff and ana send short sequences: they get the short-sample batch size.
-    adapter = ctx.slalom_adapter if method in ("eff", "ana") else ctx.adapter
+    # eff, eff-slope and ana send short sequences: they get the short-sample batch size.
+    adapter = ctx.slalom_adapter if method in ("eff", "eff-slope", "ana") else ctx.adapter
     exps = explain_batch(
         adapter,
         [i.token_ids for i in insts],
