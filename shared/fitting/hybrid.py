@@ -32,16 +32,16 @@ class HybridFitter(EffFitter):
     """Short samples plus a few samples of the text in context, fitted together.
 
     Pairs of the text's tokens are the cheapest forward passes there are and pin down the
-    values, but they say little about how the tokens share weight inside the text: on
-    120–250-token reviews an eff surrogate misses the model's own output on the text by
-    96 % of its signal, and its importances are at chance on human attention. SLALOM-fidel's
-    deletion samples carry that signal, at 20–30x the cost. This design spends most of the
+    values, but they say little about how the tokens share weight inside the text: on long
+    reviews an eff surrogate misses most of the model's own output on the text, and its
+    importances are near chance on human attention (docs/results.md). SLALOM-fidel's
+    deletion samples carry that signal, at many times the cost. This design spends most of the
     budget on pairs and a small share on samples that keep the text's context, and gives
     those samples (and the text itself, ``anchor_weight``) a fixed share of the weight so
     that the many pairs do not drown them.
 
     No SLALOM fits both the model's pairs and its long texts: a joint fit reaches the text's
-    output by bending the values, and loses 0.10–0.13 deletion AOPC. So by default the values
+    output by bending the values, and ranks tokens worse by deletion AOPC. So by default the values
     are fitted to the pairs first and then kept near that fit (``value_sd``), while the
     importances take the context.
 

@@ -35,11 +35,9 @@ def single_threaded_fits() -> Iterator[None]:
     """Run the fits on one CPU thread (torch's intra-op pool), without autograd bookkeeping.
 
     The fits are small (U ≤ a few hundred): a multi-threaded pool spends more time waking
-    threads than computing — measured 30x slower for a 150x150 solve on 2 cores, and 12x
-    slower for the standard errors of a 110-unit text (0.22 s against 0.018 s), far worse
-    when another process keeps the cores busy. Inference mode skips the version counters
-    and view tracking every torch operation otherwise pays for (a fifth of an L-BFGS step
-    on one text). torch's thread count is global to the process; it is restored on exit.
+    threads than computing, the more so when another process keeps the cores busy.
+    Inference mode skips the version counters and view tracking every torch operation
+    otherwise pays for. torch's thread count is global to the process; it is restored on exit.
 
     Example:
         >>> with single_threaded_fits():
