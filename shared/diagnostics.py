@@ -41,6 +41,8 @@ class Diagnostics(dict):
         reference: "empty input" (scored) or "given" (a ``reference=`` number).
         output: how the raw outputs were read and how that was decided, e.g.
             "probs (detected)".
+        class_names: the names of the model's outputs where it has them (a Hugging Face
+            config's ``id2label``), also for a binary model whose fit is one log-odds column.
         output_kind: what they were read as, an ``OUTPUT_KINDS`` entry (to pass as
             ``output=`` to later calls).
         n_outputs: K, the raw outputs per input the model returned (2 for a binary model
@@ -80,6 +82,7 @@ class Diagnostics(dict):
     output: str
     output_kind: str
     n_outputs: int
+    class_names: list[str] | None
     prior_sd: float | None
     model_output: Any  # float, or one per class (np.ndarray)
     surrogate_output: Any

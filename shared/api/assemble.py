@@ -58,6 +58,7 @@ def assemble(
         output=first.how,
         output_kind=first.kind,
         n_outputs=first.link.n_outputs,
+        class_names=None if link.class_names is None else [str(c) for c in link.class_names],
         prior_sd=fitter.prior_sd,
     )
     if api_usage is not None:

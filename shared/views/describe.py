@@ -60,7 +60,7 @@ def class_name(exp: SlalomExplanation, col: int | None) -> str:
         >>> class_name(binary_exp, None)  # doctest: +SKIP
         'class 1'
     """
-    names = exp.class_names
+    names = _names(exp)
     if col is None:
         col = exp.class_index if exp.class_index is not None else exp.target
         if col is None:
@@ -99,9 +99,15 @@ def prediction(exp: SlalomExplanation) -> str | None:
     f = float(out)
     p_explained = 1.0 / (1.0 + math.exp(-f)) if f > -700 else 0.0
     k = explained if f >= 0 else 1 - explained
-    names = exp.class_names
+    names = _names(exp)
     label = str(names[k]) if names is not None and k < len(names) else f"class {k}"
     return f"{label} (p = {max(p_explained, 1.0 - p_explained):.3g})"
+
+
+def _names(exp: SlalomExplanation) -> list[str] | None:
+    # A joint fit names its columns; a binary fit has one column, the model's names are in
+    # its diagnostics (an explanation saved before they were recorded has none).
+    return exp.class_names if exp.class_names is not None else exp.diagnostics.get("class_names")
 
 
 def _column(x: np.ndarray, col: int | None) -> np.ndarray:

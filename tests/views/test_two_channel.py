@@ -173,3 +173,21 @@ def test_word_granularity_shows_words_in_their_spelling(tmp_path):
     page = read(exp.to_html())
     assert page.texts == [text]
     assert [t["text"] for t in page.tokens] == ["Boring", "acting", ",", "GREAT", "film", "!"]
+
+
+def test_a_binary_models_own_class_names_title_its_page(tmp_path):
+    # The fit is one log-odds column; the model's id2label still names the classes.
+    from tiny_models import bert_tokenizer
+    from transformers import BertConfig, BertForSequenceClassification
+
+    tok = bert_tokenizer(tmp_path / "tok")
+    cfg = BertConfig(
+        vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20,
+        max_position_embeddings=64, num_labels=2, id2label={0: "NEG", 1: "POS"}, label2id={"NEG": 0, "POS": 1},
+    )  # fmt: skip
+    exp = sc.explain(BertForSequenceClassification(cfg), "a good film", tok, n_samples=60, seed=0)
+    assert exp.class_names is None and exp.diagnostics.class_names == ["NEG", "POS"]
+    page = exp.to_html()
+    assert "POS" in page and "class 1" not in page
+    again = sc.load_explanation(exp.save(tmp_path / "e.json"))
+    assert again.diagnostics.class_names == ["NEG", "POS"]
