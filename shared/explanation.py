@@ -432,6 +432,26 @@ class LabelExplanations(tuple):
         per_label = [f.per_class_outputs() for f in self]
         return ClassOutputs(*(np.array([getattr(o, k) for o in per_label]) for k in ClassOutputs._fields))
 
+    def to_html(self, *, score: str = "value", full_page: bool = True) -> str:
+        """Every label's fit of the text, one two-channel row each, named by its label.
+
+        Example:
+            >>> Path("labels.html").write_text(fits.to_html(), encoding="utf-8")  # doctest: +SKIP
+        """
+        from .views.compare import compare_html
+
+        names = self[0].diagnostics.get("class_names")
+        labels = [
+            str(names[f.target])
+            if names is not None and f.target is not None and f.target < len(names)
+            else f"label {i}"
+            for i, f in enumerate(self)
+        ]
+        return compare_html(list(self), scores=(score,), labels=labels, full_page=full_page)
+
+    def _repr_html_(self) -> str:
+        return self.to_html(full_page=False)
+
     def summary(self) -> dict:
         """One row on this text: outputs listed per label, cost summed over the labels' fits."""
         rows = [f.summary() for f in self]

@@ -185,3 +185,15 @@ def test_text_batch_reads_the_texts_not_the_container():
     assert [e.tokens for e in exps] == [["a", "great", "film"], ["dull"]]
     exps = sc.explain_batch(f, {"text": ["a great film"]}, method="ana", seed=0)
     assert exps[0].tokens == ["a", "great", "film"]
+
+
+def test_every_label_of_a_multilabel_fit_is_one_row_of_its_page():
+    clf = _labels()
+    clf.class_names = ["toxic", "funny", "long"]
+    fits = sc.explain_outputs(clf, [IDS], method="ana", seed=0)[0]
+    page = fits.to_html()
+    for name in clf.class_names:
+        assert name in page
+    # One row per label, each with the label's own values as data attributes.
+    assert page.count('data-value="') == 3 * len(IDS)
+    assert fits._repr_html_().count('data-value="') == 3 * len(IDS)
