@@ -267,3 +267,11 @@ def test_a_malformed_segmentation_is_refused_before_any_model_call(seg, match):
     with pytest.raises((TypeError, ValueError), match=match):
         slalom_core.explain(TorchClassifier(f), seg, n_samples=50, seed=0)
     assert calls == []
+
+
+def test_a_model_whose_weights_are_on_meta_is_named_before_any_call(tok_dir):
+    tok = bert_tokenizer(tok_dir / "meta_bert")
+    net = SlalomModel(*random_slalom(VOCAB, seed=3)).to("meta")
+    for model, kw in [(tiny_classifier("bert", tok).to("meta"), dict(tokenizer=tok)), (TorchClassifier(net), {})]:
+        with pytest.raises(ValueError, match=r"weights are on the meta device.*load the weights first"):
+            slalom_core.explain(model, [5, 6, 7], n_samples=50, seed=0, **kw)
