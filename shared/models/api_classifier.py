@@ -31,6 +31,7 @@ import numpy as np
 
 from .api_cache import read_cache, write_cache
 from .api_errors import APIError, BudgetExceededError, TransientAPIError, redact_secrets, retry_after
+from .reading import OutputShapeError
 from .strings import StringClassifier
 
 __all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError", "redact_secrets"]
@@ -265,7 +266,9 @@ class APIClassifier(StringClassifier):
     def _store(self, text: str, scores: list[float]) -> None:
         width = len(next(iter(self._cache.values()))) if self._cache else len(scores)
         if len(scores) != width:
-            raise APIError(
+            # The endpoint's fault, not this text's: an OutputShapeError, never retried or
+            # taken for a problem of the input.
+            raise OutputShapeError(
                 f"the black box returned {len(scores)} scores for {text[:60]!r}, earlier answers had {width}"
             )
         self._cache[text] = scores
