@@ -16,9 +16,11 @@ tell which finished chunks were explained from texts the data file no longer hol
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,10 +41,74 @@ __all__ = [
     "read_table",
     "read_parts",
     "schemas",
+    "run_lock",
+    "holds_no_results",
     "TABLES",
 ]
 
 TABLES = ("positions", "texts", "failures")
+#: What a run leaves before its first chunk: nothing another run would lose.
+_NO_RESULTS = {"manifest.json", "manifest.json.tmp", "ray-driver.log", "done", *TABLES}
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """Hold ``out`` for one run: a second run on it is refused, not left to race on temp files.
+
+    Args:
+        out: the run folder (created if missing).
+
+    Returns:
+        A context manager; a FileExistsError when another process or thread holds the folder.
+
+    Example:
+        >>> with run_lock(Path("runs/r")):  # doctest: +SKIP
+        ...     write_chunk(Path("runs/r"), ids, tables, digests)
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: runs are not locked
+        yield
+        return
+    # The folder itself is locked, not a file in it: a lock file would be left behind in
+    # every folder a run was refused, and removing it would race with the next run.
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileExistsError(
+                f"{str(out)!r} is in use by another run (one still writing into it); wait for that run to end, or "
+                "choose another output path"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def holds_no_results(out: Path) -> bool:
+    """True when ``out`` holds no finished chunk, no part and nothing but a run's own files.
+
+    A run killed while writing its manifest, or before its first chunk, leaves such a
+    folder; the next command may start afresh in it. A ``manifest.json`` that is not a
+    corpus run's (another tool's file) is kept: the folder then holds results.
+    """
+    if not out.is_dir():
+        return True
+    entries = list(out.iterdir())
+    if any(p.name not in _NO_RESULTS for p in entries) or markers(out):
+        return False
+    if any(p.is_dir() and any(p.iterdir()) for p in entries):
+        return False
+    manifest = out / "manifest.json"
+    if manifest.exists():
+        try:
+            found = json.loads(manifest.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return isinstance(found, dict) and isinstance(found.get("options"), dict) and "input" in found
+    return True
 
 
 def schemas():
