@@ -38,6 +38,7 @@ __all__ = [
     "done_ids",
     "markers",
     "remove_unfinished",
+    "missing_parts",
     "read_table",
     "read_parts",
     "schemas",
@@ -251,8 +252,17 @@ def remove_chunk(out: Path, key: str) -> None:
         (out / name / f"part-{key}.parquet").unlink(missing_ok=True)
 
 
+def missing_parts(out: Path) -> list[str]:
+    """Keys of finished chunks one of whose parts is gone (deleted by hand, a partial copy):
+    their marker alone would count rows no table holds."""
+    return [k for k in markers(out) if not all((out / n / f"part-{k}.parquet").exists() for n in TABLES)]
+
+
 def remove_unfinished(out: Path) -> int:
-    """Delete parts (and temp files) of chunks that have no ``done`` marker; returns how many."""
+    """Delete parts (and temp files) of chunks that have no ``done`` marker, and the chunks
+    that lost a part (so that they are explained again); returns how many files went."""
+    for key in missing_parts(out):
+        remove_chunk(out, key)
     keys = set(markers(out))
     removed = 0
     for name in TABLES:
