@@ -16,7 +16,7 @@ from ..api import (
     check_call,
 )
 from ..link import SlalomOutputWarning, warn_user
-from ..models import ModelAdapter, as_adapter
+from ..models import BudgetExceededError, ModelAdapter, as_adapter
 from . import store
 from .fingerprint import DUPLICATE, cell_digest, model_fingerprint
 from .loading import load_model, model_name
@@ -120,6 +120,17 @@ def _redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) ->
         f"{shown}) held ids or texts that are no longer in the data, and are explained again",
         UserWarning,
     )
+
+
+def _redo_budget_failures(out: Path) -> None:
+    """Explain again the chunks holding texts an API budget stopped: a resume may bring a
+    new budget. The chunk is redone whole (its other texts' answers are free where the
+    classifier has a cache file)."""
+    keys = store.chunks_failed_by(out, BudgetExceededError.__name__)
+    for key in keys:
+        store.remove_chunk(out, key)
+    if keys:
+        warn_user(f"{len(keys)} finished chunks held texts the API budget stopped: explained again", UserWarning)
 
 
 def _bar(show: bool, total: int, done: int, desc: str, file=None):
@@ -272,6 +283,7 @@ def explain_corpus(
         _prepare_out(out, manifest, resume)
         if resume and store.markers(out):
             _redo_changed_chunks(out, source, store.done_ids(out))
+            _redo_budget_failures(out)
         if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
             store.write_duplicates(out, source.duplicate_counts)
         finished = store.done_ids(out)

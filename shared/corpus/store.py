@@ -39,6 +39,7 @@ __all__ = [
     "markers",
     "remove_unfinished",
     "missing_parts",
+    "chunks_failed_by",
     "read_table",
     "read_parts",
     "schemas",
@@ -256,6 +257,12 @@ def missing_parts(out: Path) -> list[str]:
     """Keys of finished chunks one of whose parts is gone (deleted by hand, a partial copy):
     their marker alone would count rows no table holds."""
     return [k for k in markers(out) if not all((out / n / f"part-{k}.parquet").exists() for n in TABLES)]
+
+
+def chunks_failed_by(out: Path, error: str) -> list[str]:
+    """Keys of finished chunks where some text failed with the error class named ``error``."""
+    keys = [k for k, m in markers(out).items() if m.get("n_failures", 1)]
+    return [k for k, failed in read_parts(out, "failures", keys) if (failed["error"] == error).any()]
 
 
 def remove_unfinished(out: Path) -> int:

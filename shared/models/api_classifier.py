@@ -88,6 +88,10 @@ class APIClassifier(StringClassifier):
         (16, 26, 0.62)
     """
 
+    #: Settings that limit spending, not what an answer is: a corpus run resumed with a new
+    #: budget is the same model (its fingerprint leaves these out).
+    not_in_fingerprint = ("max_calls", "max_input_tokens")
+
     def __init__(
         self,
         call: Callable[[str], Sequence[float]],

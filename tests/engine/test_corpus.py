@@ -706,3 +706,21 @@ def test_a_deleted_part_makes_the_run_incomplete_and_resume_redoes_it(bert, corp
     assert not CorpusRun(out).complete
     resumed = explain_corpus(model, corpus, out, tok, chunk_size=4, resume=True, **FAST)
     assert resumed.complete and len(resumed.texts()) == n_texts
+
+
+def _api(max_calls):
+    return sc.APIClassifier(lambda t: [0.0, t.count("good") - t.count("bad")], max_calls=max_calls)
+
+
+def test_texts_stopped_by_the_budget_are_retried_by_a_resume_with_a_new_budget(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", ["a good film", "a bad plot", "good good fun", "a dull bad film"])
+    kw = dict(chunk_size=2, method="ana", output="logits", show_progress=False, seed=0)
+    with pytest.warns(UserWarning, match="could not be explained"):
+        run = explain_corpus(_api(12), path, tmp_path / "r", **kw)
+    budget_failed = set(run.failures()["id"])
+    assert budget_failed and set(run.failures()["error"]) == {"BudgetExceededError"}
+    resumed = explain_corpus(_api(None), path, tmp_path / "r", resume=True, **kw)
+    assert resumed.complete and len(resumed.failures()) == 0
+    assert sorted(resumed.texts()["id"]) == ["0", "1", "2", "3"]
+    whole = explain_corpus(_api(None), path, tmp_path / "whole", **kw)
+    assert_same_scores(whole, resumed, atol=0)
