@@ -23,8 +23,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
 from ..scores import STORED_SCORES
 from .fingerprint import DUPLICATE
 from .rows import ChunkTables
@@ -320,5 +318,7 @@ def read_parts(out: Path, name: str, keys: list[str] | None = None):
 def _natural_key(col):
     # Row-number ids ("0", "1", ..., "10") sort as numbers; other ids as strings.
     if col.name == "id" and len(col) and col.str.fullmatch(r"\d+").all():
-        return col.astype(np.int64)
+        # Zero-padded to one width, digit strings sort as their numbers, of any size (an
+        # id of 10**20 is no int64).
+        return col.str.zfill(int(col.str.len().max()))
     return col

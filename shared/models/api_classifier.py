@@ -89,8 +89,9 @@ class APIClassifier(StringClassifier):
     """
 
     #: Settings that limit spending, not what an answer is: a corpus run resumed with a new
-    #: budget is the same model (its fingerprint leaves these out).
-    not_in_fingerprint = ("max_calls", "max_input_tokens")
+    #: budget is the same model (its fingerprint leaves these out); a copy in another
+    #: process would spend all of it again (the Ray engine refuses them).
+    budget_settings = ("max_calls", "max_input_tokens")
 
     def __init__(
         self,
@@ -177,6 +178,22 @@ class APIClassifier(StringClassifier):
         else:
             n = len(text.split())
         return int(n) + self.tokens_per_call
+
+    def __copy__(self) -> APIClassifier:
+        # A shallow copy shares the cache and the ledger, so it shares their lock too.
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+    def __getstate__(self) -> dict:
+        # A copy for another process (a Ray worker) takes no lock with it: it makes its own.
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def estimate_cost(self, known: Sequence[Sequence[int]], bounds: Sequence[Sequence[int]] = ()) -> dict[str, int]:
         texts = [self.decode(s) for s in known]

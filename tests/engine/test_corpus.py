@@ -724,3 +724,25 @@ def test_texts_stopped_by_the_budget_are_retried_by_a_resume_with_a_new_budget(t
     assert sorted(resumed.texts()["id"]) == ["0", "1", "2", "3"]
     whole = explain_corpus(_api(None), path, tmp_path / "whole", **kw)
     assert_same_scores(whole, resumed, atol=0)
+
+
+def test_an_id_beyond_int64_is_read_and_sorted_as_written(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", ["a good film", "a bad plot", "good"], ids=[10**20, 2, 30])
+    run = explain_corpus(_api(None), path, tmp_path / "r", method="ana", output="logits", show_progress=False)
+    assert list(run.texts()["id"]) == ["2", "30", "100000000000000000000"]
+
+
+def test_ray_runs_an_api_classifier_and_refuses_its_budget(tmp_path):
+    ray = pytest.importorskip("ray")
+    path = write_jsonl(tmp_path / "c.jsonl", ["a good film", "a bad plot"], ids=[10**20, 2])
+    kw = dict(method="ana", output="logits", show_progress=False, seed=0)
+    local = explain_corpus(_api(None), path, tmp_path / "local", **kw)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        dist = explain_corpus(_api(None), path, tmp_path / "ray", engine="ray", num_workers=1, **kw)
+        with pytest.raises(ValueError, match=r"max_calls=100\).*each Ray worker.*engine='local'"):
+            explain_corpus(_api(100), path, tmp_path / "budget", engine="ray", num_workers=1, **kw)
+    finally:
+        ray.shutdown()
+    assert dist.complete and list(dist.texts()["id"]) == ["2", "100000000000000000000"]
+    assert_same_scores(local, dist, atol=0)
