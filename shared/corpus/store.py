@@ -11,7 +11,9 @@ separator cannot give two chunks one key). A chunk counts only once its ``done``
 exists: a run killed while writing leaves parts without a marker, which a resumed run
 removes and redoes, so a finished run holds every text exactly once. The marker's
 fingerprint hashes the chunk's ids with a digest of each text, so that a resumed run can
-tell which finished chunks were explained from texts the data file no longer holds.
+tell which finished chunks were explained from texts the data file no longer holds. A run
+holds an exclusive ``flock`` on OUT itself while it writes (:func:`run_lock`), so that two
+runs never share one folder's temp files.
 """
 
 from __future__ import annotations
