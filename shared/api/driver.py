@@ -16,7 +16,7 @@ import torch
 from ..explanation import SlalomExplanation
 from ..fitting import FitRequest, FitResult, Fitter, single_threaded_fits
 from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, warn_user
-from ..models import ModelAdapter, Segmentation
+from ..models import ModelAdapter, OutputShapeError, Segmentation
 from .assemble import RoundZero, assemble
 from .call import (
     DEFAULT_METHOD,
@@ -136,11 +136,8 @@ def _round_zero(
     try:
         raw = adapter.score(seqs)
     except Exception as err:
-        if empty is None:
+        if empty is None or isinstance(err, OutputShapeError) or not _fails_only_on_empty(adapter, seqs):
             raise
-        # Not every model can be called on an input with no tokens: learn whether the
-        # texts alone work, so that the error names the real problem.
-        adapter.score(seqs[:-1])
         raise NoEmptyInputError(
             NO_EMPTY_INPUT_ADVICE.format(why=f"scoring it failed ({type(err).__name__}: {err})")
         ) from err
@@ -167,6 +164,24 @@ def _round_zero(
     blocks = [(i, i, 1) for i in range(len(plans))] + ([(0, len(plans), 1)] if empty is not None else [])
     _book_round(adapter, plans, blocks, seqs, elapsed)
     return RoundZero(link, kind, how, base)
+
+
+def _fails_only_on_empty(adapter: ModelAdapter, seqs: list[list[int]]) -> bool:
+    """Whether the texts score alone and the empty input (the last sequence) does not.
+
+    Not every model can be called on an input with no tokens; then a reference point is
+    the fix. Any other fault (a flaky model, rows that disagree in width) is the model's
+    own, and advice about the reference would hide it.
+    """
+    try:
+        adapter.score(seqs[:-1])
+    except Exception:
+        return False
+    try:
+        adapter.score(seqs[-1:])
+    except Exception:
+        return True
+    return False
 
 
 def _book_round(

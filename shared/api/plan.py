@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..inputs import text_batch
-from ..models import ModelAdapter, Segmentation, as_adapter
+from ..models import ModelAdapter, Segmentation, as_adapter, check_segmentation
 from .call import CheckedCall, check_memory
 
 __all__ = ["TextPlan", "TextLike", "prepare_texts"]
@@ -77,6 +77,7 @@ def prepare_texts(
     plans = []
     for t in texts:
         if isinstance(t, Segmentation):
+            check_segmentation(t)
             adapter.check_length(t.n_tokens)
             seg = adapter.relabel(t)  # the ids the adapter scores (a string model's own pieces)
         else:

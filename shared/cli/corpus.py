@@ -21,8 +21,11 @@ def load_pair(spec: str | None):
         >>> model, tok = load_pair(None)  # doctest: +SKIP
     """
     # Module-level (not a lambda) so that a ModelLoader built on it pickles to Ray workers.
-    from ..packaged.demo_model import load_model
+    from ..corpus.loading import check_model_path
+    from ..packaged.demo_model import MODEL_NAMES, load_model
 
+    if spec not in (None, "", "default") and spec not in MODEL_NAMES:
+        check_model_path(spec)
     model, tok, _ = load_model(spec)
     return model, tok
 

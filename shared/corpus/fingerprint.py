@@ -114,7 +114,8 @@ def _feed(h, obj: object, depth: int) -> None:
         return
     # Public settings only: private ones are caches, ledgers and locks (an API cache's
     # answers must not change the fingerprint of its classifier).
-    for key in sorted(k for k in settings if not k.startswith("_")):
+    skip = set(getattr(type(obj), "budget_settings", ()))
+    for key in sorted(k for k in settings if not k.startswith("_") and k not in skip):
         h.update(f"\x00{key}=".encode())
         _feed(h, settings[key], depth + 1)
 

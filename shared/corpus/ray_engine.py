@@ -211,6 +211,16 @@ def run_ray(
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError("engine='ray' needs Ray Data: pip install 'slalom-xai[ray]'") from err
 
+    budget = {
+        k: getattr(model, k) for k in getattr(type(model), "budget_settings", ()) if getattr(model, k) is not None
+    }
+    if budget:
+        said = ", ".join(f"{k}={v}" for k, v in budget.items())
+        raise ValueError(
+            f"the model's budget ({said}) cannot be shared by Ray workers: each Ray worker gets a copy and "
+            "would spend all of it; run with engine='local' (the classifier's workers= sends requests "
+            "concurrently), or without a budget"
+        )
     if not ray.is_initialized():
         if address is None and not os.environ.get("RAY_ADDRESS"):
             _init_local_ray(ray)

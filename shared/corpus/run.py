@@ -16,7 +16,7 @@ from ..api import (
     check_call,
 )
 from ..link import SlalomOutputWarning, warn_user
-from ..models import ModelAdapter, as_adapter
+from ..models import BudgetExceededError, ModelAdapter, as_adapter
 from . import store
 from .fingerprint import DUPLICATE, cell_digest, model_fingerprint
 from .loading import load_model, model_name
@@ -47,7 +47,7 @@ def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
 
 
 def _prepare_out(out: Path, manifest: dict, resume: bool) -> None:
-    if out.exists() and any(out.iterdir()):
+    if not store.holds_no_results(out):
         if not resume:
             raise FileExistsError(
                 f"{str(out)!r} exists and is not empty; pass resume=True (--resume) to continue that run, "
@@ -120,6 +120,17 @@ def _redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) ->
         f"{shown}) held ids or texts that are no longer in the data, and are explained again",
         UserWarning,
     )
+
+
+def _redo_budget_failures(out: Path) -> None:
+    """Explain again the chunks holding texts an API budget stopped: a resume may bring a
+    new budget. The chunk is redone whole (its other texts' answers are free where the
+    classifier has a cache file)."""
+    keys = store.chunks_failed_by(out, BudgetExceededError.__name__)
+    for key in keys:
+        store.remove_chunk(out, key)
+    if keys:
+        warn_user(f"{len(keys)} finished chunks held texts the API budget stopped: explained again", UserWarning)
 
 
 def _bar(show: bool, total: int, done: int, desc: str, file=None):
@@ -268,46 +279,58 @@ def explain_corpus(
         "model": fingerprint,
     }
     manifest = json.loads(json.dumps(manifest, default=str))  # compared with the file's after a restart
-    _prepare_out(out, manifest, resume)
-    if resume and store.markers(out):
-        _redo_changed_chunks(out, source, store.done_ids(out))
-    if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
-        store.write_duplicates(out, source.duplicate_counts)
-    finished = store.done_ids(out)
-    desc = f"SLALOM {method} corpus"
-    bar = None
-    try:
-        if engine == "local":
-            bar = _bar(show_progress, source.n_rows, len(finished), desc)
-            _run_local(
-                loaded, loaded_tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, __version__
-            )
-        else:
-            from .ray_engine import quiet_ray, run_ray
-
-            loaded = loaded_tokenizer = None  # the workers load their own
-            with quiet_ray(out) as terminal:
-                bar = _bar(show_progress, source.n_rows, len(finished), desc, file=terminal)
-                run_ray(
-                    model,
-                    tokenizer,
+    with store.run_lock(out):  # held until the run ends: one run per output folder
+        _prepare_out(out, manifest, resume)
+        if resume and store.markers(out):
+            _redo_changed_chunks(out, source, store.done_ids(out))
+            _redo_budget_failures(out)
+        if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
+            store.write_duplicates(out, source.duplicate_counts)
+        finished = store.done_ids(out)
+        desc = f"SLALOM {method} corpus"
+        bar = None
+        try:
+            if engine == "local":
+                bar = _bar(show_progress, source.n_rows, len(finished), desc)
+                _run_local(
+                    loaded,
+                    loaded_tokenizer,
                     source,
                     out,
                     opts,
-                    chunk_size=chunk_size,
-                    finished=finished,
-                    batch_size=batch_size,
-                    device=device,
-                    address=ray_address,
-                    num_workers=num_workers,
-                    num_gpus=num_gpus_per_worker,
-                    bar=bar,
-                    version=__version__,
+                    chunk_size,
+                    finished,
+                    batch_size,
+                    device,
+                    bar,
+                    __version__,
                 )
-                bar = bar.close() if bar is not None else None  # while the terminal is open
-    finally:
-        if bar is not None:
-            bar.close()
+            else:
+                from .ray_engine import quiet_ray, run_ray
+
+                loaded = loaded_tokenizer = None  # the workers load their own
+                with quiet_ray(out) as terminal:
+                    bar = _bar(show_progress, source.n_rows, len(finished), desc, file=terminal)
+                    run_ray(
+                        model,
+                        tokenizer,
+                        source,
+                        out,
+                        opts,
+                        chunk_size=chunk_size,
+                        finished=finished,
+                        batch_size=batch_size,
+                        device=device,
+                        address=ray_address,
+                        num_workers=num_workers,
+                        num_gpus=num_gpus_per_worker,
+                        bar=bar,
+                        version=__version__,
+                    )
+                    bar = bar.close() if bar is not None else None  # while the terminal is open
+        finally:
+            if bar is not None:
+                bar.close()
     run = CorpusRun(out)
     _report(run)
     return run

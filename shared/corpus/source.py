@@ -160,6 +160,13 @@ class CorpusSource:
             raise ValueError(f"limit must be a positive int, got {self.limit!r}")
         if not isinstance(self.text_column, str) or not self.text_column:
             raise ValueError("text_column must be a column name")
+        if path.is_dir() and (path / "dataset_dict.json").exists():
+            # DatasetDict.save_to_disk: one saved dataset per split, each in its own folder.
+            splits = sorted(p.name for p in path.iterdir() if _is_saved_hf_dataset(p))
+            raise ValueError(
+                f"{str(path)!r} is a saved DatasetDict with splits {splits}: give one split's folder, "
+                f"e.g. {str(path / ('train' if 'train' in splits or not splits else splits[0]))!r}"
+            )
         if _is_saved_hf_dataset(path):
             self.files = [path]
             self.format = "hf"

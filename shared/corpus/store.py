@@ -11,17 +11,19 @@ separator cannot give two chunks one key). A chunk counts only once its ``done``
 exists: a run killed while writing leaves parts without a marker, which a resumed run
 removes and redoes, so a finished run holds every text exactly once. The marker's
 fingerprint hashes the chunk's ids with a digest of each text, so that a resumed run can
-tell which finished chunks were explained from texts the data file no longer holds.
+tell which finished chunks were explained from texts the data file no longer holds. A run
+holds an exclusive ``flock`` on OUT itself while it writes (:func:`run_lock`), so that two
+runs never share one folder's temp files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-
-import numpy as np
 
 from ..scores import STORED_SCORES
 from .fingerprint import DUPLICATE
@@ -36,13 +38,79 @@ __all__ = [
     "done_ids",
     "markers",
     "remove_unfinished",
+    "missing_parts",
+    "chunks_failed_by",
     "read_table",
     "read_parts",
     "schemas",
+    "run_lock",
+    "holds_no_results",
     "TABLES",
 ]
 
 TABLES = ("positions", "texts", "failures")
+#: What a run leaves before its first chunk: nothing another run would lose.
+_NO_RESULTS = {"manifest.json", "manifest.json.tmp", "ray-driver.log", "done", *TABLES}
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """Hold ``out`` for one run: a second run on it is refused, not left to race on temp files.
+
+    Args:
+        out: the run folder (created if missing).
+
+    Returns:
+        A context manager; a FileExistsError when another process or thread holds the folder.
+
+    Example:
+        >>> with run_lock(Path("runs/r")):  # doctest: +SKIP
+        ...     write_chunk(Path("runs/r"), ids, tables, digests)
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: runs are not locked
+        yield
+        return
+    # The folder itself is locked, not a file in it: a lock file would be left behind in
+    # every folder a run was refused, and removing it would race with the next run.
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileExistsError(
+                f"{str(out)!r} is in use by another run (one still writing into it); wait for that run to end, or "
+                "choose another output path"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def holds_no_results(out: Path) -> bool:
+    """True when ``out`` holds no finished chunk, no part and nothing but a run's own files.
+
+    A run killed while writing its manifest, or before its first chunk, leaves such a
+    folder; the next command may start afresh in it. A ``manifest.json`` that is not a
+    corpus run's (another tool's file) is kept: the folder then holds results.
+    """
+    if not out.is_dir():
+        return True
+    entries = list(out.iterdir())
+    if any(p.name not in _NO_RESULTS for p in entries) or markers(out):
+        return False
+    if any(p.is_dir() and any(p.iterdir()) for p in entries):
+        return False
+    manifest = out / "manifest.json"
+    if manifest.exists():
+        try:
+            found = json.loads(manifest.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return isinstance(found, dict) and isinstance(found.get("options"), dict) and "input" in found
+    return True
 
 
 def schemas():
@@ -185,8 +253,23 @@ def remove_chunk(out: Path, key: str) -> None:
         (out / name / f"part-{key}.parquet").unlink(missing_ok=True)
 
 
+def missing_parts(out: Path) -> list[str]:
+    """Keys of finished chunks one of whose parts is gone (deleted by hand, a partial copy):
+    their marker alone would count rows no table holds."""
+    return [k for k in markers(out) if not all((out / n / f"part-{k}.parquet").exists() for n in TABLES)]
+
+
+def chunks_failed_by(out: Path, error: str) -> list[str]:
+    """Keys of finished chunks where some text failed with the error class named ``error``."""
+    keys = [k for k, m in markers(out).items() if m.get("n_failures", 1)]
+    return [k for k, failed in read_parts(out, "failures", keys) if (failed["error"] == error).any()]
+
+
 def remove_unfinished(out: Path) -> int:
-    """Delete parts (and temp files) of chunks that have no ``done`` marker; returns how many."""
+    """Delete parts (and temp files) of chunks that have no ``done`` marker, and the chunks
+    that lost a part (so that they are explained again); returns how many files went."""
+    for key in missing_parts(out):
+        remove_chunk(out, key)
     keys = set(markers(out))
     removed = 0
     for name in TABLES:
@@ -237,5 +320,7 @@ def read_parts(out: Path, name: str, keys: list[str] | None = None):
 def _natural_key(col):
     # Row-number ids ("0", "1", ..., "10") sort as numbers; other ids as strings.
     if col.name == "id" and len(col) and col.str.fullmatch(r"\d+").all():
-        return col.astype(np.int64)
+        # Zero-padded to one width, digit strings sort as their numbers, of any size (an
+        # id of 10**20 is no int64).
+        return col.str.zfill(int(col.str.len().max()))
     return col

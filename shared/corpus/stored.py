@@ -103,8 +103,9 @@ class CorpusRun:
 
     @property
     def complete(self) -> bool:
-        """Every input row is accounted for (explained or failed)."""
-        return self.n_done == self.manifest["input"]["n_rows"]
+        """Every input row is accounted for (explained or failed), every finished chunk's
+        tables still on disk."""
+        return self.n_done == self.manifest["input"]["n_rows"] and not store.missing_parts(self.path)
 
     def __repr__(self) -> str:
         return f"CorpusRun({str(self.path)!r}, rows={self.manifest['input']['n_rows']}, done={self.n_done})"

@@ -82,6 +82,14 @@ def chat_label_logprobs(
     words = [str(w).strip() for w in labels]
     if len(words) < 2 or any(not w for w in words):
         raise ValueError(f"give at least 2 non-empty label words, got {list(labels)!r}")
+    for i, w in enumerate(words):
+        if w in words[:i]:
+            # Each is compared with the answer's tokens stripped: one score for two classes.
+            first = list(labels)[words.index(w)]
+            raise ValueError(
+                f"the label words {first!r} and {list(labels)[i]!r} are one label once stripped of whitespace "
+                "(answer tokens are compared stripped): give distinct words"
+            )
     key = api_key if api_key is not None else os.environ.get(api_key_env)
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"Content-Type": "application/json"}

@@ -31,6 +31,7 @@ import numpy as np
 
 from .api_cache import read_cache, write_cache
 from .api_errors import APIError, BudgetExceededError, TransientAPIError, redact_secrets, retry_after
+from .reading import OutputShapeError
 from .strings import StringClassifier
 
 __all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError", "redact_secrets"]
@@ -86,6 +87,11 @@ class APIClassifier(StringClassifier):
         >>> usage["calls"], usage["cache_hits"], round(usage["hit_rate"], 2)
         (16, 26, 0.62)
     """
+
+    #: Settings that limit spending, not what an answer is: a corpus run resumed with a new
+    #: budget is the same model (its fingerprint leaves these out); a copy in another
+    #: process would spend all of it again (the Ray engine refuses them).
+    budget_settings = ("max_calls", "max_input_tokens")
 
     def __init__(
         self,
@@ -172,6 +178,22 @@ class APIClassifier(StringClassifier):
         else:
             n = len(text.split())
         return int(n) + self.tokens_per_call
+
+    def __copy__(self) -> APIClassifier:
+        # A shallow copy shares the cache and the ledger, so it shares their lock too.
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+    def __getstate__(self) -> dict:
+        # A copy for another process (a Ray worker) takes no lock with it: it makes its own.
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def estimate_cost(self, known: Sequence[Sequence[int]], bounds: Sequence[Sequence[int]] = ()) -> dict[str, int]:
         texts = [self.decode(s) for s in known]
@@ -265,7 +287,9 @@ class APIClassifier(StringClassifier):
     def _store(self, text: str, scores: list[float]) -> None:
         width = len(next(iter(self._cache.values()))) if self._cache else len(scores)
         if len(scores) != width:
-            raise APIError(
+            # The endpoint's fault, not this text's: an OutputShapeError, never retried or
+            # taken for a problem of the input.
+            raise OutputShapeError(
                 f"the black box returned {len(scores)} scores for {text[:60]!r}, earlier answers had {width}"
             )
         self._cache[text] = scores

@@ -131,6 +131,15 @@ class PromptClassifier(TorchModel):
             label_ids.append(tuple(ids))
         if len(set(label_ids)) < len(label_ids):
             raise ValueError(f"two label words tokenize to the same ids, so their classes cannot differ: {words}")
+        pairs = [(a, b) for a in zip(words, label_ids) for b in zip(words, label_ids)]
+        for (w, ids), (v, longer) in pairs:
+            if len(longer) > len(ids) and longer[: len(ids)] == ids:
+                # log p(longer) = log p(ids) + log p(rest | ids) <= log p(ids).
+                warn_user(
+                    f"the label word {v!r} begins with the tokens of {w!r}, so its class can never win (its "
+                    "log-probability adds to the shorter word's); reword the labels so that none extends another",
+                    UserWarning,
+                )
         if names is None:
             # The class names are the words stripped: " good" and "good" are two classes
             # (two tokens) that results, plots and tables would show under one name.

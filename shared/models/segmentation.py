@@ -15,6 +15,7 @@ import torch
 __all__ = [
     "GRANULARITIES",
     "Segmentation",
+    "check_segmentation",
     "WhitespaceTokenizer",
     "is_hf_tokenizer",
     "check_tokenizer",
@@ -66,6 +67,42 @@ class Segmentation:
     @property
     def n_tokens(self) -> int:
         return sum(len(u) for u in self.unit_ids)
+
+
+def check_segmentation(seg: Segmentation) -> None:
+    """Refuse a hand-made :class:`Segmentation` the fitters would misread, before any model call.
+
+    Args:
+        seg: the segmentation handed to ``explain``.
+
+    Returns:
+        None; a TypeError or ValueError names the first malformed position.
+
+    Example:
+        >>> check_segmentation(Segmentation([[7], [8]], ["great", "film"]))
+        Traceback (most recent call last):
+        ...
+        TypeError: Segmentation.unit_ids[0] must be a tuple of int token ids, got list [7]
+    """
+    units, tokens = seg.unit_ids, seg.tokens
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        raise TypeError(f"Segmentation.tokens must be a list of strings, one per position, got {type(tokens).__name__}")
+    if not isinstance(units, Sequence) or not units:
+        raise ValueError("the Segmentation has no positions: there is nothing to explain")
+    for k, unit in enumerate(units):
+        if not isinstance(unit, tuple):
+            raise TypeError(
+                f"Segmentation.unit_ids[{k}] must be a tuple of int token ids, got {type(unit).__name__} {unit!r}"
+            )
+        if not unit:
+            raise ValueError(f"Segmentation.unit_ids[{k}] is empty: every position needs at least one token id")
+        bad = [i for i in unit if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer))]
+        if bad:
+            raise TypeError(f"Segmentation.unit_ids[{k}] must hold ints, got {type(bad[0]).__name__} {bad[0]!r}")
+    if len(tokens) != len(units):
+        raise ValueError(
+            f"the Segmentation has {len(units)} unit_ids but {len(tokens)} tokens: give one display string per position"
+        )
 
 
 class WhitespaceTokenizer:

@@ -87,6 +87,14 @@ def model_session(
     modes = [(m, m.training) for m in module.modules()]
     tensors = [*module.parameters(), *module.buffers()]
     devices = {t.device for t in tensors}
+    # Weights on meta are shapes without values (an empty model); accelerate's offloading
+    # keeps them there too, but its hooks load them for each forward, so those run.
+    if torch.device("meta") in devices and not any(hasattr(m, "_hf_hook") for m in module.modules()):
+        raise ValueError(
+            f"the {type(module).__name__}'s weights are on the meta device (shapes without values, e.g. a model "
+            "built under init_empty_weights or moved .to('meta')): load the weights first (from_pretrained, or "
+            "to_empty() and load_state_dict())"
+        )
     old_device = next(iter(devices)) if len(devices) == 1 else None
     if len(devices) > 1 and device is not None:
         # Moving a model spread over several devices onto one and back would not restore

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .base import ModelAdapter
-from .reading import score_matrix
+from .reading import OutputShapeError, score_matrix
 from .segmentation import Segmentation, WhitespaceTokenizer, as_id_list, check_tokenizer
 
 __all__ = ["StringClassifier"]
@@ -267,7 +267,14 @@ def _numeric(answer: object) -> np.ndarray:
     """
     try:
         arr = np.asarray(answer)
-    except ValueError:  # ragged rows: score_matrix's shape check cannot see them otherwise
+    except ValueError:  # ragged rows: numpy's message does not say which answer was wrong
+        rows = answer if isinstance(answer, (Sequence, np.ndarray)) else []
+        widths = sorted({len(r) for r in rows if hasattr(r, "__len__") and not isinstance(r, str)})
+        if len(widths) > 1:
+            raise OutputShapeError(
+                f"the string model returned rows of different lengths ({widths}): it must return the same "
+                "number of scores, one per class, for every text"
+            ) from None
         arr = np.asarray(answer, dtype=object)
     if arr.dtype.kind in "biuf":
         return arr

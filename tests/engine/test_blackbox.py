@@ -337,3 +337,9 @@ def test_endpoint_errors_are_clear():
     )
     with pytest.raises(ValueError, match="slot"):
         chat_label_logprobs("http://127.0.0.1:9/v1", "m", ["a", "b"], template="no slot")
+
+
+def test_chat_labels_equal_up_to_whitespace_are_refused():
+    # Both would be compared with the same stripped token: two classes of one score.
+    with pytest.raises(ValueError, match="' positive' and 'positive' are one label once stripped of whitespace"):
+        chat_label_logprobs("http://127.0.0.1:9/v1", "m", ["negative", " positive", "positive"])

@@ -624,3 +624,125 @@ def test_ray_refuses_a_json_array_before_reading(tmp_path):
     src = CorpusSource(tmp_path / "a.json").scan()
     with pytest.raises(ValueError, match="a.json is a JSON array, not JSON lines: the Ray engine"):
         _read(src)  # before any Ray call: nothing is started
+
+
+# -- what a run trusts on disk -------------------------------------------------------------
+def test_a_model_folder_that_does_not_exist_is_named(corpus, tmp_path, monkeypatch, capsys):
+    from slalom_core.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"no model folder at .*no_such_dir; give a Hub id or an existing"):
+        explain_corpus("./no_such_dir", corpus, tmp_path / "out", **FAST)
+    code = main(["explain", "--model", "./no_such_dir", "--data", str(corpus), "--out", str(tmp_path / "cli")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"no model folder at {tmp_path / 'no_such_dir'}" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cli").exists()
+
+
+def test_a_saved_dataset_dict_asks_for_its_split(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    split = datasets.Dataset.from_dict({"id": ["a", "b"], "text": ["a good film", "a bad plot"]})
+    datasets.DatasetDict({"train": split, "test": split}).save_to_disk(str(tmp_path / "dd"))
+    with pytest.raises(ValueError, match=r"a saved DatasetDict with splits \['test', 'train'\]: .*dd/train"):
+        CorpusSource(tmp_path / "dd").scan()
+    assert CorpusSource(tmp_path / "dd" / "train").scan().n_rows == 2
+
+
+def _waiting_model(started, release):
+    def f(texts):
+        started.set()
+        release.wait(30)
+        return [[0.0, float(t.count("good"))] for t in texts]
+
+    return sc.StringClassifier(f)
+
+
+def test_a_second_run_on_an_output_in_use_is_refused(bert, corpus, tmp_path):
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    out = tmp_path / "run"
+    result = {}
+    kw = dict(limit=3, method="ana", output="logits", show_progress=False)
+    first = threading.Thread(
+        target=lambda: result.setdefault("run", explain_corpus(_waiting_model(started, release), corpus, out, **kw))
+    )
+    first.start()
+    try:
+        assert started.wait(30)
+        for resume in (False, True):
+            with pytest.raises(FileExistsError, match="in use by another run"):
+                explain_corpus(_waiting_model(threading.Event(), threading.Event()), corpus, out, resume=resume, **kw)
+    finally:
+        release.set()
+        first.join(60)
+    assert result["run"].complete and result["run"].n_done == 3
+
+
+def test_a_folder_holding_no_finished_chunk_does_not_block_the_next_command(bert, corpus, tmp_path, monkeypatch):
+    model, tok = bert
+    out = tmp_path / "tmp_only"
+    out.mkdir()
+    (out / "manifest.json.tmp").write_text('{"version": ')  # killed while writing its manifest
+    assert explain_corpus(model, corpus, out, tok, limit=2, **FAST).complete
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "write_chunk", killed)  # killed before its first chunk was written
+    with pytest.raises(KeyboardInterrupt):
+        explain_corpus(model, corpus, tmp_path / "nothing_done", tok, limit=2, **FAST)
+    monkeypatch.undo()
+    run = explain_corpus(model, corpus, tmp_path / "nothing_done", tok, limit=2, n_samples=151, show_progress=False)
+    assert run.complete and run.manifest["options"]["n_samples"] == 151
+
+
+def test_a_deleted_part_makes_the_run_incomplete_and_resume_redoes_it(bert, corpus, tmp_path):
+    model, tok = bert
+    out = tmp_path / "run"
+    whole = explain_corpus(model, corpus, out, tok, chunk_size=4, **FAST)
+    n_texts = len(whole.texts())
+    next((out / "texts").glob("part-*.parquet")).unlink()
+    assert not CorpusRun(out).complete
+    resumed = explain_corpus(model, corpus, out, tok, chunk_size=4, resume=True, **FAST)
+    assert resumed.complete and len(resumed.texts()) == n_texts
+
+
+def _api(max_calls):
+    return sc.APIClassifier(lambda t: [0.0, t.count("good") - t.count("bad")], max_calls=max_calls)
+
+
+def test_texts_stopped_by_the_budget_are_retried_by_a_resume_with_a_new_budget(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", ["a good film", "a bad plot", "good good fun", "a dull bad film"])
+    kw = dict(chunk_size=2, method="ana", output="logits", show_progress=False, seed=0)
+    with pytest.warns(UserWarning, match="could not be explained"):
+        run = explain_corpus(_api(12), path, tmp_path / "r", **kw)
+    budget_failed = set(run.failures()["id"])
+    assert budget_failed and set(run.failures()["error"]) == {"BudgetExceededError"}
+    resumed = explain_corpus(_api(None), path, tmp_path / "r", resume=True, **kw)
+    assert resumed.complete and len(resumed.failures()) == 0
+    assert sorted(resumed.texts()["id"]) == ["0", "1", "2", "3"]
+    whole = explain_corpus(_api(None), path, tmp_path / "whole", **kw)
+    assert_same_scores(whole, resumed, atol=0)
+
+
+def test_an_id_beyond_int64_is_read_and_sorted_as_written(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", ["a good film", "a bad plot", "good"], ids=[10**20, 2, 30])
+    run = explain_corpus(_api(None), path, tmp_path / "r", method="ana", output="logits", show_progress=False)
+    assert list(run.texts()["id"]) == ["2", "30", "100000000000000000000"]
+
+
+def test_ray_runs_an_api_classifier_and_refuses_its_budget(tmp_path):
+    ray = pytest.importorskip("ray")
+    path = write_jsonl(tmp_path / "c.jsonl", ["a good film", "a bad plot"], ids=[10**20, 2])
+    kw = dict(method="ana", output="logits", show_progress=False, seed=0)
+    local = explain_corpus(_api(None), path, tmp_path / "local", **kw)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        dist = explain_corpus(_api(None), path, tmp_path / "ray", engine="ray", num_workers=1, **kw)
+        with pytest.raises(ValueError, match=r"max_calls=100\).*each Ray worker.*engine='local'"):
+            explain_corpus(_api(100), path, tmp_path / "budget", engine="ray", num_workers=1, **kw)
+    finally:
+        ray.shutdown()
+    assert dist.complete and list(dist.texts()["id"]) == ["2", "100000000000000000000"]
+    assert_same_scores(local, dist, atol=0)

@@ -246,3 +246,32 @@ def test_outputs_too_large_to_be_logits_are_named_not_a_linalg_failure(method):
     # Large but usable scores still fit.
     clf = StringClassifier(lambda t: [[1e6 * len(x), 0.0] for x in t])
     assert np.isfinite(slalom_core.explain(clf, "a good film", n_samples=50, seed=0, method=method).value).all()
+
+
+@pytest.mark.parametrize(
+    "seg, match",
+    [
+        (slalom_core.Segmentation([[5], [6]], ["a", "b"]), r"unit_ids\[0\] must be a tuple"),
+        (slalom_core.Segmentation([5, 6], ["a", "b"]), r"unit_ids\[0\] must be a tuple"),
+        (slalom_core.Segmentation([(5,), ("x",)], ["a", "b"]), r"unit_ids\[1\] .*ints, got str 'x'"),
+        (slalom_core.Segmentation([(5.0,), (6,)], ["a", "b"]), r"unit_ids\[0\] .*ints, got float"),
+        (slalom_core.Segmentation([(5,), ()], ["a", "b"]), r"unit_ids\[1\] is empty"),
+        (slalom_core.Segmentation([(5,), (6,)], ["a"]), "2 unit_ids but 1 tokens"),
+        (slalom_core.Segmentation([(5,), (6,)], "ab"), "tokens must be a list"),
+        (slalom_core.Segmentation([], []), "no positions"),
+    ],
+    ids=["lists", "bare-ints", "str-id", "float-id", "empty-unit", "short-tokens", "str-tokens", "empty"],
+)
+def test_a_malformed_segmentation_is_refused_before_any_model_call(seg, match):
+    f, calls = _counting_model()
+    with pytest.raises((TypeError, ValueError), match=match):
+        slalom_core.explain(TorchClassifier(f), seg, n_samples=50, seed=0)
+    assert calls == []
+
+
+def test_a_model_whose_weights_are_on_meta_is_named_before_any_call(tok_dir):
+    tok = bert_tokenizer(tok_dir / "meta_bert")
+    net = SlalomModel(*random_slalom(VOCAB, seed=3)).to("meta")
+    for model, kw in [(tiny_classifier("bert", tok).to("meta"), dict(tokenizer=tok)), (TorchClassifier(net), {})]:
+        with pytest.raises(ValueError, match=r"weights are on the meta device.*load the weights first"):
+            slalom_core.explain(model, [5, 6, 7], n_samples=50, seed=0, **kw)

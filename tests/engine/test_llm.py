@@ -197,3 +197,17 @@ def test_shap_path_explains_a_prompted_lm(tok_dir):
     total = sv.base_values[0, 1] + sv.values[0][:, 1].sum()
     # additivity="model": ends at f(x), the log-odds of " good" against " bad"
     assert total == pytest.approx(float(lp[1] - lp[0]), abs=1e-4)
+
+
+def test_an_lm_whose_weights_are_on_meta_is_named(tok_dir):
+    tok = gpt2_tokenizer(tok_dir / "meta")
+    clf = sc.PromptClassifier(tiny_causal_lm("gpt2", tok).to("meta"), tok, TEMPLATE, [" good", " bad"])
+    with pytest.raises(ValueError, match=r"GPT2LMHeadModel's weights are on the meta device.*load the weights first"):
+        sc.explain(clf, "the movie was great", n_samples=50, seed=0)
+
+
+def test_a_label_that_extends_another_is_warned(tok_dir):
+    tok = gpt2_tokenizer(tok_dir / "extends")
+    model = tiny_causal_lm("gpt2", tok)
+    with pytest.warns(UserWarning, match="' very good' begins with the tokens of ' very'.*can never win"):
+        sc.PromptClassifier(model, tok, TEMPLATE, [" very", " very good", " bad"])

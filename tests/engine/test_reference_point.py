@@ -145,6 +145,41 @@ def test_reference_errors_are_clear():
         sc.explain(clf, [1, 2, 3], method="ana", reference=float("nan"))
 
 
+def _flaky_torch_model():
+    """A model without special tokens whose first call fails (a device still warming up)."""
+    net = SlalomModel(*random_slalom(10))
+    calls = []
+
+    def f(ids, mask):
+        calls.append(ids.shape)
+        if len(calls) == 1:
+            raise RuntimeError("device busy")
+        return net(ids, mask)
+
+    return sc.TorchClassifier(f)
+
+
+def _api_wider_on_empty():
+    return sc.APIClassifier(lambda t: [0.0, float(len(t))] + ([1.0] if not t else []), class_names=["a", "b"])
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (_flaky_torch_model, "device busy"),
+        (lambda: sc.StringClassifier(lambda ts: [[0.0, len(t)] if t else [0.0] for t in ts]), "rows of different"),
+        (_api_wider_on_empty, r"returned 3 scores for '', earlier answers had 2"),
+    ],
+    ids=["torch-other-fault", "ragged-rows", "api-wrong-width"],
+)
+def test_reference_advice_only_when_the_empty_input_is_the_problem(make, match):
+    with pytest.raises(Exception, match=match) as info:
+        model = make()
+        sc.explain(model, [1, 2, 3] if isinstance(model, sc.TorchClassifier) else "good fun film", method="ana")
+    assert not isinstance(info.value, sc.NoEmptyInputError)
+    assert "reference=" not in str(info.value)
+
+
 def test_gpt2_reference_is_its_end_of_text_token(tok_dir):
     tok = gpt2_tokenizer(tok_dir / "gpt2_ref")
     model = tiny_classifier("gpt2", tok)
