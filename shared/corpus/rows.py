@@ -251,7 +251,7 @@ def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncate
         row["diagnostics"].append(diagnostics)
         row["version"].append(version)
         # The out-of-distribution check of an amortized explanation (null for a per-text fit).
-        row["ood"].append(None if d.get("ood") is None else json.dumps(_plain(d["ood"]), sort_keys=True))
+        row["ood"].append(None if d.get("ood") is None else json.dumps(_plain(d["ood"]), sort_keys=True, default=str))
 
 
 def explain_chunk(
