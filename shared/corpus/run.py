@@ -145,7 +145,9 @@ def explain_corpus(
             and each text's out-of-distribution check in the texts table's ``ood`` column.
             The manifest records the head's folder and digest; a resume with another head is
             refused. Options the head cannot honour (method, n_samples, target, ...) are
-            refused; Ray's workers load the head from its folder (save it first).
+            refused. Ray's workers load the head from its folder (save it first), and the
+            model from its path or ``ModelLoader`` (transformers gives an unpickled model
+            object no hidden states).
 
     Returns:
         A :class:`CorpusRun` to read the tables from (pandas DataFrames).
