@@ -10,6 +10,7 @@ empty input).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -25,10 +26,10 @@ from ..corpus.fingerprint import model_fingerprint
 from ..diagnostics import Diagnostics
 from ..explanation import SlalomExplanation
 from ..link import OutputLink, warn_user
-from ..models import as_adapter
+from ..models import Segmentation, as_adapter
 from ..surrogate import SlalomSurrogate
 from .audit import AmortizedOODWarning, AuditReport, agreement, ood_check
-from .features import check_encoder, encode
+from .features import check_encoder, encode, head_input
 from .head import AmortizedHead, pool_units
 from .training import read_labels, train_head
 
@@ -82,6 +83,8 @@ class AmortizedExplainer:
         self._vocabulary: set[int] = set()
         self._base: tuple[np.ndarray, OutputLink] | None = None
         self.last_audit: AuditReport | None = None
+        #: The folder this explainer was loaded from or last saved to (None: never saved).
+        self.path: Path | None = None
 
     # -- training ------------------------------------------------------------------------
     def fit(self, run: CorpusRun | str | Path) -> AmortizedExplainer:
@@ -100,9 +103,7 @@ class AmortizedExplainer:
         labels = read_labels(
             run, digest=self.fingerprint["digest"], expect={k: trained.get(k) for k in ("method", "output")}
         )
-        # Half precision: every layer of a few thousand texts fits in memory, and the rounding
-        # is far below the noise of the labels.
-        features = [h.half() for h in encode(self.adapter, labels.sequences, batch_size=self.batch_size).hidden]
+        features = [head_input(h) for h in encode(self.adapter, labels.sequences, batch_size=self.batch_size).hidden]
         head, report = train_head(features, labels, hidden=self.hidden, epochs=self.epochs, lr=self.lr, seed=self.seed)
         lengths = [len(s) for s in labels.sequences]
         self.head = head
@@ -132,7 +133,7 @@ class AmortizedExplainer:
 
         Args:
             texts: the texts (each checked like a per-text explanation's: empty and too
-                long texts raise the same errors).
+                long texts raise the same errors), or their token segmentations.
             audit: share of the texts (0 to 1) to also fit per text with the training run's
                 method at ``audit_samples``; each audited explanation gets
                 ``diagnostics["audit"]`` (Spearman of value and importance), and
@@ -151,7 +152,8 @@ class AmortizedExplainer:
             raise TypeError("explain_batch takes a list of texts; use explain() for one text")
         if not 0.0 <= audit <= 1.0:
             raise ValueError(f"audit must be a share of the texts in [0, 1], got {audit!r}")
-        segs = [self.adapter.segment(t, "token") for t in texts]
+        # A Segmentation is explained as given (a corpus run hands its cut texts this way).
+        segs = [t if isinstance(t, Segmentation) else self.adapter.segment(t, "token") for t in texts]
         if not segs:
             return []
         base, link = self._reference()
@@ -196,7 +198,7 @@ class AmortizedExplainer:
         units = np.array([index.setdefault(u, len(index)) for u in seg.unit_ids], dtype=np.int64)
         with torch.no_grad():
             v, s = pool_units(
-                self.head(hidden.float()),
+                self.head(head_input(hidden).float()),
                 torch.as_tensor(units),
                 len(index),
                 torch.zeros(len(index), dtype=torch.long),
@@ -208,8 +210,12 @@ class AmortizedExplainer:
             method=METHOD,
             n_positions=len(seg.unit_ids),
             n_units=len(index),
-            model_evaluations=1,
-            tokens_evaluated=len(ids) + len(self.adapter.prefix_ids) + len(self.adapter.suffix_ids),
+            # The text's forward pass and the empty input's (the reference point). The empty
+            # input is run once per explainer and reused, but every explanation rests on it, as
+            # every per-text fit's does: counting it per text keeps the two methods' counts
+            # comparable and independent of how texts were batched.
+            model_evaluations=2,
+            tokens_evaluated=len(ids) + 2 * (len(self.adapter.prefix_ids) + len(self.adapter.suffix_ids)),
             reference="empty input",
             output=f"{trained['output']} (as trained)",
             output_kind=trained["output"],
@@ -264,6 +270,21 @@ class AmortizedExplainer:
             }
         return report
 
+    @property
+    def digest(self) -> str:
+        """A fingerprint of the trained head: its weights, config and vocabulary (equal for
+        a saved explainer and its reload; a corpus run records it to refuse another head)."""
+        if self.head is None:
+            raise RuntimeError("this explainer is not trained: it has no digest")
+        h = hashlib.blake2b(digest_size=16)
+        for name, tensor in sorted(self.head.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().float().contiguous().numpy().tobytes())
+        # The config as saved (JSON), so that a reloaded explainer has the same digest.
+        h.update(json.dumps(self.config, sort_keys=True, default=str).encode())
+        h.update(json.dumps(sorted(self._vocabulary)).encode())
+        return h.hexdigest()
+
     # -- saving --------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """Write ``head.safetensors`` and ``config.json`` (no pickle) to a folder; returns it."""
@@ -278,6 +299,7 @@ class AmortizedExplainer:
         )
         config = dict(self.config, vocabulary=sorted(self._vocabulary))
         (out / "config.json").write_text(json.dumps(config, indent=1, default=str))
+        self.path = out
         return out
 
     @classmethod
@@ -309,7 +331,7 @@ class AmortizedExplainer:
         head.load_state_dict(load_file(str(folder / "head.safetensors")))
         head.eval()
         self.head, self._vocabulary = head, set(config.pop("vocabulary"))
-        self.config = config
+        self.config, self.path = config, folder
         return self
 
 

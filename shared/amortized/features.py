@@ -15,7 +15,7 @@ import torch
 
 from ..models import HFClassifier
 
-__all__ = ["Encoded", "encode", "check_encoder"]
+__all__ = ["Encoded", "encode", "check_encoder", "head_input"]
 
 
 @dataclass
@@ -29,6 +29,22 @@ class Encoded:
 
     raw: torch.Tensor
     hidden: list[torch.Tensor]
+
+
+def head_input(hidden: torch.Tensor) -> torch.Tensor:
+    """Hidden states as the head reads them, in training and in explaining alike: rounded to
+    half precision and held that way (the head computes in float32 from them).
+
+    Half precision lets the features of every layer of a few thousand training texts fit in
+    memory, and its rounding is far below the noise of the labels; explanations round the
+    same way, so that the head never sees at explanation time inputs finer than the ones it
+    was trained on (the two paths give the same scores for the same text).
+
+    Example:
+        >>> head_input(torch.tensor([1 / 3])).dtype
+        torch.float16
+    """
+    return hidden.half()
 
 
 def check_encoder(adapter: object) -> HFClassifier:
@@ -96,6 +112,14 @@ def _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_siz
         if wants_types:
             kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
         out = model(**kwargs)
+        if out.hidden_states is None:
+            # transformers records hidden states through hooks it registers when it builds
+            # the model: a model object unpickled in another process (a Ray worker handed the
+            # object) answers without them.
+            raise RuntimeError(
+                f"{type(model).__name__} returned no hidden states; a model object sent to another process (as "
+                "Ray sends it to its workers) does this: pass the model as a path or ModelLoader instead"
+            )
         raws.append(out.logits.detach().float().cpu())
         layers = torch.stack(out.hidden_states, dim=2).float().cpu()  # (B, T, L, D)
         for i, s in enumerate(sequences[start : start + batch_size]):

@@ -72,6 +72,12 @@ def _check_run(run: CorpusRun, digest: str, expect: dict) -> dict:
             f"it was explained with another model or tokenizer (the run's {name!r}, fingerprint {said}; this "
             f"explainer's fingerprint {digest}): train with the run's own model, or make a run with this one",
         )
+    if opts.get("method") == "amortized":  # the explainer's METHOD (explainer.py imports this module)
+        raise _refuse(
+            run,
+            "its explanations were predicted by an amortized explainer, not fitted per text: train on a run of "
+            "per-text fits",
+        )
     for key, want in (("granularity", "token"), ("reference", "empty"), ("target", None)):
         if opts.get(key) != want:
             raise _refuse(run, f"its {key} is {opts.get(key)!r}; an amortized explainer learns {key}={want!r} runs")

@@ -131,6 +131,13 @@ def add_explain(sub) -> None:
     p.add_argument("--device", default=None, help="e.g. cuda (default: the model's)")
     p.add_argument("--option", type=_option, action="append", default=[], help="a fit option KEY=VALUE (repeatable)")
     p.add_argument(
+        "--amortized",
+        default=None,
+        metavar="DIR",
+        help="explain with an amortized explainer saved by 'slalom-xai amortize' (one forward pass per text) "
+        "instead of per-text fits; same tables, each text's out-of-distribution check in texts' ood column",
+    )
+    p.add_argument(
         "--ray",
         nargs="?",
         const="local",
@@ -184,6 +191,7 @@ def run_explain(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         device=args.device,
         show_progress=not args.no_progress,
+        amortized=args.amortized,
         **dict(args.option),
     )
     texts, failures = run.texts(), run.failures()

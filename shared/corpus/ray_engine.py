@@ -42,6 +42,13 @@ class ExplainActor:
         torch.set_num_threads(kw.get("threads", 1))
         model, tokenizer = load_model(model, tokenizer)
         self.adapter = as_adapter(model, tokenizer, batch_size=kw.get("batch_size"), device=kw.get("device"))
+        self.explainer = None
+        if kw.get("amortized"):  # an amortized run: the head, loaded from its folder once per worker
+            from ..amortized.corpus_run import worker_explainer
+
+            self.explainer = worker_explainer(kw["amortized"], model, tokenizer)
+            self.explainer.batch_size = kw.get("batch_size") or self.explainer.batch_size
+            self.adapter = self.explainer.adapter
         self.out, self.opts, self.version = Path(out), opts, kw.get("version", "")
         self.text_column, self.id_column = text_column, id_column
         self.label_column = kw.get("label_column")
@@ -53,7 +60,7 @@ class ExplainActor:
         golds = batch[self.label_column] if self.label_column else [None] * len(ids)
         golds = [g.item() if isinstance(g, np.generic) else g for g in golds]
         rows = [Row(i, t, -1, g) for i, t, g in zip(ids, texts, golds)]
-        tables = explain_chunk(self.adapter, rows, self.opts, version=self.version)
+        tables = explain_chunk(self.adapter, rows, self.opts, version=self.version, explainer=self.explainer)
         store.write_chunk(self.out, ids, tables, [cell_digest(t) for t in texts])
         failed = set(tables.failures["id"])
         return {"id": np.array(ids, dtype=object), "failed": np.array([i in failed for i in ids])}
@@ -203,8 +210,10 @@ def run_ray(
     num_gpus: float | None,
     bar,
     version: str,
+    amortized: dict | None = None,
 ) -> None:
-    """Explain the rows of ``source`` not in ``finished`` with Ray Data actors."""
+    """Explain the rows of ``source`` not in ``finished`` with Ray Data actors (with the
+    amortized explainer the manifest records in ``amortized``, if given)."""
     try:
         import ray
         import ray.data
@@ -255,6 +264,7 @@ def run_ray(
             device=device,
             version=version,
             threads=max(1, cpus // int(num_workers)),
+            amortized=amortized,
         ),
         batch_size=chunk_size,
         batch_format="numpy",

@@ -132,10 +132,13 @@ def _run_line(run) -> str:
     model, opts = m.get("model") or {}, m.get("options") or {}
     name = model.get("name") if isinstance(model, dict) else model
     cls = model.get("class", "") if isinstance(model, dict) else ""
+    how = f"{opts.get('n_samples')} samples, seed {opts.get('seed')}"
+    if m.get("amortized"):  # an amortized run draws no samples: what its head learned from
+        trained = m["amortized"].get("trained_on") or {}
+        how = f"head {m['amortized'].get('folder') or '(not saved)'}, learned from {trained.get('method')} at {trained.get('n_samples')} samples"
     return (
         f"model {html.escape(str(name))} ({html.escape(str(cls))}) · method {html.escape(str(opts.get('method')))}, "
-        f"{html.escape(str(opts.get('n_samples')))} samples, seed {html.escape(str(opts.get('seed')))} · "
-        f"data {html.escape(str(m.get('input', {}).get('data')))}"
+        f"{html.escape(how)} · data {html.escape(str(m.get('input', {}).get('data')))}"
     )
 
 

@@ -63,6 +63,7 @@ TEXT_COLUMNS = (
     "options",
     "diagnostics",
     "version",
+    "ood",
 )
 FAILURE_COLUMNS = ("id", "error", "message")
 
@@ -242,12 +243,15 @@ def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncate
         row["model_seconds"].append(float(d["model_seconds"]))
         row["fit_seconds"].append(float(d["fit_seconds"]))
         row["method"].append(exp.method)
-        row["n_samples"].append(int(d["n_samples"]))
-        row["seed"].append(int(d["seed"]))
+        # An amortized explanation draws no samples: its n_samples and seed are null.
+        row["n_samples"].append(None if d.get("n_samples") is None else int(d["n_samples"]))
+        row["seed"].append(None if d.get("seed") is None else int(d["seed"]))
         row["output"].append(str(d.get("output")))
         row["options"].append(options)
         row["diagnostics"].append(diagnostics)
         row["version"].append(version)
+        # The out-of-distribution check of an amortized explanation (null for a per-text fit).
+        row["ood"].append(None if d.get("ood") is None else json.dumps(_plain(d["ood"]), sort_keys=True, default=str))
 
 
 def explain_chunk(
@@ -257,6 +261,7 @@ def explain_chunk(
     *,
     batch_size: int | None = None,
     version: str = "",
+    explainer: object | None = None,
 ) -> ChunkTables:
     """Explain one chunk of rows; every row ends in the texts table or the failures table.
 
@@ -264,6 +269,21 @@ def explain_chunk(
     ``truncate``) fail alone, before any model call. The rest are
     explained in one :func:`explain_batch` call (shared model batches); if that call fails,
     each text is retried alone so that one bad text cannot take its chunk down with it.
+
+    Args:
+        adapter: the model's adapter (segments the texts; explains them without ``explainer``).
+        rows: the chunk's rows.
+        opts: the run's options.
+        batch_size: texts per model batch (default: the adapter's).
+        version: the library version recorded per text.
+        explainer: an amortized explainer (anything with ``explain_batch(segmentations)``)
+            that explains the texts instead of per-text fits; its ``adapter`` segments.
+
+    Returns:
+        The chunk's tables.
+
+    Example:
+        >>> tables = explain_chunk(adapter, rows, CorpusOptions(n_samples=300))  # doctest: +SKIP
     """
     tables = ChunkTables()
     todo: list[tuple[Row, Segmentation, int, list]] = []
@@ -282,17 +302,16 @@ def explain_chunk(
         return tables
 
     def run(items) -> list[SlalomExplanation]:
+        segs = [seg for _, seg, _, _ in items]
         with warnings.catch_warnings(record=True) as caught:
             # Fit warnings name texts by their place in the chunk; the texts table keeps
-            # what they say (convergence, held-out R², gap) per id instead.
+            # what they say (convergence, held-out R², gap, OOD check) per id instead.
             warnings.simplefilter("always")
-            exps = explain_batch(
-                adapter,
-                [seg for _, seg, _, _ in items],
-                seed=[text_seed(opts.seed, row.id) for row, _, _, _ in items],
-                batch_size=batch_size,
-                **opts.explain_options(),
-            )
+            if explainer is not None:
+                exps = explainer.explain_batch(segs)
+            else:
+                seeds = [text_seed(opts.seed, row.id) for row, _, _, _ in items]
+                exps = explain_batch(adapter, segs, seed=seeds, batch_size=batch_size, **opts.explain_options())
         tables.warnings.extend(f"{w.category.__name__}: {w.message}" for w in caught)
         return exps
 

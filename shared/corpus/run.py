@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -16,13 +17,17 @@ from ..api import (
     check_call,
 )
 from ..link import SlalomOutputWarning, warn_user
-from ..models import BudgetExceededError, ModelAdapter, as_adapter
+from ..models import ModelAdapter, as_adapter
 from . import store
-from .fingerprint import DUPLICATE, cell_digest, model_fingerprint
+from .fingerprint import cell_digest, model_fingerprint
 from .loading import load_model, model_name
+from .resume import prepare_out, redo_budget_failures, redo_changed_chunks
 from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource
 from .stored import CorpusRun, read_manifest
+
+if TYPE_CHECKING:  # run-time import is lazy: the amortized package reads corpus runs
+    from ..amortized import AmortizedExplainer
 
 __all__ = ["explain_corpus", "ENGINES"]
 
@@ -40,97 +45,10 @@ def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    call = check_call(seed=opts.seed, **opts.explain_options())
-    if not isinstance(call.seed, int):
+    seed = opts.seed if opts.method == "amortized" else check_call(seed=opts.seed, **opts.explain_options()).seed
+    if not isinstance(seed, int):
         # Each text's seed is derived from the run's one seed and its id (rows.text_seed).
         raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
-
-
-def _prepare_out(out: Path, manifest: dict, resume: bool) -> None:
-    if not store.holds_no_results(out):
-        if not resume:
-            raise FileExistsError(
-                f"{str(out)!r} exists and is not empty; pass resume=True (--resume) to continue that run, "
-                "or choose another output path (nothing was overwritten)"
-            )
-        old_path = out / "manifest.json"
-        if not old_path.exists():
-            raise FileExistsError(f"{str(out)!r} is not empty and holds no corpus run; choose another output path")
-        old = read_manifest(old_path)
-        if old.get("model") != manifest.get("model"):
-            raise ValueError(_other_model(out, old.get("model"), manifest["model"]))
-        differ = [k for k in ("input", "options") if old.get(k) != manifest.get(k)]
-        if differ:
-            raise ValueError(
-                f"cannot resume {str(out)!r}: its {', '.join(differ)} differ from this call's "
-                f"(was {json.dumps({k: old.get(k) for k in differ})}); use the same command, or another output path"
-            )
-        store.remove_unfinished(out)
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    tmp.replace(out / "manifest.json")
-
-
-def _other_model(out: Path, old: object, new: dict) -> str:
-    def said(m: object) -> str:
-        if not isinstance(m, dict):
-            return f"{m!r}, recorded without a fingerprint by an older slalom-xai"
-        return f"{m.get('name')!r} ({m.get('class')}, fingerprint {m.get('digest')})"
-
-    what = "weights, config, tokenizer or settings" if isinstance(old, dict) else "model"
-    return (
-        f"cannot resume {str(out)!r}: it was explained with the model {said(old)}, this call's is {said(new)} "
-        f"(their {what} differ); resume with the run's own model, or explain with this one into a new "
-        "output path (--out / out=); nothing was changed"
-    )
-
-
-def _redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) -> None:
-    """Forget finished chunks whose texts the data no longer hold, and say which.
-
-    The data file may be edited between a run and its resume without changing its row
-    count; a kept chunk would then go on explaining texts that are no longer there. Its
-    rows are explained again from the data as they are now.
-    """
-    duplicates = source.duplicate_ids
-    digests = {
-        r.id: DUPLICATE if r.id in duplicates else cell_digest(r.text)
-        for chunk in source.chunks(1024)
-        for r in chunk
-        if r.id in finished
-    }
-    changed, unchecked = store.changed_chunks(out, digests)
-    if unchecked:
-        warn_user(
-            f"{len(unchecked)} finished chunks of {str(out)!r} were written without a fingerprint (by an older "
-            "slalom-xai), so their texts cannot be checked against the data; to be sure, explain into a new "
-            "output path",
-            UserWarning,
-        )
-    if not changed:
-        return
-    ids = sorted({i for chunk_ids in changed.values() for i in chunk_ids})
-    for key in changed:
-        store.remove_chunk(out, key)
-    shown = ", ".join(repr(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
-    warn_user(
-        f"the data changed since {str(out)!r} was written: {len(changed)} finished chunks ({len(ids)} texts: "
-        f"{shown}) held ids or texts that are no longer in the data, and are explained again",
-        UserWarning,
-    )
-
-
-def _redo_budget_failures(out: Path) -> None:
-    """Explain again the chunks holding texts an API budget stopped: a resume may bring a
-    new budget. The chunk is redone whole (its other texts' answers are free where the
-    classifier has a cache file)."""
-    keys = store.chunks_failed_by(out, BudgetExceededError.__name__)
-    for key in keys:
-        store.remove_chunk(out, key)
-    if keys:
-        warn_user(f"{len(keys)} finished chunks held texts the API budget stopped: explained again", UserWarning)
 
 
 def _bar(show: bool, total: int, done: int, desc: str, file=None):
@@ -169,6 +87,7 @@ def explain_corpus(
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     show_progress: bool = True,
+    amortized: AmortizedExplainer | str | Path | None = None,
     **fit_options,
 ) -> CorpusRun:
     """Explain every text of a corpus into a Parquet dataset, chunk by chunk.
@@ -220,6 +139,15 @@ def explain_corpus(
             None draws one from torch's global generator (recorded in the manifest, and
             reused by ``resume``).
         show_progress: a progress bar over texts (texts/s, ETA).
+        amortized: an :class:`~slalom_core.amortized.AmortizedExplainer` of this model, or
+            the folder it was saved to: each chunk is explained by it (one forward pass per
+            text) instead of per-text fits, into the same tables, with ``method`` "amortized"
+            and each text's out-of-distribution check in the texts table's ``ood`` column.
+            The manifest records the head's folder and digest; a resume with another head is
+            refused. Options the head cannot honour (method, n_samples, target, ...) are
+            refused. Ray's workers load the head from its folder (save it first), and the
+            model from its path or ``ModelLoader`` (transformers gives an unpickled model
+            object no hidden states).
 
     Returns:
         A :class:`CorpusRun` to read the tables from (pandas DataFrames).
@@ -250,6 +178,10 @@ def explain_corpus(
         truncate=bool(truncate),
         fit_options=dict(fit_options),
     )
+    if amortized is not None:
+        from ..amortized.corpus_run import amortized_options, head_record, resolve_explainer
+
+        opts = amortized_options(opts)
     _check_options(opts, chunk_size, engine)
     source = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
@@ -278,16 +210,25 @@ def explain_corpus(
         "options": opts.as_dict(),
         "model": fingerprint,
     }
+    explainer = None
+    if amortized is not None:
+        explainer = resolve_explainer(
+            amortized, model=loaded, tokenizer=loaded_tokenizer, digest=fingerprint["digest"], output=output
+        )
+        if engine == "ray" and explainer.path is None:
+            raise ValueError("engine='ray' loads the amortized explainer from its folder in each worker: save it first")
+        explainer.batch_size = explainer.batch_size if batch_size is None else int(batch_size)
+        manifest["amortized"] = head_record(explainer)
     manifest = json.loads(json.dumps(manifest, default=str))  # compared with the file's after a restart
     with store.run_lock(out):  # held until the run ends: one run per output folder
-        _prepare_out(out, manifest, resume)
+        prepare_out(out, manifest, resume)
         if resume and store.markers(out):
-            _redo_changed_chunks(out, source, store.done_ids(out))
-            _redo_budget_failures(out)
+            redo_changed_chunks(out, source, store.done_ids(out))
+            redo_budget_failures(out)
         if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
             store.write_duplicates(out, source.duplicate_counts)
         finished = store.done_ids(out)
-        desc = f"SLALOM {method} corpus"
+        desc = f"SLALOM {opts.method} corpus"
         bar = None
         try:
             if engine == "local":
@@ -304,6 +245,7 @@ def explain_corpus(
                     device,
                     bar,
                     __version__,
+                    explainer,
                 )
             else:
                 from .ray_engine import quiet_ray, run_ray
@@ -326,6 +268,7 @@ def explain_corpus(
                         num_gpus=num_gpus_per_worker,
                         bar=bar,
                         version=__version__,
+                        amortized=manifest.get("amortized"),
                     )
                     bar = bar.close() if bar is not None else None  # while the terminal is open
         finally:
@@ -336,13 +279,18 @@ def explain_corpus(
     return run
 
 
-def _run_local(model, tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, version) -> None:
-    model, tokenizer = load_model(model, tokenizer)
-    adapter: ModelAdapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
+def _run_local(
+    model, tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, version, explainer
+) -> None:
+    if explainer is not None:  # it segments with its own adapter, as it explains
+        adapter: ModelAdapter = explainer.adapter
+    else:
+        model, tokenizer = load_model(model, tokenizer)
+        adapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
     pending = []
 
     def flush(rows) -> None:
-        tables = explain_chunk(adapter, rows, opts, version=version)
+        tables = explain_chunk(adapter, rows, opts, version=version, explainer=explainer)
         store.write_chunk(out, [r.id for r in rows], tables, [cell_digest(r.text) for r in rows])
         if bar is not None:
             bar.update(len(rows))
@@ -373,6 +321,15 @@ def _report(run: CorpusRun) -> None:
             UserWarning,
         )
     texts = run.texts()
+    flagged = sum(json.loads(o).get("warning") is not None for o in texts["ood"].dropna())
+    if flagged:
+        from ..amortized.audit import AmortizedOODWarning
+
+        warn_user(
+            f"{flagged} of {len(texts)} texts are unlike the amortized explainer's training texts: their scores are "
+            "extrapolations (the texts table's ood column says why); explain them per text to be sure",
+            AmortizedOODWarning,
+        )
     cut = texts.drop_duplicates("id")["truncated_positions"]
     if (cut > 0).any():
         warn_user(

@@ -131,7 +131,7 @@ def schemas():
             + [("converged", pa.bool_()), ("model_evaluations", i64), ("tokens_evaluated", i64)]
             + [("seconds", f64), ("model_seconds", f64), ("fit_seconds", f64)]
             + [("method", s), ("n_samples", i64), ("seed", i64), ("output", s), ("options", s), ("diagnostics", s)]
-            + [("version", s)]
+            + [("version", s), ("ood", s)]
         ),
         "failures": pa.schema([("id", s), ("error", s), ("message", s)]),
     }

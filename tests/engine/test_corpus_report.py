@@ -115,7 +115,7 @@ def _synthetic_run(path: Path, n: int, per_chunk: int = 5000) -> CorpusRun:
                 surrogate_output=out - 0.2, full_text_gap=float(rng.normal(0, 0.7)), heldout_r2=float(rng.random()),
                 converged=True, model_evaluations=1000, tokens_evaluated=3000, seconds=1.0, model_seconds=0.9,
                 fit_seconds=0.1, method="eff-slope", n_samples=1000, seed=1, output="logits", options="{}",
-                diagnostics='{"n_outputs": 2}', version="x",
+                diagnostics='{"n_outputs": 2}', version="x", ood=None,
             ).items():  # fmt: skip
                 t[name].append(value)
         store.write_chunk(path, ids, tables, ["-"] * len(ids))

@@ -1,6 +1,6 @@
 """Amortized SLALOM against per-text fits: quality on held-out texts, and texts per second.
 
-Four stages, each a subcommand writing under ``--work``:
+Five stages, each a subcommand writing under ``--work``:
 
 - ``prepare``: cut IMDB reviews to word prefixes the model reads whole (``--max-tokens``,
   the fine-tuned MiniLM was trained on 128 tokens) and write ``train.jsonl`` (``--n-train``
@@ -13,6 +13,8 @@ Four stages, each a subcommand writing under ``--work``:
   both see the same load), and compare both with the reference run: Spearman of value and
   importance per text, ERASER deletion AOPC of ``lin`` and ``contribution`` (paired), and
   seconds per text. Writes ``amortized.md`` / ``amortized.json``.
+- ``throughput``: texts per second of a head and of per-text fits, both batched by chunks
+  as a corpus run batches them, interleaved. Writes ``throughput.md``.
 - ``hat``: Yelp-HAT ROC-AUC of ``importance`` and |``lin``| against human attention, for the
   heads and a per-text fit of each text (Yelp reviews of at most ``--max-tokens`` tokens).
   Writes ``human_attention.md``.
@@ -266,6 +268,55 @@ def human_attention(args) -> None:
     print("\n".join(lines))
 
 
+def throughput(args) -> None:
+    """Texts per second of a head and of per-text fits, both batched the way a corpus run
+    batches (``explain_batch`` over chunks of ``--chunk-size`` texts), interleaved chunk by
+    chunk (their order alternating) so that both see the same load. Writes ``throughput.md``."""
+    import slalom_core as sc
+    from slalom_core.amortized import AmortizedExplainer
+    from slalom_core.corpus import text_seed
+    from slalom_core.experiments.bench import load_model
+    from slalom_core.experiments.data import read_jsonl
+
+    model, tok, _ = load_model(args.model)
+    work = Path(args.work)
+    head = AmortizedExplainer(model, tok, epochs=args.epochs).fit(work / "runs" / args.train_run)
+    rows = read_jsonl(work / "test.jsonl")[: args.n]
+    chunks = [rows[i : i + args.chunk_size] for i in range(0, len(rows), args.chunk_size)]
+    load, seconds = [os.getloadavg()[0]], {"amortized": 0.0, "per-text": 0.0}
+
+    def amortized(chunk) -> None:
+        head.explain_batch([r["text"] for r in chunk])
+
+    def per_text(chunk) -> None:
+        seeds = [text_seed(1, str(r["id"])) for r in chunk]
+        sc.explain_batch(model, [r["text"] for r in chunk], tokenizer=tok, n_samples=args.samples, seed=seeds)
+
+    amortized(chunks[0])  # warm-up: the empty input's pass, once per explainer
+    for k, chunk in enumerate(chunks * args.rounds):
+        order = [("amortized", amortized), ("per-text", per_text)]
+        for name, fn in order if k % 2 == 0 else order[::-1]:
+            t0 = time.perf_counter()
+            fn(chunk)
+            seconds[name] += time.perf_counter() - t0
+        print(json.dumps({"chunk": k, **{n: round(s, 2) for n, s in seconds.items()}}), flush=True)
+    load.append(os.getloadavg()[0])
+    n = len(rows) * args.rounds
+    rate = {name: n / s for name, s in seconds.items()}
+    lines = [
+        f"# Amortized vs per-text throughput ({args.train_run}; {len(rows)} texts x {args.rounds} rounds, "
+        f"chunks of {args.chunk_size}, per-text at {args.samples} samples; load {load[0]:.1f} -> {load[1]:.1f})",
+        "",
+        "| explainer | seconds | texts/s |",
+        "| --- | --- | --- |",
+        *(f"| {name} | {seconds[name]:.1f} | {rate[name]:.2f} |" for name in seconds),
+        "",
+        f"ratio (amortized / per-text texts per second): {rate['amortized'] / rate['per-text']:.1f}",
+    ]
+    (work / "throughput.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The benchmark's command line (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -300,7 +351,15 @@ def main(argv: list[str] | None = None) -> None:
     h.add_argument("--samples", type=int, default=1000)
     h.add_argument("--epochs", type=int, default=60)
     h.set_defaults(func=human_attention)
-    for q in (p, r, e, h):
+    t = sub.add_parser("throughput", help="texts/s: a head against per-text fits, batched by chunks")
+    t.add_argument("--train-run", required=True, help="a run name under WORK/runs")
+    t.add_argument("--n", type=int, default=30)
+    t.add_argument("--chunk-size", type=int, default=10)
+    t.add_argument("--rounds", type=int, default=1)
+    t.add_argument("--samples", type=int, default=1000)
+    t.add_argument("--epochs", type=int, default=60)
+    t.set_defaults(func=throughput)
+    for q in (p, r, e, h, t):
         q.add_argument("--model", default="models/minilm-imdb")
         q.add_argument("--work", default="bench_output/amortized")
         q.add_argument("--threads", type=int, default=1)
