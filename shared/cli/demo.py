@@ -21,8 +21,16 @@ DEMO_SENTENCES = (
 )
 
 
-def format_table(exp, scores: Sequence[str] = ("value", "importance", "lin", "removal")) -> str:
-    """A plain-text tokens × scores table (first class for multi-class explanations)."""
+def format_table(exp, scores: Sequence[str] = ("value", "importance", "contribution", "removal")) -> str:
+    """A plain-text tokens × scores table (first class for multi-class explanations).
+
+    The default columns are the two fitted scores and the two in output units that every
+    adapter reports (``contribution``, the default score, and ``removal``); ``lin`` =
+    v·exp(s) can reach hundreds on long texts and is one ``scores=`` entry away.
+
+    Example:
+        >>> print(format_table(exp, scores=("value", "lin")))  # doctest: +SKIP
+    """
     cols = {name: exp.scores(name) for name in scores}
     width = max(8, max(len(t) for t in exp.tokens) + 1)
     lines = [f"{'token':<{width}}" + "".join(f"{n:>12}" for n in scores)]
