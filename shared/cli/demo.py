@@ -33,12 +33,13 @@ def format_table(exp, scores: Sequence[str] = ("value", "importance", "contribut
     """
     cols = {name: exp.scores(name) for name in scores}
     width = max(8, max(len(t) for t in exp.tokens) + 1)
-    lines = [f"{'token':<{width}}" + "".join(f"{n:>12}" for n in scores)]
+    col = max(12, *(len(n) + 2 for n in scores))  # a column holds its name with a space
+    lines = [f"{'token':<{width}}" + "".join(f"{n:>{col}}" for n in scores)]
     for i, tok in enumerate(exp.tokens):
         cells = []
         for name in scores:
             x = cols[name][i]
-            cells.append(f"{float(x if x.ndim == 0 else x[0]):>12.4f}")
+            cells.append(f"{float(x if x.ndim == 0 else x[0]):>{col}.4f}")
         lines.append(f"{tok:<{width}}" + "".join(cells))
     return "\n".join(lines)
 
