@@ -37,7 +37,9 @@ class StandIn:
 
     Modes: "ok"; "flaky" (each prompt first gets HTTP 503 ``fail_times`` times);
     "no_logprobs" (answers without log-probs); "bad_request" (HTTP 400 for every request);
-    "echo_headers" (HTTP 400 whose body quotes the request's headers, as some gateways do).
+    "echo_headers" (HTTP 400 whose body quotes the request's headers, as some gateways do);
+    "drip" (a correct answer sent 8 bytes every 0.1 s: every socket read succeeds quickly,
+    the whole answer takes seconds).
     """
 
     def __init__(self, mode: str = "ok", *, fail_times: int = 1, max_requests: int = 5000, lifetime: float = 60.0):
@@ -64,6 +66,12 @@ class StandIn:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if standin.mode == "drip":  # a slow server: a few bytes at a time, never idle long
+                    for start in range(0, len(data), 8):
+                        self.wfile.write(data[start : start + 8])
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                    return
                 self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

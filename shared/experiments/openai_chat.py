@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -57,7 +58,10 @@ def chat_label_logprobs(
         api_key: the bearer token; default: the environment variable ``api_key_env``
             (none is sent if it is unset, as local servers expect).
         top_logprobs: how many alternatives the endpoint returns (OpenAI allows up to 20).
-        timeout: seconds per request.
+        timeout: seconds for the whole request: each wait on the server is bounded by it,
+            and an answer still arriving after it is abandoned (urllib's own timeout bounds
+            each socket read only, so a server that sends a few bytes at a time could hold a
+            request for ever).
         missing: a label word not among the returned tokens: "error" (default; raises, so
             no made-up number is fitted) or "floor" (the lowest returned log-prob, an upper
             bound of the label's own).
@@ -108,8 +112,9 @@ def chat_label_logprobs(
         }
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
+            deadline = time.monotonic() + timeout
             with urllib.request.urlopen(req, timeout=timeout) as resp:
-                data = json.loads(resp.read().decode())
+                data = json.loads(_read_within(resp, deadline, timeout).decode())
         except urllib.error.HTTPError as err:
             # Redacted before it is cut, so that no key survives half-cut at the 300th character.
             body = err.read(65536).decode(errors="replace")
@@ -206,3 +211,15 @@ def openai_classifier(
         frame = template.replace("{labels}", ", ".join(words)).replace("{text}", "")
         clf.tokens_per_call = clf.count_tokens(frame)
     return clf
+
+
+def _read_within(resp: object, deadline: float, timeout: float) -> bytes:
+    """The response body, read in pieces and abandoned once ``deadline`` has passed."""
+    parts = []
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the answer took longer than timeout={timeout} s to arrive")
+        piece = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
+        if not piece:
+            return b"".join(parts)
+        parts.append(piece)

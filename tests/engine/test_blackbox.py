@@ -343,3 +343,14 @@ def test_chat_labels_equal_up_to_whitespace_are_refused():
     # Both would be compared with the same stripped token: two classes of one score.
     with pytest.raises(ValueError, match="' positive' and 'positive' are one label once stripped of whitespace"):
         chat_label_logprobs("http://127.0.0.1:9/v1", "m", ["negative", " positive", "positive"])
+
+
+def test_timeout_bounds_the_whole_request_not_each_read():
+    # The stand-in drips its answer (8 bytes every 0.1 s, ~3 s in all): no single read
+    # waits long, so a per-read timeout never fires; the request's own deadline must.
+    with StandIn("drip") as server:
+        fetch = openai_classifier(server.base_url, "standin", ["negative", "positive"], timeout=0.5, retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(sc.APIError, match="timeout|no answer|took longer"):
+            fetch.score_texts(["a good film"])
+        assert time.monotonic() - t0 < 2.0
