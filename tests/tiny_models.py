@@ -16,6 +16,21 @@ WORDS = (
     "loved hated best worst story , . !"
 ).split()
 
+#: Short reviews in the tiny vocabulary: the corpus tests' data.
+SHORT_REVIEWS = (
+    "the movie was great",
+    "a boring plot and a bad actor",
+    "i loved the film , the story was fun",
+    "the worst story , very bad",
+    "great fun !",
+    "not good but not awful",
+    "the plot is boring",
+    "best film , best actor",
+    "i hated it",
+    "very good movie",
+    "the film was awful and boring",
+)
+
 
 def bert_tokenizer(tmp: Path):
     from transformers import BertTokenizerFast

@@ -10,24 +10,12 @@ from scipy.stats import spearmanr
 from slalom_core import scores
 from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning
 from slalom_core.corpus import explain_corpus
-from tiny_models import bert_tokenizer, tiny_classifier
+from tiny_models import SHORT_REVIEWS, bert_tokenizer, tiny_classifier
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("safetensors")
 
-TEXTS = [
-    "the movie was great",
-    "a boring plot and a bad actor",
-    "i loved the film , the story was fun",
-    "the worst story , very bad",
-    "great fun !",
-    "not good but not awful",
-    "the plot is boring",
-    "best film , best actor",
-    "i hated it",
-    "very good movie",
-    "the film was awful and boring",
-]
+TEXTS = list(SHORT_REVIEWS)
 FAST = dict(n_samples=150, show_progress=False)
 
 
@@ -62,6 +50,7 @@ def test_fit_explain_save_load_round_trip(bert, run, fitted, tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "head.safetensors"]
     loaded = AmortizedExplainer.load(folder, model, tok)
     after = loaded.explain_batch(["the movie was great", "a bad plot"])
+    # Exact: the same head weights, the same inputs, one deterministic forward (no fit).
     for a, b in zip(before, after):
         np.testing.assert_array_equal(a.value, b.value)
         np.testing.assert_array_equal(a.importance, b.importance)

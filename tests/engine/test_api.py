@@ -151,6 +151,7 @@ def test_same_seed_same_explanation(bert):
     a = sc.explain(model, "the plot was boring but fun", tokenizer=tok, n_samples=80, seed=3)
     b = sc.explain(model, "the plot was boring but fun", tokenizer=tok, n_samples=80, seed=3)
     c = sc.explain(model, "the plot was boring but fun", tokenizer=tok, n_samples=80, seed=4)
+    # Exact: the same call run twice (same samples, same batches, same CPU).
     np.testing.assert_array_equal(a.value, b.value)
     np.testing.assert_array_equal(a.importance, b.importance)
     assert not np.allclose(a.value, c.value)

@@ -22,23 +22,11 @@ from slalom_core.corpus import (
     text_seed,
     word_summary,
 )
-from tiny_models import SlalomModel, bert_tokenizer, tiny_classifier
+from tiny_models import SHORT_REVIEWS, SlalomModel, bert_tokenizer, tiny_classifier
 
 pytest.importorskip("pyarrow")
 
-TEXTS = [
-    "the movie was great",
-    "a boring plot and a bad actor",
-    "i loved the film , the story was fun",
-    "the worst story , very bad",
-    "great fun !",
-    "not good but not awful",
-    "the plot is boring",
-    "best film , best actor",
-    "i hated it",
-    "very good movie",
-    "the film was awful and boring",
-]
+TEXTS = list(SHORT_REVIEWS)
 FAST = dict(n_samples=150, show_progress=False)
 
 
