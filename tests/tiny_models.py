@@ -6,6 +6,8 @@ models from configs with random (seeded) weights.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +260,25 @@ def tiny_causal_lm(kind: str, tokenizer, seed: int = 0, initializer_range: float
     else:
         raise ValueError(kind)
     return model.eval()
+
+
+@contextlib.contextmanager
+def record_reads(module: torch.nn.Module) -> Iterator[list[tuple[int, ...]]]:
+    """Every sequence ``module`` reads inside the block (padding dropped), in order of reading.
+
+    A forward pre-hook, so it sees what reached the model whichever adapter called it,
+    with positional or keyword inputs (``input_ids``, ``attention_mask``).
+    """
+    reads: list[tuple[int, ...]] = []
+
+    def hook(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        mask = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+        mask = torch.ones_like(ids) if mask is None else mask
+        reads.extend(tuple(row[m.bool()].tolist()) for row, m in zip(ids, mask))
+
+    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield reads
+    finally:
+        handle.remove()

@@ -31,8 +31,9 @@ from .call import (
 from .cost import UsageMeter
 from .fit_warnings import NO_EMPTY_INPUT_ADVICE, NoEmptyInputError, warn_about_fits
 from .plan import TextLike, TextPlan, prepare_texts
+from .scoring import SampleScorer, as_2d, book_round, check_rows
 
-__all__ = ["explain", "explain_batch", "progress_bar", "check_rows"]
+__all__ = ["explain", "explain_batch", "progress_bar"]
 
 
 def progress_bar(total: int, show: ProgressOption, desc: str):
@@ -101,8 +102,9 @@ def explain_batch(
     with adapter.session():
         empty = _empty_input(adapter, call.reference)
         bar = progress_bar(len(plans) + (empty is not None), show_progress, "SLALOM samples")
-        first = _round_zero(adapter, plans, empty, call, bar)
-        results = _run_fits(adapter, call, plans, seeds, first, bar)
+        scorer = SampleScorer(adapter, plans, bar)
+        first = _round_zero(scorer, empty, call)
+        results = _run_fits(scorer, call, plans, seeds, first)
         if bar is not None:
             bar.close()
     api_usage = meter.call_usage()
@@ -121,9 +123,7 @@ def _empty_input(adapter: ModelAdapter, reference: np.ndarray | None) -> list[in
     return empty
 
 
-def _round_zero(
-    adapter: ModelAdapter, plans: list[TextPlan], empty: list[int] | None, call: CheckedCall, bar
-) -> RoundZero:
+def _round_zero(scorer: SampleScorer, empty: list[int] | None, call: CheckedCall) -> RoundZero:
     """Score every full text and, once for all, the empty input; decide what the outputs are.
 
     These are the outputs being explained (kept as each plan's ``model_output``) and the
@@ -131,6 +131,7 @@ def _round_zero(
     decided from all of them together (see :func:`resolve_output`), once per call. The
     empty input's evaluation is booked on the first text.
     """
+    adapter, plans, bar = scorer.adapter, scorer.plans, scorer.bar
     seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
     t0 = time.perf_counter()
     try:
@@ -155,14 +156,17 @@ def _round_zero(
         )
     if empty is not None and not torch.isfinite(raw[-1]).all():
         raise NoEmptyInputError(NO_EMPTY_INPUT_ADVICE.format(why="the model's output on it is not finite"))
-    y0 = _as_2d(link.transform(raw))
+    y0 = as_2d(link.transform(raw))
     elapsed = time.perf_counter() - t0
     base = y0[-1] if empty is not None else reference_vector(call.reference, y0.shape[1], link)
     for i, p in enumerate(plans):
         p.model_output = y0[i]
     # The empty input is the last sequence; its evaluation and time go on the first text.
-    blocks = [(i, i, 1) for i in range(len(plans))] + ([(0, len(plans), 1)] if empty is not None else [])
-    _book_round(adapter, plans, blocks, seqs, elapsed)
+    paid = {i: [seqs[i]] for i in range(len(plans))}
+    if empty is not None:
+        paid[0].append(empty)
+    book_round(adapter, plans, paid, elapsed)
+    scorer.remember(seqs, raw)  # a fitter that asks for the text or the empty input again reuses them
     return RoundZero(link, kind, how, base)
 
 
@@ -184,22 +188,8 @@ def _fails_only_on_empty(adapter: ModelAdapter, seqs: list[list[int]]) -> bool:
     return False
 
 
-def _book_round(
-    adapter: ModelAdapter, plans: list[TextPlan], blocks: list[tuple[int, int, int]], seqs: list, elapsed: float
-) -> None:
-    """Book one model round on the texts whose sequences it scored, ``(text, start, count)`` each.
-
-    The round's time is shared in proportion to the tokens each text's sequences hold: one
-    text's near-full-length deletions cost more than another's short samples.
-    """
-    total_tokens = max(adapter.n_tokens_scored(seqs), 1)
-    for i, start, n in blocks:
-        toks = adapter.n_tokens_scored(seqs[start : start + n])
-        plans[i].book_model(n, toks, elapsed * toks / total_tokens)
-
-
 def _run_fits(
-    adapter: ModelAdapter, call: CheckedCall, plans: list[TextPlan], seeds: list[int], first: RoundZero, bar
+    scorer: SampleScorer, call: CheckedCall, plans: list[TextPlan], seeds: list[int], first: RoundZero
 ) -> list[FitResult]:
     """Drive every text's fitter generator (:meth:`Fitter.steps`) to its result.
 
@@ -222,9 +212,9 @@ def _run_fits(
         plans[i].fit_seconds += time.perf_counter() - t0
     results: list[FitResult | None] = [None] * len(plans)
     while requests:
-        answers = _solve_fits(fitter, plans, requests, adapter.fit_device)
+        answers = _solve_fits(fitter, plans, requests, scorer.adapter.fit_device)
         samples = {i: r for i, r in requests.items() if i not in answers}
-        answers.update(_score_samples(adapter, plans, samples, first, bar))
+        answers.update(_score_samples(scorer, plans, samples, first))
         requests = _advance(gens, plans, answers, results)
     return results  # type: ignore[return-value]  # every generator has returned
 
@@ -249,26 +239,11 @@ def _solve_fits(
 
 
 def _score_samples(
-    adapter: ModelAdapter, plans: list[TextPlan], requests: dict[int, list[np.ndarray]], first: RoundZero, bar
+    scorer: SampleScorer, plans: list[TextPlan], requests: dict[int, list[np.ndarray]], first: RoundZero
 ) -> dict[int, np.ndarray]:
     """Score this round's sample requests in shared model batches: targets measured from the reference."""
-    order = sorted(requests)
-    if not order:
-        return {}
-    if bar is not None:
-        bar.total += sum(len(requests[i]) for i in order)
-    seqs: list[list[int]] = []
-    blocks: list[tuple[int, int, int]] = []  # (text, start offset, count) per text block
-    for i in order:
-        blocks.append((i, len(seqs), len(requests[i])))
-        seqs.extend(plans[i].token_sequences(requests[i]))
-    t0 = time.perf_counter()
-    raw = _score_in_chunks(adapter, seqs, bar)
-    elapsed = time.perf_counter() - t0
-    check_rows(raw, len(seqs))
-    y_all = _as_2d(first.link.transform(raw)) - first.base
-    _book_round(adapter, plans, blocks, seqs, elapsed)
-    return {i: y_all[start : start + n] for i, start, n in blocks}
+    raw = scorer.score({i: plans[i].token_sequences(requests[i]) for i in sorted(requests)})
+    return {i: as_2d(first.link.transform(r)) - first.base for i, r in raw.items()}
 
 
 def _advance(gens: list, plans: list[TextPlan], answers: dict[int, object], results: list) -> dict[int, object]:
@@ -283,28 +258,6 @@ def _advance(gens: list, plans: list[TextPlan], answers: dict[int, object], resu
                 results[i] = stop.value
             plans[i].fit_seconds += time.perf_counter() - t0
     return new_requests
-
-
-def check_rows(raw: torch.Tensor, n: int) -> None:
-    if raw.ndim != 2 or raw.shape[0] != n:
-        raise ValueError(f"the model returned {tuple(raw.shape)} outputs for {n} inputs; expected one row per input")
-
-
-def _as_2d(y: torch.Tensor) -> np.ndarray:
-    y = y.numpy()
-    return y[:, None] if y.ndim == 1 else y
-
-
-def _score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.Tensor:
-    """Score all sequences; with a progress bar, in chunks so that it moves."""
-    if bar is None:
-        return adapter.score(seqs)
-    chunk = max(adapter.batch_size * 4, 1)
-    parts = []
-    for start in range(0, len(seqs), chunk):
-        parts.append(adapter.score(seqs[start : start + chunk]))
-        bar.update(min(chunk, len(seqs) - start))
-    return torch.cat(parts)
 
 
 def explain(

@@ -85,6 +85,8 @@ class StringClassifier(ModelAdapter):
     "great" are two, though an uncased tokenizer gives them one id); the explanation
     still reports the tokenizer's ids. Tokenizers without offsets (slow ones) fall back
     to ``decode`` for samples; with ``tokenizer=None`` texts are split on whitespace.
+    ``deterministic=False`` declares a black box whose answers are random draws (a sampling
+    LLM): every sample is then sent, repeats included, instead of each distinct one once.
 
     Example:
         >>> f = lambda texts: [[t.count("good") - t.count("bad")] for t in texts]
@@ -102,9 +104,11 @@ class StringClassifier(ModelAdapter):
         class_names: Sequence[str] | None = None,
         batch_size: int = 64,
         max_length: int | None = None,
+        deterministic: bool = True,
     ) -> None:
         check_tokenizer(tokenizer)
         self.func = func
+        self.deterministic = bool(deterministic)
         self.tokenizer = tokenizer if tokenizer is not None else WhitespaceTokenizer()
         self.class_names = list(class_names) if class_names is not None else None
         self.batch_size = int(batch_size)

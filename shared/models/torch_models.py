@@ -43,6 +43,8 @@ class TorchModel(ModelAdapter):
             sequences of one length, never padded.
         module: the ``torch.nn.Module`` to run in eval mode and move to ``device`` while
             explaining (None: nothing to set up, e.g. a compiled runtime session).
+        deterministic: False if the model's outputs are random draws (see
+            :attr:`ModelAdapter.deterministic`): every sample is then read, duplicates included.
 
     Example:
         >>> class Counts(TorchModel):  # scores a row by how often id 5 occurs in it
@@ -69,8 +71,10 @@ class TorchModel(ModelAdapter):
         device: torch.device | str | None = None,
         pads_safely: bool = True,
         module: torch.nn.Module | None = None,
+        deterministic: bool = True,
     ) -> None:
         check_tokenizer(tokenizer)
+        self.deterministic = bool(deterministic)
         self.module = module
         self.prefix_ids = tuple(int(i) for i in prefix_ids)
         self.suffix_ids = tuple(int(i) for i in suffix_ids)
@@ -246,6 +250,8 @@ class TorchClassifier(TorchModel):
         module: the ``nn.Module`` to run in eval mode (and move to ``device``) while
             explaining. Default: ``forward_func`` itself if it is a module, or the module
             a bound method such as ``model.forward`` belongs to.
+        deterministic: False if the callable's outputs are random draws (see
+            :attr:`ModelAdapter.deterministic`). Default: True.
 
     Example:
         >>> f = lambda ids, mask: (ids == 5).float().sum(1, keepdim=True)
@@ -267,6 +273,7 @@ class TorchClassifier(TorchModel):
         device: torch.device | str | None = None,
         pads_safely: bool = True,
         module: torch.nn.Module | None = None,
+        deterministic: bool = True,
     ) -> None:
         super().__init__(
             tokenizer=tokenizer,
@@ -279,6 +286,7 @@ class TorchClassifier(TorchModel):
             device=device,
             pads_safely=pads_safely,
             module=module if module is not None else module_of(forward_func),
+            deterministic=deterministic,
         )
         self.forward_func = forward_func
 

@@ -9,7 +9,7 @@ import pytest
 import slalom_core as sc
 import torch
 from slalom_core.diagnostics import CORE_FIELDS
-from tiny_models import SlalomModel, bert_tokenizer, random_slalom, tiny_classifier
+from tiny_models import SlalomModel, bert_tokenizer, random_slalom, record_reads, tiny_classifier
 
 
 @pytest.fixture(scope="module")
@@ -168,9 +168,16 @@ def test_batch_shares_the_reference_call(tok_dir):
     tok = bert_tokenizer(tok_dir / "bert_batch")
     model = tiny_classifier("bert", tok, initializer_range=0.2)
     texts = ["the movie was great", "i hated the boring plot and the actor", "fun"]
-    batch = sc.explain_batch(model, texts, tokenizer=tok, n_samples=50, seed=0, method="fidel")
-    # 50 samples + the full text each, and one empty-input call booked on the first text
-    assert [e.diagnostics["model_evaluations"] for e in batch] == [52, 51, 51]
+    with record_reads(model) as reads:
+        batch = sc.explain_batch(model, texts, tokenizer=tok, n_samples=50, seed=0, method="fidel")
+    # Each distinct sequence is read once, and booked on the first text that asked for it:
+    # the empty input ([CLS] [SEP]) on the first text.
+    assert len(reads) == len(set(reads)) == sum(e.diagnostics["model_evaluations"] for e in batch)
+    assert reads.count((tok.cls_token_id, tok.sep_token_id)) == 1
+    assert all(e.diagnostics["n_samples"] == 50 for e in batch)
+    # "fun" has one token: its samples are the empty input or itself, both read before any sample
+    assert batch[2].diagnostics["model_evaluations"] == 1
+    assert 1 < batch[0].diagnostics["model_evaluations"] <= 52
     assert len({e.base_value for e in batch}) == 1
 
 
@@ -198,10 +205,15 @@ def test_binary_target_zero_flips_sign(bert):
 
 def test_diagnostics_and_dict(bert):
     model, tok = bert
-    exp = sc.explain(model, "the movie was great fun", tokenizer=tok, method="eff", n_samples=100, seed=0)
+    with record_reads(model) as reads:
+        exp = sc.explain(model, "the movie was great fun", tokenizer=tok, method="eff", n_samples=100, seed=0)
     d = exp.diagnostics
-    assert d["model_evaluations"] == 101 + 1  # + the empty input ([CLS] [SEP])
-    assert d["tokens_evaluated"] == 100 * (2 + 2) + (5 + 2) + 2
+    # 100 short samples of 5 tokens repeat (at most 5² ordered pairs and 5 single tokens):
+    # each distinct one is read once, and the diagnostics count what the model read,
+    # special tokens included
+    assert d["n_samples"] == 100
+    assert d["model_evaluations"] == len(reads) == len(set(reads)) <= 25 + 5 + 1 + 1  # + the text and the empty input
+    assert d["tokens_evaluated"] == sum(len(r) for r in reads)
     assert d["model_seconds"] > 0 and d["fit_seconds"] > 0
     assert np.isfinite(d["heldout_mse"]) and d["n_heldout"] == 10
     out = json.loads(json.dumps(exp.to_dict()))

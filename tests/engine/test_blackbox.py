@@ -50,9 +50,10 @@ def test_unique_strings_scored_once_and_usage_reported():
     usage = exp.diagnostics["api_usage"]
     assert exp.diagnostics.api_usage is usage  # the typed attribute is the entry
     assert len(f.seen) == len(set(f.seen)) == usage["calls"]  # no string sent twice
-    asked = usage["calls"] + usage["cache_hits"]
-    assert asked == exp.diagnostics["model_evaluations"]  # every evaluation is a call or a hit
-    assert usage["cache_hits"] > 0 and usage["hit_rate"] == pytest.approx(usage["cache_hits"] / asked)
+    # the explanation reads each distinct sample once, so within one call nothing is a hit
+    assert usage["calls"] == exp.diagnostics["model_evaluations"] and usage["cache_hits"] == 0
+    again = sc.explain(clf, TEXT, method="eff", n_samples=300, seed=0).diagnostics["api_usage"]
+    assert again["calls"] == 0 and again["cache_hits"] == usage["calls"] and again["hit_rate"] == 1.0
     assert usage["input_tokens"] == sum(len(t.split()) for t in f.seen)
     # the estimate checked before the first call was exact (eff's samples are known in advance)
     assert usage["estimate"]["calls"] == usage["calls"]
@@ -354,3 +355,18 @@ def test_timeout_bounds_the_whole_request_not_each_read():
         with pytest.raises(sc.APIError, match="timeout|no answer|took longer"):
             fetch.score_texts(["a good film"])
         assert time.monotonic() - t0 < 2.0
+
+
+@pytest.mark.parametrize("method", ["eff-slope", "eff", "hybrid"])
+def test_each_distinct_sample_is_sent_once_and_the_answer_is_unchanged(method):
+    """A short text's samples repeat (TEXT has 10 tokens, "a" twice): a plain string black box
+    receives each distinct string once per call, and reading repeats again changes nothing."""
+    once, every = Counter(), Counter()
+    batch = lambda f: lambda texts: [f(t) for t in texts]  # noqa: E731
+    exp = sc.explain(sc.StringClassifier(batch(once)), TEXT, method=method, n_samples=300, seed=0)
+    ref = sc.explain(sc.StringClassifier(batch(every), deterministic=False), TEXT, method=method, n_samples=300, seed=0)
+    assert len(once.seen) == len(set(once.seen)) == exp.diagnostics["model_evaluations"]
+    assert len(every.seen) == ref.diagnostics["model_evaluations"] > len(once.seen)
+    assert set(every.seen) == set(once.seen)
+    for score in ("value", "importance", "lin"):
+        np.testing.assert_allclose(exp.scores(score), ref.scores(score), atol=1e-8)

@@ -127,9 +127,9 @@ def test_runner_end_to_end(bench_files, tmp_path):
     # human attention and NB columns are filled (the file has both)
     assert np.isfinite(by["slalom-eff/importance"]["hat_auc_mean"])
     assert np.isfinite(by["captum-lime"]["nb_spearman_mean"])
-    # equal budgets: sampling methods used n_samples model calls (+2: SLALOM scores the full
-    # text and the empty input, its reference point)
-    assert by["slalom-eff/lin"]["model_evaluations_median"] == 26
+    # equal budgets: sampling methods drew n_samples samples; SLALOM reads each distinct one
+    # once (these texts are short, so some repeat), + the full text and the empty input
+    assert 12 < by["slalom-eff/lin"]["model_evaluations_median"] <= 26
     assert by["captum-lime"]["model_evaluations_median"] >= 24
     assert by["random"]["model_evaluations_median"] == 0
 

@@ -46,7 +46,7 @@ def test_study_recovers_a_model_that_is_a_slalom():
     """
     vocab = make_slalom_vocabulary(200, 0).first(50)
     seqs, _ = G.sample_texts(vocab, 6, np.random.default_rng(1))
-    model = sc.TorchClassifier(G.SlalomTruthModel(vocab.value, vocab.importance, noise_sd=0.1))
+    model = sc.TorchClassifier(G.SlalomTruthModel(vocab.value, vocab.importance, noise_sd=0.1), deterministic=False)
     opts = dict(n_samples=1000, seed=0, prior_sd=1.0, sample_length=(1, 3))
     rows = G.evaluate_texts(model, seqs, vocab.value, vocab.importance, repeat_seed=1, **opts)
     s = G.summarise(rows)

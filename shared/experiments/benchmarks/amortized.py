@@ -50,6 +50,31 @@ import torch
 SPLITS = ("train", "test")
 
 
+def training_run(work: Path, spec: str):
+    """The run a head trains on: ``NAME`` under ``WORK/runs``, or ``NAME@N`` for its first N
+    texts in the order of ``train.jsonl`` (how quality grows with the number of training
+    texts, from one run)."""
+    from slalom_core.corpus import CorpusRun
+    from slalom_core.experiments.data import read_jsonl
+
+    name, _, n = spec.partition("@")
+    run = CorpusRun(work / "runs" / name)
+    if not n:
+        return run
+    order = [r["id"] for r in read_jsonl(work / "train.jsonl")]
+    done = set(run.texts()["id"].astype(str))
+    keep = [i for i in map(str, order) if i in done][: int(n)]
+    if len(keep) < int(n):
+        raise ValueError(f"{spec}: the run has only {len(keep)} explained texts")
+
+    class FirstTexts(CorpusRun):
+        def positions(self):
+            pos = super().positions()
+            return pos[pos["id"].astype(str).isin(set(keep))]
+
+    return FirstTexts(run.path)
+
+
 def _prefix(tokenizer, text: str, max_tokens: int) -> str:
     """The longest whitespace-word prefix of ``text`` with at most ``max_tokens`` tokens."""
     words = text.split()
@@ -131,7 +156,7 @@ def evaluate(args) -> None:
     heads = {}
     for name in args.train_run.split(","):
         t0 = time.perf_counter()
-        heads[name] = AmortizedExplainer(model, tok, epochs=args.epochs).fit(work / "runs" / name)
+        heads[name] = AmortizedExplainer(model, tok, epochs=args.epochs).fit(training_run(work, name))
         heads[name].config["training"]["fit_seconds"] = time.perf_counter() - t0
         print(f"fitted {name}: {heads[name].config['training']}", flush=True)
     ref = CorpusRun(work / "runs" / args.reference_run).positions()
@@ -230,7 +255,8 @@ def human_attention(args) -> None:
     work = Path(args.work)
     load = [os.getloadavg()[0]]
     heads = {
-        n: AmortizedExplainer(model, tok, epochs=args.epochs).fit(work / "runs" / n) for n in args.train_run.split(",")
+        n: AmortizedExplainer(model, tok, epochs=args.epochs).fit(training_run(work, n))
+        for n in args.train_run.split(",")
     }
     chosen = select_instances(read_jsonl(args.yelp), tok, n=args.n, min_tokens=20, max_tokens=args.max_tokens)
     rows = []
@@ -280,7 +306,7 @@ def throughput(args) -> None:
 
     model, tok, _ = load_model(args.model)
     work = Path(args.work)
-    head = AmortizedExplainer(model, tok, epochs=args.epochs).fit(work / "runs" / args.train_run)
+    head = AmortizedExplainer(model, tok, epochs=args.epochs).fit(training_run(work, args.train_run))
     rows = read_jsonl(work / "test.jsonl")[: args.n]
     chunks = [rows[i : i + args.chunk_size] for i in range(0, len(rows), args.chunk_size)]
     load, seconds = [os.getloadavg()[0]], {"amortized": 0.0, "per-text": 0.0}
@@ -338,7 +364,9 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--resume", action="store_true")
     r.set_defaults(func=run)
     e = sub.add_parser("evaluate", help="amortized vs per-text fits against the reference run")
-    e.add_argument("--train-run", required=True, help="a run name under WORK/runs")
+    e.add_argument(
+        "--train-run", required=True, help="run names under WORK/runs (NAME@N: its first N texts), comma-separated"
+    )
     e.add_argument("--reference-run", required=True)
     e.add_argument("--samples", type=int, default=1000, help="budget of the per-text fits compared")
     e.add_argument("--epochs", type=int, default=60)
