@@ -370,3 +370,15 @@ def test_each_distinct_sample_is_sent_once_and_the_answer_is_unchanged(method):
     assert set(every.seen) == set(once.seen)
     for score in ("value", "importance", "lin"):
         np.testing.assert_allclose(exp.scores(score), ref.scores(score), atol=1e-8)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("method", ["eff-slope", "eff", "fidel"])
+def test_estimate_is_what_a_plain_model_reads(method, deterministic):
+    """Before any call, estimate_cost counts the sequences the model will read: each
+    distinct one once, or every one for a model declared not deterministic."""
+    clf = sc.StringClassifier(lambda texts: [Counter()(t) for t in texts], deterministic=deterministic)
+    est = sc.estimate_cost(clf, TEXT, method=method, n_samples=200, seed=0)
+    d = sc.explain(clf, TEXT, method=method, n_samples=200, seed=0).diagnostics
+    assert est["calls"] == d["model_evaluations"] and est["input_tokens"] == d["tokens_evaluated"]
+    assert (est["calls"] < 200) == deterministic  # a 10-token text's samples repeat
