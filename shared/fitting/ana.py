@@ -36,6 +36,7 @@ class AnaFitter(Fitter):
     """
 
     name = "ana"
+    samples_short = True  # units alone and pairs
 
     def samples_scored(self, n_units: int, n_samples: int) -> int:
         # Its design is fixed by the text: every unit alone, then U - 1 pairs.

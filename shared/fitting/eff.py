@@ -119,6 +119,11 @@ class EffFitter(SampledFitter):
         self.l2_value = l2_value
 
     @property
+    def samples_short(self) -> bool:
+        """Short samples only, unless a share of the budget goes to deletions of the text."""
+        return self.deletion_share == 0
+
+    @property
     def samples_repeat_units(self) -> bool:
         """Whether one short sample may hold a unit more than once (and count it twice):
         samples of 3 or more units drawn with replacement. A pair that draws one unit twice

@@ -39,6 +39,9 @@ class Fitter(ABC):
     #: surrogate. A caller that replaces absent features (a sample is then a *set*)
     #: refuses such fitters; subclasses that draw with replacement say so.
     samples_repeat_units: bool = False
+    #: Whether every sample holds a few units only (no near-full-length deletions of the
+    #: text): a caller may then batch far more samples per forward pass.
+    samples_short: bool = False
 
     @abstractmethod
     def run(

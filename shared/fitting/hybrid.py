@@ -156,6 +156,11 @@ class HybridFitter(EffFitter):
                 "l2_importance='auto' (pass importance_slope=False for a ridge fit)"
             )
 
+    @property
+    def samples_short(self) -> bool:
+        """Short samples only, unless a share of the budget goes to samples in context."""
+        return self.context_share == 0
+
     def n_context(self, n_samples: int, n_positions: int) -> int:
         """How many of ``n_samples`` are drawn in context (none for a one-position text)."""
         if n_positions < 2 or self.context_share == 0:

@@ -584,3 +584,17 @@ def test_shared_options_default_to_the_stated_constants():
             # fitters' l2_importance="auto" is the prior
             if name in params and not (name in ("l2_importance", "prior_sd") and not inspect.isclass(obj)):
                 assert params[name].default == (c.ALS_MAX_ITER if obj is sc.fit_als else value), (obj, name)
+
+
+def test_fitters_declare_whether_their_samples_are_short():
+    """What a caller batches by (the bench gives short samples a larger batch): read from the
+    samples each fitter really draws, not from its name."""
+    from slalom_core.fitting import get_fitter
+
+    rng_units = np.arange(60)
+    for method, opts in [("eff", {}), ("eff-slope", {}), ("ana", {}), ("fidel", {}), ("hybrid", {}),
+                         ("hybrid", {"context_share": 0.0}), ("eff", {"deletion_share": 0.2})]:  # fmt: skip
+        fitter = get_fitter(method, **opts)
+        gen = fitter.steps(np.random.default_rng(0), rng_units, 60, 200, np.zeros(1))
+        longest = max(len(s) for s in next(gen))
+        assert fitter.samples_short == (longest <= 3), (method, opts, longest)

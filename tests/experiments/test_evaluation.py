@@ -634,3 +634,22 @@ def test_named_removal_metrics_are_removal_metric_with_fixed_mode():
         other = "fractions" if keyword == "bins" else "bins"
         with pytest.raises(TypeError, match=other):
             fn(pred, IDS, PERFECT, **{other: (0.1,)})
+
+
+def test_word_ids_from_offsets_byte_level_bpe(tmp_path):
+    """GPT-2's offsets put the space before a word inside the word's first token: every
+    token still maps to its whitespace word, as is_split_into_words gives it."""
+    from tiny_models import gpt2_tokenizer
+
+    tok = gpt2_tokenizer(tmp_path / "gpt2")
+    text = "the movie was great, i loved  the plot"
+    words = text.split()
+    enc = tok(text, return_offsets_mapping=True)
+    assert any(text[a].isspace() for a, b in enc["offset_mapping"] if b > a)  # spaces inside spans
+    got = ev.word_ids_from_offsets(enc["offset_mapping"], text, words)
+    # only a token that is whitespace alone belongs to no word
+    assert [k is None for k in got] == [tok.decode([t]).strip() == "" for t in enc["input_ids"]]
+    # each word's tokens are consecutive and cover the word's characters
+    for j, w in enumerate(words):
+        pieces = [tok.decode([t]) for t, k in zip(enc["input_ids"], got) if k == j]
+        assert "".join(pieces).strip() == w

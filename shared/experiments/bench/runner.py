@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ...api import explain_batch
+from ...fitting import get_fitter
 from ...models import model_session
 from .. import evaluation as ev
 from ..baselines import RUNNERS, MethodSkipped, check_available
@@ -50,8 +51,9 @@ def run_slalom(ctx: BenchContext, insts: Sequence[Instance], method: str) -> lis
     if not ctx.binary and len({i.target for i in insts}) > 1:
         # One-vs-rest targets differ per text: a batch needs one target; run singly.
         return [r for inst in insts for r in run_slalom(ctx, [inst], method)]
-    # eff, eff-slope and ana send short sequences: they get the short-sample batch size.
-    adapter = ctx.slalom_adapter if method in ("eff", "eff-slope", "ana") else ctx.adapter
+    # A fitter of short samples only (eff, eff-slope, ana) gets the short-sample batch size.
+    short = get_fitter(method, **fitter_options(method, ctx.config.slalom_options)).samples_short
+    adapter = ctx.slalom_adapter if short else ctx.adapter
     exps = explain_batch(
         adapter,
         [i.token_ids for i in insts],

@@ -115,7 +115,7 @@ def word_ids_from_offsets(
 
     Returns:
         A list with one entry per token: the index of the word containing the token's
-        first character, or None.
+        first character that is not whitespace, or None.
 
     Example:
         >>> word_ids_from_offsets([(0, 0), (0, 3), (4, 8), (8, 9), (0, 0)], "the food,")
@@ -135,6 +135,10 @@ def word_ids_from_offsets(
     out: list[int | None] = []
     for off in offsets:
         a, b = int(off[0]), int(off[1])
+        # Byte-level BPE (GPT-2, RoBERTa without trimmed offsets) puts the space before a
+        # word inside its token's span: the token belongs to the word after the space.
+        while a < b and text[a].isspace():
+            a += 1
         if b <= a:
             out.append(None)
             continue
