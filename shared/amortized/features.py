@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..models import HFClassifier
+from ..models import HFClassifier, model_session
 
 __all__ = ["Encoded", "encode", "check_encoder", "head_input"]
 
@@ -67,7 +67,6 @@ def check_encoder(adapter: object) -> HFClassifier:
     return adapter
 
 
-@torch.no_grad()
 def encode(adapter: HFClassifier, sequences: Sequence[Sequence[int]], *, batch_size: int = 32) -> Encoded:
     """Raw outputs and every layer's hidden states of token sequences (no special tokens).
 
@@ -89,19 +88,21 @@ def encode(adapter: HFClassifier, sequences: Sequence[Sequence[int]], *, batch_s
     wants_types = "token_type_ids" in inspect.signature(model.forward).parameters and "token_type_ids" in getattr(
         adapter.tokenizer, "model_input_names", []
     )
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()  # dropout off: the same text must give the same scores
-    try:
+    # Every submodule's own train/eval flag comes back afterwards (dropout off meanwhile:
+    # the same text must give the same scores), even after an error.
+    with model_session(model) as device, torch.inference_mode():
         return _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_size)
-    finally:
-        model.train(was_training)
 
 
 def _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_size) -> Encoded:
-    raws, hidden = [], []
-    for start in range(0, len(sequences), batch_size):
-        batch = [pre + list(s) + suf for s in sequences[start : start + batch_size]]
+    # Batches of similar length, so that short texts are not padded to a long one's length
+    # (a corpus mixes 40- and 500-token texts); results go back in the input order.
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+    raws: list = [None] * len(sequences)
+    hidden: list = [None] * len(sequences)
+    for start in range(0, len(order), batch_size):
+        index = order[start : start + batch_size]
+        batch = [pre + list(sequences[i]) + suf for i in index]
         width = max(len(b) for b in batch)
         ids = torch.full((len(batch), width), adapter.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -120,8 +121,9 @@ def _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_siz
                 f"{type(model).__name__} returned no hidden states; a model object sent to another process (as "
                 "Ray sends it to its workers) does this: pass the model as a path or ModelLoader instead"
             )
-        raws.append(out.logits.detach().float().cpu())
+        logits = out.logits.float().cpu()
         layers = torch.stack(out.hidden_states, dim=2).float().cpu()  # (B, T, L, D)
-        for i, s in enumerate(sequences[start : start + batch_size]):
-            hidden.append(layers[i, len(pre) : len(pre) + len(s)].clone())
-    return Encoded(torch.cat(raws) if raws else torch.empty(0, 0), hidden)
+        for row, i in enumerate(index):
+            raws[i] = logits[row]
+            hidden[i] = layers[row, len(pre) : len(pre) + len(sequences[i])].clone()
+    return Encoded(torch.stack(raws) if raws else torch.empty(0, 0), hidden)

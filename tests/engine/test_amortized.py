@@ -4,6 +4,7 @@ import json
 import warnings
 
 import numpy as np
+import torch
 import pytest
 import slalom_core as sc
 from scipy.stats import spearmanr
@@ -167,3 +168,23 @@ def test_command_line_trains_then_explains_a_corpus(bert, run, tmp_path):
 def fitted_output(rec):
     """The surrogate's output from a record's value and importance: the same formula as the engine's."""
     return rec["base_value"] + float(scores.contribution(np.array(rec["value"]), np.array(rec["importance"])).sum())
+
+
+def test_explaining_leaves_every_submodule_mode_and_keeps_batch_order(bert, fitted):
+    """Texts of different lengths are batched by length, answered in the order given; the
+    model's modes come back submodule by submodule (one layer kept in eval mode stays so)."""
+    model, _ = bert
+    model.train()
+    frozen = next(m for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    frozen.eval()
+    modes = [m.training for m in model.modules()]
+    texts = ["the film was great , the plot was boring and the actor was bad", "a bad plot", "great fun"]
+    try:
+        batch = fitted.explain_batch(texts)
+        assert [m.training for m in model.modules()] == modes
+    finally:
+        model.eval()
+    for text, exp in zip(texts, batch):
+        alone = fitted.explain(text)
+        assert exp.tokens == alone.tokens
+        np.testing.assert_allclose(exp.value, alone.value, atol=1e-4)
