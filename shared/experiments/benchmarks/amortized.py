@@ -75,6 +75,22 @@ def training_run(work: Path, spec: str):
     return FirstTexts(run.path)
 
 
+def trained_head(work: Path, spec: str, model, tok, *, epochs: int, hidden: int = 256):
+    """The head trained on ``spec`` (see :func:`training_run`), kept under ``WORK/heads`` so
+    that the later stages load it instead of training it again (a 5,000-text head takes
+    minutes); a kept head of other settings is trained again."""
+    from slalom_core.amortized import AmortizedExplainer
+
+    folder = work / "heads" / f"{spec.replace('@', '-first')}-e{epochs}-h{hidden}"
+    if (folder / "config.json").exists():
+        return AmortizedExplainer.load(folder, model, tok)
+    t0 = time.perf_counter()
+    head = AmortizedExplainer(model, tok, epochs=epochs, hidden=hidden).fit(training_run(work, spec))
+    head.config["training"]["fit_seconds"] = time.perf_counter() - t0
+    head.save(folder)
+    return head
+
+
 def _prefix(tokenizer, text: str, max_tokens: int) -> str:
     """The longest whitespace-word prefix of ``text`` with at most ``max_tokens`` tokens."""
     words = text.split()
@@ -144,7 +160,6 @@ def _mean_se(x) -> tuple[float, float]:
 def evaluate(args) -> None:
     """Amortized (one head per ``--train-run``) and per-text fits against the reference run."""
     import slalom_core as sc
-    from slalom_core.amortized import AmortizedExplainer
     from slalom_core.corpus import CorpusRun, text_seed
     from slalom_core.experiments import evaluation as ev
     from slalom_core.experiments.bench import load_model
@@ -155,9 +170,7 @@ def evaluate(args) -> None:
     load = [os.getloadavg()[0]]
     heads = {}
     for name in args.train_run.split(","):
-        t0 = time.perf_counter()
-        heads[name] = AmortizedExplainer(model, tok, epochs=args.epochs).fit(training_run(work, name))
-        heads[name].config["training"]["fit_seconds"] = time.perf_counter() - t0
+        heads[name] = trained_head(work, name, model, tok, epochs=args.epochs, hidden=args.hidden)
         print(f"fitted {name}: {heads[name].config['training']}", flush=True)
     ref = CorpusRun(work / "runs" / args.reference_run).positions()
     texts = {r["id"]: r["text"] for r in read_jsonl(work / "test.jsonl")}
@@ -245,7 +258,6 @@ def _write(work: Path, args, rows: list[dict], heads: dict, batch: dict, load: l
 def human_attention(args) -> None:
     """Yelp-HAT ROC-AUC of ``importance`` (and of |lin|): amortized heads against per-text fits."""
     import slalom_core as sc
-    from slalom_core.amortized import AmortizedExplainer
     from slalom_core.corpus import text_seed
     from slalom_core.experiments import evaluation as ev
     from slalom_core.experiments.bench import load_model, select_instances
@@ -255,8 +267,7 @@ def human_attention(args) -> None:
     work = Path(args.work)
     load = [os.getloadavg()[0]]
     heads = {
-        n: AmortizedExplainer(model, tok, epochs=args.epochs).fit(training_run(work, n))
-        for n in args.train_run.split(",")
+        n: trained_head(work, n, model, tok, epochs=args.epochs, hidden=args.hidden) for n in args.train_run.split(",")
     }
     chosen = select_instances(read_jsonl(args.yelp), tok, n=args.n, min_tokens=20, max_tokens=args.max_tokens)
     rows = []
@@ -299,14 +310,13 @@ def throughput(args) -> None:
     batches (``explain_batch`` over chunks of ``--chunk-size`` texts), interleaved chunk by
     chunk (their order alternating) so that both see the same load. Writes ``throughput.md``."""
     import slalom_core as sc
-    from slalom_core.amortized import AmortizedExplainer
     from slalom_core.corpus import text_seed
     from slalom_core.experiments.bench import load_model
     from slalom_core.experiments.data import read_jsonl
 
     model, tok, _ = load_model(args.model)
     work = Path(args.work)
-    head = AmortizedExplainer(model, tok, epochs=args.epochs).fit(training_run(work, args.train_run))
+    head = trained_head(work, args.train_run, model, tok, epochs=args.epochs, hidden=args.hidden)
     rows = read_jsonl(work / "test.jsonl")[: args.n]
     chunks = [rows[i : i + args.chunk_size] for i in range(0, len(rows), args.chunk_size)]
     load, seconds = [os.getloadavg()[0]], {"amortized": 0.0, "per-text": 0.0}
@@ -391,6 +401,7 @@ def main(argv: list[str] | None = None) -> None:
         q.add_argument("--model", default="models/minilm-imdb")
         q.add_argument("--work", default="bench_output/amortized")
         q.add_argument("--threads", type=int, default=1)
+        q.add_argument("--hidden", type=int, default=256, help="the heads' MLP width")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
