@@ -95,6 +95,7 @@ class SlalomAttribution(PerturbationAttribution):
         tokenizer: Any = None,
         special_token_ids: Sequence[int] | None = None,
         pad_token_id: int | None = None,
+        deterministic: bool = True,
     ) -> None:
         r"""
         Args:
@@ -118,6 +119,11 @@ class SlalomAttribution(PerturbationAttribution):
                         inputs); otherwise every forward batch holds samples of one
                         length and nothing is padded (safe for GPT-2 without a pad token).
                         Default: None
+            deterministic (bool, optional): whether ``forward_func`` gives one input
+                        one output. Then each distinct sample is read once per call; give
+                        False for a forward whose outputs are random draws (sampling, MC
+                        dropout), and every sample is read.
+                        Default: True
         """
         PerturbationAttribution.__init__(self, forward_func)
         check_tokenizer(tokenizer)
@@ -132,6 +138,7 @@ class SlalomAttribution(PerturbationAttribution):
         self.special_token_ids = None if special_token_ids is None else tuple(int(i) for i in special_token_ids)
         self.pad_token_id = pad_token_id
         self.tokenizer = tokenizer
+        self.deterministic = bool(deterministic)
 
     def _vocab_size(self) -> tuple[int, str] | None:
         """How many ids the model reads, where known: its input embedding, else the tokenizer."""
@@ -363,6 +370,7 @@ class SlalomAttribution(PerturbationAttribution):
                 tokenizer=self.tokenizer,
                 seed=seed,
                 batch_size=perturbations_per_eval,
+                deterministic=self.deterministic,
                 show_progress=(lambda total: progress(desc=f"{self.get_name()} attribution", total=total))
                 if show_progress
                 else False,

@@ -63,6 +63,7 @@ def explain_rows(
     seed: int | Sequence[int] | None = None,
     batch_size: int = 64,
     show_progress: ProgressOption = False,
+    deterministic: bool = True,
     method: str | Fitter = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
     output: str = "auto",
@@ -109,6 +110,8 @@ def explain_rows(
             one sample is then called one sample at a time, with a warning.
         show_progress: one progress bar over all rows' model evaluations (True: tqdm; or a
             factory ``total -> bar`` as in :func:`explain`).
+        deterministic: False if ``forward_func``'s outputs are random draws: every sample is
+            then read, repeats included (default: each distinct sample once per call).
         method, n_samples, output, reference, multiclass, gamma: as in :func:`explain`.
         **fit_options: the fitter's own options, as in :func:`explain`.
 
@@ -157,6 +160,8 @@ def explain_rows(
     views = [
         make(layout, r, groups[r], batch_size=batch_size, module=module, tokenizer=tokenizer) for r in range(n_rows)
     ]
+    for adapter, _ in views:
+        adapter.deterministic = bool(deterministic)
     probe = _first_output(layout, module)
     row_targets = [_row_target(t, probe) for t in targets]
     seeds = _row_seeds(seed, n_rows)

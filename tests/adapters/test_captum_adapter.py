@@ -767,3 +767,21 @@ def test_ids_the_model_cannot_read_are_refused_before_any_model_call(tmp_path):
     assert not calls
     with pytest.raises(TypeError, match="tokenizer must be a tokenizer"):
         SlalomAttribution(model, tokenizer={})
+
+
+def test_a_random_forward_declared_so_reads_every_sample():
+    """Each distinct sample is read once; a forward whose outputs are draws says so and
+    every sample is read (a fresh draw each), with the same fitted scores on a
+    deterministic model."""
+    ids = torch.tensor([[CLS, 5, 6, 7, SEP]])
+    counts = {}
+    for deterministic in (True, False):
+        model = TokenSlalom()
+        slalom = SlalomAttribution(model, special_token_ids=SPECIALS, deterministic=deterministic)
+        counts[deterministic] = (slalom.attribute(ids, target=1, n_samples=60, seed=0), model.calls)
+    (once, calls_once), (every, calls_every) = counts[True], counts[False]
+    read_once = [tuple(r.tolist()) for x, _ in calls_once[1:] for r in x]  # after the shape probe
+    read_every = [tuple(r.tolist()) for x, _ in calls_every[1:] for r in x]
+    assert len(read_once) == len(set(read_once)) < len(read_every)
+    assert set(read_once) == set(read_every)
+    torch.testing.assert_close(once, every, atol=1e-8, rtol=0)
