@@ -4,9 +4,9 @@ import json
 import warnings
 
 import numpy as np
-import torch
 import pytest
 import slalom_core as sc
+import torch
 from scipy.stats import spearmanr
 from slalom_core import scores
 from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning
