@@ -1,11 +1,11 @@
 """Reading samples through the model once each: :class:`SampleScorer`.
 
-A fitter asks for samples as sets of positions; two requests can be the same token
-sequence. Short texts repeat samples outright (a 6-token text has 20 triples), and on any
-text two positions holding the same token (``the``, ``,``) make different samples read
-alike. A deterministic model answers such a sequence the same way every time, so each
-distinct sequence is read once per call: across the texts of a batch and across a
-fitter's rounds. The texts' diagnostics count what the model read (``model_evaluations``,
+A fitter asks for samples of a text's units; two requests can be the same token sequence.
+Short texts repeat samples outright (a text of 6 unique tokens has 20 triples, so 1,000
+random triples repeat each about 50 times), and a fitter may ask again for the full text
+or the empty input, which round zero has read. A deterministic model answers a sequence
+the same way every time, so each distinct sequence is read once per call: across the texts
+of a batch and across a fitter's rounds. The texts' diagnostics count what the model read (``model_evaluations``,
 ``tokens_evaluated``): the first text to ask for a sequence pays for it.
 """
 

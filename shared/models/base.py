@@ -56,8 +56,7 @@ class ModelAdapter(ABC):
     #: :func:`slalom_core.link.declared_output`.
     declared_output: tuple[str, str] | None = None
     #: Whether one sequence always gets one output. Then an explanation reads each distinct
-    #: sample once (a short text's samples repeat; two positions holding one token make
-    #: different samples read alike). False for a model whose outputs are random draws
+    #: sample once (a short text's samples repeat). False for a model whose outputs are random draws
     #: (sampling, dropout left on): every sample is then read, a fresh draw each time.
     deterministic: bool = True
 
