@@ -273,14 +273,14 @@ class SlalomAttribution(PerturbationAttribution):
             score (str, optional): which score to return: "contribution", "lin",
                         "value", "importance", "removal" or "shapley".
                         Default: "contribution"
-            method (str, optional): "eff-slope" (short random triples, the
-                        importances' prior following |value|; the engine's
-                        default), "hybrid" (short random sequences plus a few
-                        deletions from the full input), "eff" (short random
-                        sequences, fastest), "fidel"
+            method (str, optional): "hybrid" (the engine's default: short random
+                        triples for the values, a few deletions from the full input
+                        and the input itself for the importances), "eff-slope"
+                        (triples alone; fastest faithful ranking), "eff" (short
+                        random sequences, fastest), "fidel"
                         (deletions from the full input) or "ana" (closed form from
                         singles and pairs; exact on a true SLALOM).
-                        Default: ``slalom_core.DEFAULT_METHOD`` ("eff-slope")
+                        Default: ``slalom_core.DEFAULT_METHOD`` ("hybrid")
             seed (int, optional): random seed; the same seed gives the same
                         explanation. None draws from torch's global generator, so
                         ``torch.manual_seed`` reproduces (as with Lime).

@@ -93,9 +93,9 @@ class SlalomExplainer(shap.Explainer):
             ``shap.maskers.Text`` masker.
         masker: ``shap.maskers.Text(tokenizer)`` or a tokenizer (default: the pipeline's).
         tokenizer: the model's tokenizer, if not given through ``masker``.
-        method: the engine's fitting method: "eff-slope" (the engine's default: short
-            random triples, the importances' prior following |value|), "hybrid" (short
-            samples plus a few deletions from the full text), "eff" (short samples),
+        method: the engine's fitting method: "hybrid" (the engine's default: short
+            random triples plus a few deletions from the full text), "eff-slope" (triples
+            alone, the importances' prior following |value|), "eff" (short samples),
             "fidel" (deletions from the full text) or "ana".
         n_samples: model evaluations per text (``max_evals=`` overrides it per call).
         output: what the model returns, one of :data:`slalom_core.OUTPUT_KINDS`: "auto"

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Diagnostics", "CORE_FIELDS"]
+__all__ = ["Diagnostics", "CORE_FIELDS", "MIN_MOVE", "direction_check"]
+
+#: Below this move from the reference point (log-odds, or the norm of the centred logits'
+#: move) the model's output on a text has no direction worth checking: a hundredth of the
+#: odds' range that a confident classifier spans (±5 log-odds) is noise next to sampling error.
+MIN_MOVE = 0.1
 
 
 class Diagnostics(dict):
@@ -52,6 +57,14 @@ class Diagnostics(dict):
         model_output: the model's output on the full text (log-odds, or centred logits).
         surrogate_output: the surrogate's output on the full text.
         full_text_gap: model_output − surrogate_output.
+        direction_agrees: whether the surrogate moves from ``base_value`` the way the model
+            does on the text (the two moves point the same way: same sign, or for several
+            classes a positive dot product); None where the model's own move is below
+            ``MIN_MOVE`` log-odds, too small for a direction to mean anything.
+        reproduced: the share of the model's move that the surrogate reproduces, along the
+            model's direction: (surrogate − base)·(model − base) / |model − base|² (1: the
+            surrogate meets the model; 0: it explains none of the move; negative: it points
+            the other way); None where the model barely moves (as above).
         api_usage: what the whole call cost a model billed per call (calls, cache hits,
             input tokens, retries, the estimate); None for any other model.
 
@@ -87,6 +100,8 @@ class Diagnostics(dict):
     model_output: Any  # float, or one per class (np.ndarray)
     surrogate_output: Any
     full_text_gap: Any
+    direction_agrees: bool | None
+    reproduced: float | None
     api_usage: dict | None
 
     def __getattr__(self, name: str) -> Any:
@@ -122,3 +137,23 @@ class Diagnostics(dict):
 
 #: The fields ``explain_batch`` sets on every explanation (``api_usage`` only for a billed model).
 CORE_FIELDS: tuple[str, ...] = tuple(Diagnostics.__annotations__)
+
+
+def direction_check(model_output: Any, surrogate_output: Any, base_value: Any) -> tuple[bool | None, float | None]:
+    """(direction_agrees, reproduced) of one explanation; see :class:`Diagnostics`.
+
+    Example:
+        >>> direction_check(3.0, 1.5, 1.0)
+        (True, 0.25)
+        >>> direction_check(3.0, 0.5, 1.0)
+        (False, -0.25)
+    """
+    import numpy as np  # kept local: the module is otherwise free of numpy
+
+    move = np.ravel(np.asarray(model_output, dtype=float) - np.asarray(base_value, dtype=float))
+    fitted = np.ravel(np.asarray(surrogate_output, dtype=float) - np.asarray(base_value, dtype=float))
+    size = float(np.dot(move, move))
+    if not np.isfinite(size) or np.sqrt(size) < MIN_MOVE:
+        return None, None
+    along = float(np.dot(fitted, move))
+    return bool(along > 0), along / size

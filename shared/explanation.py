@@ -141,9 +141,16 @@ class SlalomExplanation:
     @property
     def importance_determined(self) -> np.ndarray | None:
         """True where the data, not the prior, fixed the importance: its standard error is
-        below half the prior's standard deviation (the posterior at least twice as sharp)."""
+        below half the prior's standard deviation (the posterior at least twice as sharp), or
+        it lies at least two standard errors from the mean importance of the text's tokens (the data set it
+        apart from the average token, e.g. through the fitted slope of a prior centred on
+        β·h, which no single token's samples need to pin). Views draw the others neutral.
+        None where the method gives no standard errors."""
         se, sd = self.importance_se, self.diagnostics.prior_sd
-        return None if se is None else se < (0.5 * sd if sd else 0.5)
+        if se is None:
+            return None
+        centre = float(np.mean(self.surrogate.importance))  # over the text's unique tokens
+        return (se < (0.5 * sd if sd else 0.5)) | (np.abs(self.importance - centre) >= 2.0 * se)
 
     @property
     def lin(self) -> np.ndarray:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..diagnostics import Diagnostics
+from ..diagnostics import Diagnostics, direction_check
 from ..explanation import SlalomExplanation
 from ..fitting import FitResult
 from ..link import OutputLink
@@ -85,6 +85,7 @@ def assemble(
     diag.model_output = exp.model_output
     diag.surrogate_output = exp.surrogate_output
     diag.full_text_gap = exp.full_text_gap
+    diag.direction_agrees, diag.reproduced = direction_check(exp.model_output, exp.surrogate_output, exp.base_value)
     return exp
 
 

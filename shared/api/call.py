@@ -40,7 +40,7 @@ __all__ = [
 DEFAULT_N_SAMPLES = 1000
 #: The fitting method when none is named: chosen from the cost/quality front of the designs
 #: (docs/results.md §20), by explain, explain_batch, estimate_cost and both adapters alike.
-DEFAULT_METHOD = "eff-slope"
+DEFAULT_METHOD = "hybrid"
 
 # show_progress: True for the engine's own tqdm bar, or a factory ``total -> bar`` so that a
 # host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)``,

@@ -287,11 +287,12 @@ def explain(
             :class:`ModelAdapter` (:class:`TorchClassifier`, :class:`StringClassifier`).
         text_or_ids: the text, or its token ids without special tokens.
         tokenizer: the model's tokenizer (special tokens and padding are read from it).
-        method: "eff-slope" (the default, :data:`DEFAULT_METHOD`: eff's short random
-            samples as triples, the importances' prior centred on a fitted slope of
-            |value|; see :class:`~slalom_core.EffSlopeFitter`), "hybrid" (short samples
-            for the values plus a few deletions from the full text for the importances
-            and the text's own output; see :class:`~slalom_core.HybridFitter`), "eff"
+        method: "hybrid" (the default, :data:`DEFAULT_METHOD`: triples for the values, 1 %
+            of the budget on deletions from the full text and the text itself for the
+            importances and the text's own output; see :class:`~slalom_core.HybridFitter`),
+            "eff-slope" (triples alone, the importances' prior following |value|: the
+            fastest faithful ranking, but a surrogate that misses the text's output; see
+            :class:`~slalom_core.EffSlopeFitter`), "eff"
             (short random samples, gradient fit; the paper's fastest), "fidel" (deletions
             from the full text, quasi-Newton fit with a prior on the importances, or
             ``solver="als"`` for alternating least squares; faithful near the input) or

@@ -13,6 +13,7 @@ __all__ = [
     "SlalomFitWarning",
     "FULL_TEXT_GAP_BOUND",
     "MIN_HELDOUT_R2",
+    "fit_problems",
     "warn_about_fits",
 ]
 
@@ -38,35 +39,59 @@ NO_EMPTY_INPUT_ADVICE = (
     "reference=0.0 gives the paper's raw scores)"
 )
 
-#: A SlalomFitWarning is raised when the surrogate misses the model's output on the
-#: explained text by more than this many log-odds (a factor e on the odds).
+#: Corpus summaries count the texts whose surrogate misses the model's output on the text by
+#: more than this many log-odds (a factor e on the odds).
 FULL_TEXT_GAP_BOUND = 1.0
-#: ... or when its held-out R² on the design's samples is below this.
+#: A SlalomFitWarning is raised when the held-out R² on the design's samples is below this.
 MIN_HELDOUT_R2 = 0.5
 
 
 class SlalomFitWarning(UserWarning):
-    """A fitted surrogate that should not be read at face value (not converged, poor fit,
-    far from the model on the explained text, or invalid pairs in ana)."""
+    """A fitted surrogate that should not be read at face value: not converged, a poor fit,
+    moving against the model on the explained text, importances the data do not determine,
+    or invalid pairs in ana (see :func:`fit_problems`)."""
+
+
+def fit_problems(exp: SlalomExplanation) -> list[str]:
+    """What would make this explanation mislead a reader, one phrase each (empty: nothing).
+
+    Only what misleads counts: a fit that did not converge or does not fit its own samples
+    (held-out R² below :data:`MIN_HELDOUT_R2`, for designs of short samples alone: hybrid
+    weighs them down on purpose, and is judged by the text's output instead); a surrogate that moves from the reference point
+    *against* the model's move on the text (its contributions then sum the wrong way); and
+    importances that the data determine nowhere (every one is its prior's). A surrogate that
+    reaches only part of the model's output is not a problem by itself: the part it reaches
+    is in ``diagnostics.reproduced`` and the rest in ``full_text_gap``.
+
+    Example:
+        >>> fit_problems(exp)  # doctest: +SKIP
+        []
+    """
+    d = exp.diagnostics
+    found = []
+    if d.get("fit_converged") is False:
+        found.append("the fit did not converge")
+    # A design with samples in context (hybrid) gives the short samples a quarter of the
+    # weight on purpose and fits them less closely; its check is the text's own output.
+    short_only = not d.get("n_context")
+    if short_only and np.isfinite(d.get("heldout_r2", np.nan)) and d["heldout_r2"] < MIN_HELDOUT_R2:
+        found.append(f"held-out R² below {MIN_HELDOUT_R2}")
+    if d.get("direction_agrees") is False:
+        found.append("the surrogate moves from the reference point against the model's own move on the text")
+    determined = exp.importance_determined
+    if determined is not None and len(determined) > 1 and not np.any(determined):
+        found.append("the data determine none of the importances (each is its prior's)")
+    if d.get("ana_invalid_pairs", 0):
+        found.append("ana met pairs whose importance ratio is not positive (the model is no SLALOM there)")
+    return found
 
 
 def warn_about_fits(explanations: list[SlalomExplanation]) -> None:
-    """One SlalomFitWarning per call, listing what went wrong in which texts."""
+    """One SlalomFitWarning per call, listing what would mislead in which texts (see :func:`fit_problems`)."""
     problems: dict[str, list[int]] = {}
     for i, exp in enumerate(explanations):
-        d = exp.diagnostics
-        if d.get("fit_converged") is False:
-            problems.setdefault("the fit did not converge", []).append(i)
-        if np.isfinite(d.get("heldout_r2", np.nan)) and d["heldout_r2"] < MIN_HELDOUT_R2:
-            problems.setdefault(f"held-out R² below {MIN_HELDOUT_R2}", []).append(i)
-        if np.max(np.abs(exp.full_text_gap)) > FULL_TEXT_GAP_BOUND:
-            problems.setdefault(
-                f"the surrogate misses the model's output on the text by more than {FULL_TEXT_GAP_BOUND} log-odds", []
-            ).append(i)
-        if d.get("ana_invalid_pairs", 0):
-            problems.setdefault(
-                "ana met pairs whose importance ratio is not positive (the model is no SLALOM there)", []
-            ).append(i)
+        for what in fit_problems(exp):
+            problems.setdefault(what, []).append(i)
     if problems:
         parts = [
             f"{what} (text{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx[:10]))}{', …' if len(idx) > 10 else ''})"

@@ -257,7 +257,7 @@ def _check_perturbation(perturbation: str, options: dict) -> bool:
         raise ValueError(
             "with perturbation='replace', a sample is a set of present features, so a feature "
             f"drawn twice cannot count twice: use sample_length <= 2 (got {fitter.sample_length}) "
-            "or method='eff-slope' (distinct units per sample)"
+            "or the default method (distinct units per sample)"
         )
     return True
 

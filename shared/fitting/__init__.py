@@ -2,11 +2,12 @@
 
 The methods, by name (:data:`FITTERS`; :func:`get_fitter` builds one with its options):
 
-- ``eff-slope`` (:class:`EffSlopeFitter`), the default of :func:`slalom_core.explain`
-  (:data:`slalom_core.api.call.DEFAULT_METHOD`): short samples of three distinct units, the
-  importances' prior centred on a fitted slope times each unit's |value|.
-- ``hybrid`` (:class:`HybridFitter`): eff's short samples for the values, a few samples of
-  the text in context (deletions or sub-texts) and the text itself for the importances.
+- ``hybrid`` (:class:`HybridFitter`), the default of :func:`slalom_core.explain`
+  (:data:`slalom_core.api.call.DEFAULT_METHOD`): triples for the values, a few deletions
+  from the text and the text itself for the importances, whose prior is centred on a fitted
+  slope along each unit's effect in the direction of the model's move.
+- ``eff-slope`` (:class:`EffSlopeFitter`): triples alone, the importances' prior centred on
+  a fitted slope times each unit's |value|; the fastest faithful ranking.
 - ``eff`` (:class:`EffFitter`): the paper's short random samples, gradient fit.
 - ``fidel`` (:class:`FidelFitter`): deletions from the full text, quasi-Newton on the
   posterior (default) or alternating least squares.
@@ -37,7 +38,7 @@ The modules, one concern each:
 - :mod:`.fitter`: the :class:`Fitter` interface and the option tables fitters share.
 - :mod:`.sampled`: the flow of the sampled fitters (design, held-out check, priors, final fit,
   standard errors), :class:`~.sampled.SampledFitter`.
-- :mod:`.eff`, :mod:`.hybrid` (hybrid and eff-slope), :mod:`.fidel`, :mod:`.ana`: one file
+- :mod:`.eff`, :mod:`.hybrid`, :mod:`.eff_slope`, :mod:`.fidel`, :mod:`.ana`: one file
   per method.
 - :mod:`.objective`: the batched objective, its two kinds (ridge, posterior) and how each
   is solved.
@@ -69,10 +70,11 @@ from .constants import (
     VALUE_PRIOR_SD,
 )
 from .eff import EffFitter
+from .eff_slope import EffSlopeFitter
 from .fidel import FidelFitter
 from .fitter import Fitter
 from .gradient import fit_gradient, fit_gradient_batch
-from .hybrid import EffSlopeFitter, HybridFitter
+from .hybrid import HybridFitter
 from .laplace import laplace_standard_errors
 from .protocol import FitGenerator, FitRequest, FitResult
 from .sampled import single_threaded_fits

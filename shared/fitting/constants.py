@@ -77,6 +77,20 @@ SOLVER = "lbfgs"
 LEARNING_RATE = 0.05
 #: Units per short sample: the paper's pairs (Algorithm 1).
 SAMPLE_LENGTH = 2
+#: ... for eff-slope and hybrid: triples, as the authors' code draws them; a triple shows how
+#: two or three tokens share weight, and each token is seen in 50 % more samples than in pairs.
+TRIPLE_LENGTH = 3
+#: hybrid: share of the budget spent on samples of the text in context (deletions), the weight
+#: those samples carry together, the text itself as one more observation, and how far the
+#: values may move from the short samples' fit (log-odds). docs/results.md has the front.
+CONTEXT_SHARE = 0.01
+CONTEXT_WEIGHT = 0.75
+CONTEXT_ANCHOR_WEIGHT = 0.1
+VALUE_SD = 0.1
+#: The axis of the importances' slope: "agreement", each token's effect in the direction of
+#: the model's move on the text (a weighted mean reaches a confident output only if the
+#: tokens that agree with it carry the weight), or "size", |v| whatever its direction.
+SLOPE_AXIS = "agreement"
 #: Deletion samples delete at most this share of the text's positions, as SLALOM-fidel does.
 MAX_DELETE_FRACTION = 0.5
 #: No share of the weight on the full text itself: the design's samples alone.

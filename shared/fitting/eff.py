@@ -138,6 +138,10 @@ class EffFitter(SampledFitter):
         deletions = deletion_neighbourhood(rng, position_units, n_del) if n_del else []
         return singles + rest + deletions
 
+    def deletion_indices(self, n_samples, n_positions):
+        n_del = int(round(self.deletion_share * n_samples)) if n_positions > 1 else 0
+        return np.arange(n_samples - n_del, n_samples)  # the design puts them last
+
     def solve_batch(self, requests, device=None):
         return fit_gradient_batch(
             [(*pad_sequences(r.samples), r.y, r.n_units) for r in requests],

@@ -1,5 +1,5 @@
-"""SLALOM-hybrid: eff's short samples for the values, a few samples of the text in context for
-the importances and the text's own output, one gradient fit over both."""
+"""SLALOM-hybrid, the default: eff's short samples for the values, a few samples of the text in
+context for the importances and the text's own output, one gradient fit over both."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from ..options import Interval, OneOf, check_options
 from ..sampling import deletion_neighbourhood, short_sequences, subset_sequences
 from .constants import (
     CHECK_SAMPLES,
+    CONTEXT_ANCHOR_WEIGHT,
+    CONTEXT_SHARE,
+    CONTEXT_WEIGHT,
     HOLDOUT_FRACTION,
     L2_IMPORTANCE,
     LEARNING_RATE,
@@ -16,9 +19,11 @@ from .constants import (
     MAX_ITER,
     PRIOR_SD,
     RIDGE_WEIGHT,
-    SAMPLE_LENGTH,
+    SLOPE_AXIS,
     SLOPE_TOL,
     SOLVER,
+    TRIPLE_LENGTH,
+    VALUE_SD,
 )
 from .eff import EffFitter
 from .fitter import given_options
@@ -26,39 +31,45 @@ from .protocol import FitRequest
 
 #: The samplers of the text in context (see ``design``).
 _CONTEXTS = ("deletions", "subsets")
+#: The axes of the importances' slope (see ``slope_axis``).
+_SLOPE_AXES = ("size", "agreement")
 
 
 class HybridFitter(EffFitter):
-    """Short samples plus a few samples of the text in context, fitted together.
+    """The default: short samples for the values, a few samples of the text in context and
+    the text itself for the importances and the text's own output.
 
-    Pairs of the text's tokens are the cheapest forward passes there are and pin down the
-    values, but they say little about how the tokens share weight inside the text: on long
-    reviews an eff surrogate misses most of the model's own output on the text, and its
-    importances are near chance on human attention (docs/results.md). SLALOM-fidel's
-    deletion samples carry that signal, at many times the cost. This design spends most of the
-    budget on pairs and a small share on samples that keep the text's context, and gives
-    those samples (and the text itself, ``anchor_weight``) a fixed share of the weight so
-    that the many pairs do not drown them.
+    Triples of the text's tokens are cheap forward passes and pin down each token's value,
+    but they say little about how the tokens share weight *inside the text*: a surrogate of
+    short samples alone (``eff``, ``eff-slope``) misses most of the model's output on a long
+    text, sometimes in the wrong direction, and its importances stay at their prior (below
+    chance against human attention, docs/results.md). This design spends 99 % of the budget
+    on triples and 1 % on deletions from the full text, and gives those few samples and the
+    text itself (``anchor_weight``) a fixed share of the weight so that the many triples do
+    not drown them.
 
-    No SLALOM fits both the model's pairs and its long texts: a joint fit reaches the text's
-    output by bending the values, and ranks tokens worse by deletion AOPC. So by default the values
-    are fitted to the pairs first and then kept near that fit (``value_sd``), while the
-    importances take the context.
+    No SLALOM fits both the model's triples and its long texts: a joint fit reaches the
+    text's output by bending the values, and ranks tokens worse by deletion AOPC. So the
+    values are fitted to the triples first and then kept near that fit (``value_sd``), while
+    the importances take the context.
 
-    The few context samples cannot pin ~100 importances one by one (20 samples, however
-    heavily weighted, are 20 observations: the prior counts them so, see
-    :func:`~slalom_core.fitting.objective.effective_samples`). What they do pin is one
-    number: how strongly weight follows the size of a token's effect. So by default
-    (``importance_slope``) the importances' prior is centred on β·|v| (v the pairs' values)
-    with the slope β fitted, and each token's own deviation from that line keeps the
-    prior's sd. Strongly polar tokens then take the weight that brings the surrogate to the
-    model's output on the text, and no single token's importance runs off with the seed; an
-    importance the data do not determine keeps a standard error near the prior's. Its top
-    tokens are still less stable across seeds than the default's (:class:`EffSlopeFitter`),
-    and ``removal`` ranks worse, because concentrating the weight puts the surrogate's output
-    above most polar tokens' values. docs/results.md has the measured
-    front (two classifiers, against eff, the reference implementation and the previous
-    design).
+    Ten context samples cannot pin ~100 importances one by one (however heavily weighted,
+    they are ten observations: the prior counts them so, see
+    :func:`~slalom_core.fitting.objective.effective_samples`). What they do pin is how
+    strongly weight follows a token's effect. So the importances' prior is centred on β·h
+    with the slope β fitted (``importance_slope``), and each token's own deviation keeps the
+    prior's sd. The axis h (``slope_axis``) is by default each token's effect *in the
+    direction of the model's move on the text* (``"agreement"``: ‖v‖ + v·u, u that
+    direction): a weighted mean of values can only reach a confident output if the tokens
+    that agree with it carry the weight, which is what the model's own deletions show.
+
+    What it gives up: ``removal`` = F(t) − F(t without the token) ranks worse, because a
+    weighted mean near a confident output *rises* when a mildly polar token goes while the
+    model's output falls (a property of the surrogate class). Each explanation checks
+    ``removal`` against the model's own deletions (``diagnostics["removal_agreement"]``,
+    ``["removal_agrees"]``); rank by ``contribution`` or ``lin``. For the fastest faithful
+    ranking without a description of the text's output, use ``method="eff-slope"``.
+    docs/results.md has the measured front on two classifiers.
 
     Args:
         context_share: share of ``n_samples`` spent on samples in context (0: none; the
@@ -76,10 +87,14 @@ class HybridFitter(EffFitter):
             them: each token's effect without its context), and the joint fit then keeps
             them near that fit, with a Gaussian prior of this sd (log-odds); 0 holds them
             there and fits only the importances to the context.
-        importance_slope: True: the importances' prior is N(β·|v|, prior_sd²) with β
-            fitted (a flat prior on β) and v the values of a first fit on the short samples
-            alone; False: N(0, prior_sd²). Default None: True wherever ``value_sd`` is a
-            number, False for ``value_sd=None`` (the joint fit, as before the slope).
+        importance_slope: True: the importances' prior is N(β·h, prior_sd²) with β
+            fitted (a flat prior on β) and h from the values v of a first fit on the short
+            samples alone (``slope_axis``); False: N(0, prior_sd²). Default None: True
+            wherever ``value_sd`` is a number, False for ``value_sd=None`` (the joint fit).
+        slope_axis: "agreement" (default): h = ‖v‖ + v·u, u the unit direction of the
+            model's move from the reference point on the text (for one log-odds column,
+            2·max(±v, 0): a token's effect towards the model's side, 0 against it);
+            "size": h = ‖v‖, whatever the direction.
         anchor_weight: share of the total weight given to the full text itself.
         tol: as :class:`EffFitter`, tighter by default (the tolerance policy in
             :mod:`.constants` says why).
@@ -92,6 +107,9 @@ class HybridFitter(EffFitter):
     """
 
     name = "hybrid"
+    #: Draw each short sample's units without replacement: a sample is then a set, which
+    #: Captum's ``perturbation="replace"`` can show the model as it is.
+    distinct_units = True
     OPTIONS = {
         **{k: v for k, v in EffFitter.OPTIONS.items() if k not in ("design", "singletons", "deletion_share")},
         "context_share": (Interval(float, 0, 1, "left"),),
@@ -100,18 +118,20 @@ class HybridFitter(EffFitter):
         "max_delete_fraction": (Interval(float, 0, 1, "right"),),
         "value_sd": (Interval(float, 0, None), OneOf(None)),
         "importance_slope": (OneOf(True, False, None),),
+        "slope_axis": (OneOf(*_SLOPE_AXES),),
     }
 
     def __init__(
         self,
-        context_share: float = 0.04,
+        context_share: float = CONTEXT_SHARE,
         context: str = "deletions",
-        context_weight: float | None = 0.75,
+        context_weight: float | None = CONTEXT_WEIGHT,
         max_delete_fraction: float = MAX_DELETE_FRACTION,
-        value_sd: float | None = 0.1,
+        value_sd: float | None = VALUE_SD,
         importance_slope: bool | None = None,
-        anchor_weight: float = 0.1,
-        sample_length: int | tuple[int, int] = SAMPLE_LENGTH,
+        slope_axis: str = SLOPE_AXIS,
+        anchor_weight: float = CONTEXT_ANCHOR_WEIGHT,
+        sample_length: int | tuple[int, int] = TRIPLE_LENGTH,
         solver: str = SOLVER,
         holdout_fraction: float = HOLDOUT_FRACTION,
         max_iter: int = MAX_ITER,
@@ -150,6 +170,7 @@ class HybridFitter(EffFitter):
         if importance_slope is None:  # on wherever the short samples' values are fitted first
             importance_slope = self.value_sd is not None
         self.importance_slope = bool(importance_slope)
+        self.slope_axis = slope_axis
         if self.importance_slope and self.objective != "posterior":
             raise ValueError(
                 f"method {self.name!r}: importance_slope=True is a prior on the importances; it needs "
@@ -176,7 +197,7 @@ class HybridFitter(EffFitter):
             return short + deletion_neighbourhood(rng, position_units, n_ctx, self.max_delete_fraction)
         return short + subset_sequences(rng, position_units, n_ctx)
 
-    def design_priors(self, samples, y, idx, n_positions, n_units):
+    def design_priors(self, samples, y, idx, n_positions, n_units, full_target=None):
         if self.value_sd is None and not self.importance_slope:
             return None, None
         # The values of the short samples alone: each token's effect without its context.
@@ -186,6 +207,12 @@ class HybridFitter(EffFitter):
         v_prior = None if self.value_sd is None else (value, self.value_sd)
         # The slope's axis: the size of each token's effect alone (over classes: its norm).
         basis = np.linalg.norm(value, axis=1) if self.importance_slope else None
+        if basis is not None and self.slope_axis == "agreement" and full_target is not None:
+            move = np.reshape(full_target, -1)
+            if np.linalg.norm(move) > 0:
+                # ‖v‖ + v·u (u the unit direction of the model's move on the text): twice a
+                # token's effect along the text's own direction, 0 for a token against it.
+                basis = basis + value @ (move / np.linalg.norm(move))
         return v_prior, basis
 
     def design_weights(self, samples, n_positions):
@@ -198,6 +225,10 @@ class HybridFitter(EffFitter):
         w[n_short:] = self.context_weight / n_ctx
         return w * len(samples)
 
+    def deletion_indices(self, n_samples, n_positions):
+        n_ctx = self.n_context(n_samples, n_positions) if self.context == "deletions" else 0
+        return np.arange(n_samples - n_ctx, n_samples)  # the design puts them last
+
     def design_diagnostics(self, n_samples, n_positions):
         n_ctx = self.n_context(n_samples, n_positions)
         return {
@@ -205,82 +236,3 @@ class HybridFitter(EffFitter):
             "n_context": n_ctx,
             "context_weight": self.context_weight if n_ctx else None,
         }
-
-
-class EffSlopeFitter(HybridFitter):
-    """SLALOM-eff on triples with the importances' prior centred on a fitted slope of |value|:
-    the default.
-
-    Short samples of three distinct tokens of the text (the authors' own code samples triples;
-    the paper's Algorithm 1 pairs), no samples in context and no extra weight on the text itself.
-    A first fit gives each token's |v|; the fit then puts the importances' prior at
-    N(β·|v|, prior_sd²) with β fitted (:class:`HybridFitter`'s ``importance_slope``), values
-    free (``value_sd=None``: holding them near the first fit counts the same samples twice
-    and makes the standard errors too small).
-    A triple shows how two or three tokens share weight, and the slope carries what all
-    triples say about it to every token at once, so each token's own deviation needs only
-    its own samples to stay within the prior.
-
-    What it gives up is the text's own output: like eff, the surrogate misses the model on
-    a long text by most of the signal (``exp.full_text_gap``; the SHAP adapter folds that
-    residual into ``base_values``). Closing that gap with deletion samples or the anchor is
-    what :class:`HybridFitter` does, at the cost of stable top tokens and of ``removal``
-    (docs/results.md has the measured front on two classifiers against the reference).
-
-    Args:
-        sample_length: units per sample, distinct within a sample (see :class:`EffFitter`).
-        value_sd: as :class:`HybridFitter` (None: the values are fitted freely).
-        importance_slope: as :class:`HybridFitter` (True: the prior is centred on β·|v|).
-        solver, holdout_fraction, max_iter, tol, learning_rate, l2_importance, prior_sd,
-            l2_value, check_samples: as :class:`HybridFitter`, whose options it takes except
-            those of the context samples and the anchor.
-
-    Example:
-        >>> fitter = EffSlopeFitter()
-        >>> fitter.name, fitter.sample_length, fitter.importance_slope, fitter.n_context(1000, 150)
-        ('eff-slope', 3, True, 0)
-    """
-
-    name = "eff-slope"
-    distinct_units = True  # each sample is a set, so replacement perturbations can show it
-    OPTIONS = {
-        k: v
-        for k, v in HybridFitter.OPTIONS.items()
-        if k not in ("context_share", "context", "context_weight", "max_delete_fraction", "anchor_weight")
-    }
-
-    def __init__(
-        self,
-        sample_length: int | tuple[int, int] = 3,
-        value_sd: float | None = None,
-        importance_slope: bool = True,
-        solver: str = SOLVER,
-        holdout_fraction: float = HOLDOUT_FRACTION,
-        max_iter: int = MAX_ITER,
-        tol: float = SLOPE_TOL,
-        learning_rate: float = LEARNING_RATE,
-        l2_importance: float | str = L2_IMPORTANCE,
-        prior_sd: float | str = PRIOR_SD,
-        l2_value: float = RIDGE_WEIGHT,
-        check_samples: int = CHECK_SAMPLES,
-    ) -> None:
-        # HybridFitter checks every option against this class's table (self.OPTIONS).
-        super().__init__(
-            context_share=0.0,
-            anchor_weight=0.0,
-            sample_length=sample_length,
-            value_sd=value_sd,
-            importance_slope=importance_slope,
-            solver=solver,
-            holdout_fraction=holdout_fraction,
-            max_iter=max_iter,
-            tol=tol,
-            learning_rate=learning_rate,
-            l2_importance=l2_importance,
-            prior_sd=prior_sd,
-            l2_value=l2_value,
-            check_samples=check_samples,
-        )
-
-    def design_diagnostics(self, n_samples, n_positions):
-        return {"design": f"{n_samples} short samples of {self.sample_length} units"}

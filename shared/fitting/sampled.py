@@ -14,6 +14,7 @@ import torch
 from ..options import check_options
 from ..sampling import deletion_neighbourhood, split_holdout
 from ..surrogate import count_matrix, normalise_importance, pad_sequences, predict_sparse
+from .checks import REMOVAL_AGREEMENT_MIN, removal_agreement
 from .constants import (
     ANCHOR_WEIGHT,
     CHECK_SAMPLES,
@@ -167,13 +168,19 @@ class SampledFitter(Fitter):
         """Per-sample weights of the design (None: every sample counts the same)."""
         return None
 
-    def design_priors(self, samples, y, idx, n_positions, n_units):
+    def design_priors(self, samples, y, idx, n_positions, n_units, full_target=None):
         """Generator: the priors of the fit on ``samples[idx]``: the values' ``(centre, sd)``
         (None: the weak one) and the importances' slope axis, a (U,) direction along which
-        their prior is flat (None: centred at zero). Default: (None, None); it may yield fit
+        their prior is flat (None: centred at zero). ``full_target`` is the model's output on
+        the text (from the reference point), or None. Default: (None, None); it may yield fit
         requests of its own to find them."""
         return None, None
         yield  # a generator that yields nothing
+
+    def deletion_indices(self, n_samples: int, n_positions: int) -> np.ndarray:
+        """Indices of the design's samples that are the text with some positions deleted
+        (none by default): the samples on which ``removal`` is checked against the model."""
+        return np.zeros(0, dtype=np.int64)
 
     def design_diagnostics(self, n_samples: int, n_positions: int) -> dict:
         """What the design was on this text, for the explanation's diagnostics."""
@@ -243,7 +250,9 @@ class SampledFitter(Fitter):
         if len(hold_idx):
             # With prior_sd="evidence" the sd is chosen here, without the held-out samples,
             # so that the held-out R² judges the whole procedure; so is a prior on the values.
-            v_prior, basis = yield from self.design_priors(samples, y, fit_idx, len(position_units), n_units)
+            v_prior, basis = yield from self.design_priors(
+                samples, y, fit_idx, len(position_units), n_units, full_target
+            )
             train, y_train, w_train = self._with_anchor(
                 [samples[i] for i in fit_idx],
                 y[fit_idx],
@@ -272,7 +281,7 @@ class SampledFitter(Fitter):
             diag["n_heldout"] = 0
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
         v_prior, basis = yield from self.design_priors(
-            samples, y, np.arange(len(samples)), len(position_units), n_units
+            samples, y, np.arange(len(samples)), len(position_units), n_units, full_target
         )
         all_samples, y_all, weights = self._with_anchor(samples, y, w_design, position_units, full_target)
         final = FitRequest(all_samples, y_all, n_units, init, weights, sd, value_prior=v_prior, importance_basis=basis)
@@ -284,6 +293,11 @@ class SampledFitter(Fitter):
             diag["prior_sd"] = sd
         pred, _ = predict_sparse(*pad_sequences(samples), value, imp)
         diag["train_mse"], diag["train_r2"] = _fit_quality(y, pred)
+        dels = self.deletion_indices(len(samples), len(position_units))
+        if len(dels) and full_target is not None:
+            rho = removal_agreement([samples[i] for i in dels], y[dels], position_units, full_target, value, imp)
+            diag["removal_agreement"] = rho
+            diag["removal_agrees"] = None if not np.isfinite(rho) else bool(rho >= REMOVAL_AGREEMENT_MIN)
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)
         se_v, se_s = laplace_standard_errors(

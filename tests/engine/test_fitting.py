@@ -598,3 +598,49 @@ def test_fitters_declare_whether_their_samples_are_short():
         gen = fitter.steps(np.random.default_rng(0), rng_units, 60, 200, np.zeros(1))
         longest = max(len(s) for s in next(gen))
         assert fitter.samples_short == (longest <= 3), (method, opts, longest)
+
+
+# ----------------------------------------------------------------------------------------
+# The removal check: the surrogate's removal scores against the model's own deletions
+# ----------------------------------------------------------------------------------------
+def _deletions_of(v, s, text, n, seed):
+    from slalom_core.sampling import deletion_neighbourhood
+
+    model = SlalomModel(v, s)
+    dels = deletion_neighbourhood(np.random.default_rng(seed), np.asarray(text), n)
+
+    def out(seq):
+        ids = torch.as_tensor([list(seq)])
+        return model(ids, torch.ones_like(ids, dtype=torch.float64)).numpy()[0]
+
+    return dels, np.array([out(d) for d in dels]), out(text)
+
+
+def test_removal_agreement_is_high_on_a_true_slalom_and_negative_when_deletions_go_the_other_way():
+    from slalom_core.fitting.checks import REMOVAL_AGREEMENT_MIN, removal_agreement
+
+    v, s = random_slalom(20, seed=4)
+    text = list(range(20))
+    dels, y, full = _deletions_of(v, s, text, 30, seed=0)
+    # the true parameters: removal's first-order sum ranks the true drops almost perfectly
+    # (not exactly: several deleted tokens interact through the softmax)
+    rho = removal_agreement(dels, y[:, None], np.array(text), np.atleast_1d(full), v[:, None], s)
+    assert rho > 0.9
+    # a model whose deletions move the opposite way (one that accumulates evidence where the
+    # surrogate averages it) is caught
+    flipped = 2 * full - y  # the model drops by −(full − y): every drop negated
+    rho = removal_agreement(dels, flipped[:, None], np.array(text), np.atleast_1d(full), v[:, None], s)
+    assert rho < -0.9 < REMOVAL_AGREEMENT_MIN
+    # too few deletions to say anything: NaN, not a number that looks like evidence
+    assert np.isnan(removal_agreement(dels[:4], y[:4, None], np.array(text), np.atleast_1d(full), v[:, None], s))
+
+
+def test_a_design_with_deletions_records_the_removal_check():
+    v, s = random_slalom(15, seed=5)
+    clf = sc.TorchClassifier(SlalomModel(v, s))
+    exp = sc.explain(clf, list(range(15)), method="hybrid", n_samples=600, seed=0, reference=0.0)
+    d = exp.diagnostics
+    assert d["removal_agrees"] is True and d["removal_agreement"] >= sc.fitting.checks.REMOVAL_AGREEMENT_MIN
+    # a design of short samples alone has no deletions to check against
+    exp = sc.explain(clf, list(range(15)), method="eff-slope", n_samples=600, seed=0, reference=0.0)
+    assert "removal_agrees" not in exp.diagnostics

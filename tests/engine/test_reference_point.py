@@ -258,7 +258,8 @@ def noisy_model(scale: float):
 
 def test_warns_on_poor_heldout_fit():
     with pytest.warns(sc.SlalomFitWarning, match="held-out R²"):
-        sc.explain(noisy_model(3.0), list(range(1, 31)), n_samples=200, seed=0, reference=0.0)
+        # (a design of short samples alone: hybrid weighs them down and is judged on the text)
+        sc.explain(noisy_model(3.0), list(range(1, 31)), method="eff-slope", n_samples=200, seed=0, reference=0.0)
 
 
 def test_warns_when_not_converged(bert):
@@ -268,21 +269,57 @@ def test_warns_when_not_converged(bert):
     assert exp.diagnostics["fit_converged"] is False
 
 
-def test_warns_on_full_text_gap():
-    # A model that is SLALOM on short inputs but adds 5 on long ones: the surrogate of
-    # short samples misses the full text.
-    v, s = random_slalom(12, seed=3)
+def flipped_on_long_inputs(v: np.ndarray, s: np.ndarray, longer_than: int = 5) -> sc.TorchClassifier:
+    """A SLALOM on inputs of up to ``longer_than`` tokens; on longer ones its output turned
+    round and pushed 2 log-odds further: short samples then describe a model that the full
+    text contradicts, so a surrogate of short samples moves the wrong way on the text."""
     base = SlalomModel(v, s)
-    f = lambda ids, mask: base(ids, mask) + 5.0 * (mask.sum(1, keepdim=True) > 5)
-    with pytest.warns(sc.SlalomFitWarning, match="misses the model's output") as rec:
-        exp = sc.explain(sc.TorchClassifier(f), list(range(12)), n_samples=300, seed=0, reference=0.0)
+
+    def f(ids, mask):
+        out = base(ids, mask)
+        long = mask.sum(1, keepdim=True) > longer_than
+        return torch.where(long, -out - 2.0 * torch.sign(out), out)
+
+    return sc.TorchClassifier(f)
+
+
+def test_warns_when_the_surrogate_moves_against_the_model():
+    v, s = random_slalom(12, seed=3)
+    clf = flipped_on_long_inputs(v, s)
+    with pytest.warns(sc.SlalomFitWarning, match="against the model") as rec:
+        exp = sc.explain(clf, list(range(12)), method="eff-slope", n_samples=300, seed=0, reference=0.0)
     fit_warnings = [w for w in rec if issubclass(w.category, sc.SlalomFitWarning)]
     assert len(fit_warnings) == 1  # once per call
     assert fit_warnings[0].filename == __file__  # it names the user's line, not the engine's
-    assert abs(exp.full_text_gap) > sc.FULL_TEXT_GAP_BOUND
+    # the model moves by more than 2 log-odds one way, the surrogate of short samples the other
+    assert abs(exp.model_output - exp.base_value) > 2
+    assert exp.diagnostics.direction_agrees is False and exp.diagnostics.reproduced < 0
     with pytest.warns(sc.SlalomFitWarning) as rec:
-        sc.explain_batch(sc.TorchClassifier(f), [list(range(12))], n_samples=300, seed=0, reference=0.0)
+        sc.explain_batch(clf, [list(range(12))], method="eff-slope", n_samples=300, seed=0, reference=0.0)
     assert {w.filename for w in rec if issubclass(w.category, sc.SlalomFitWarning)} == {__file__}
+
+
+def test_direction_on_a_model_with_a_known_answer():
+    # A true SLALOM: the default's surrogate must move as the model does and reproduce its
+    # output on the text (the anchor and the samples in context carry it there).
+    v, s = random_slalom(15, seed=5)
+    with warnings.catch_warnings():
+        # ten deletions cannot pin 15 random importances one by one: that warning is true
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        exp = sc.explain(sc.TorchClassifier(SlalomModel(v, s)), list(range(15)), n_samples=1000, seed=0)
+    d = exp.diagnostics
+    assert d.direction_agrees is True
+    # reproduced is 1 for an exact fit; the importances' prior shrinks them a little towards
+    # its centre, which the model's own output on the text does not follow (measured 0.9-1.1)
+    assert 0.8 < d.reproduced < 1.2
+    assert not any("against the model" in p for p in sc.api.fit_warnings.fit_problems(exp))
+
+
+def test_direction_is_none_where_the_model_does_not_move():
+    from slalom_core.diagnostics import MIN_MOVE, direction_check
+
+    assert direction_check(0.5 * MIN_MOVE, 3.0, 0.0) == (None, None)
+    assert direction_check([1.0, -1.0], [0.5, -0.5], [0.0, 0.0]) == (True, 0.5)
 
 
 def test_warns_on_invalid_ana_pairs():

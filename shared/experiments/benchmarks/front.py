@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import slalom_core as sc
 import torch
+from slalom_core.api.fit_warnings import fit_problems as _fit_problems
 from slalom_core.experiments import evaluation as ev
 from slalom_core.experiments.bench import build_nb_table, load_model, select_instances
 from slalom_core.experiments.data import read_jsonl
@@ -55,8 +56,34 @@ from slalom_core.surrogate import pad_sequences, predict_sparse
 #: share of the weight (w, in %; "wnone" = each sample the same), the anchor's (a, in %),
 #: and the deletions' largest fraction (d, in %) where it is not 50.
 DESIGNS: dict[str, tuple[str, int, dict]] = {
-    # The default: eff's triples, importances' prior centred on a fitted slope of |value|.
+    # The default (hybrid: triples, 1 % deletions with 75 % of the weight, the text itself,
+    # values held within 0.1, importances' prior centred on a slope along each token's
+    # effect in the direction of the model's move).
+    "default-1000": ("hybrid", 1000, {}),
+    # The previous default: eff's triples, importances' prior centred on a slope of |value|.
     "eff-slope-1000": ("eff-slope", 1000, {}),
+    # The slope along each token's effect in the direction of the model's move on the text.
+    "eff-slope-1000-agree": ("eff-slope", 1000, {"slope_axis": "agreement"}),
+    "hybrid-1000-L3-a10-v0.1-agree": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.0, "anchor_weight": 0.1, "value_sd": 0.1, "slope_axis": "agreement"},
+    ),
+    "hybrid-1000-L3-del2-w75-a10-v0.1-agree": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.02, "context_weight": 0.75, "slope_axis": "agreement"},
+    ),
+    "hybrid-1000-L3-del1-w75-a10-v0.1-agree": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.01, "context_weight": 0.75, "slope_axis": "agreement"},
+    ),
+    "hybrid-1000-L3-del2-w75-a10-v0.1": (
+        "hybrid",
+        1000,
+        {"sample_length": 3, "context_share": 0.02, "context_weight": 0.75},
+    ),
     # ... with the text itself as an anchor (10 % of the weight), values held within 0.1 of the
     # triples' fit so that the anchor moves the slope rather than the values.
     "hybrid-1000-L3-a10-v0.1-slope": (
@@ -164,6 +191,10 @@ METRICS: tuple[tuple[str, bool], ...] = (
     ("del_removal", True),
     ("top5_stable", True),
     ("z_sd", False),
+    ("direction", True),
+    ("reproduced", True),
+    ("removal_agreement", True),
+    ("warned", False),
 )
 
 #: Metrics measured across seeds (``--seeds``): the share of the top-5 positions by
@@ -257,10 +288,14 @@ def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, s
     scores, se, exp, seconds = _explain(adapter, inst, design, seed)
     if exp is not None:
         d = exp.diagnostics
-        units = [exp.unit_index[c] for c in check]
-        pred = predict_sparse(*pad_sequences(units), exp.surrogate.value[:, None], exp.surrogate.importance)[0][:, 0]
-        y = check_y - exp.base_value
-        check_r2 = 1.0 - float(np.sum((pred - y) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12))
+        check_r2 = np.nan  # --check-samples 0: no fresh deletion samples read
+        if check:
+            units = [exp.unit_index[c] for c in check]
+            pred = predict_sparse(*pad_sequences(units), exp.surrogate.value[:, None], exp.surrogate.importance)[0][
+                :, 0
+            ]
+            y = check_y - exp.base_value
+            check_r2 = 1.0 - float(np.sum((pred - y) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12))
         row = {
             "seconds": seconds,
             "tokens": d["tokens_evaluated"],
@@ -271,6 +306,10 @@ def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, s
             "check_r2": check_r2,
             "converged": bool(d.get("fit_converged", True)),
             "determined": float(np.mean(exp.importance_determined)) if exp.importance_se is not None else np.nan,
+            "direction": np.nan if d.get("direction_agrees") is None else float(d["direction_agrees"]),
+            "reproduced": np.nan if d.get("reproduced") is None else float(d["reproduced"]),
+            "removal_agreement": float(d.get("removal_agreement", np.nan)),
+            "warned": float(bool(_fit_problems(exp))),
         }
     else:
         row = {"seconds": seconds}
@@ -426,7 +465,7 @@ def main(argv: list[str] | None = None) -> None:
         for inst in insts:
             rng = np.random.default_rng([args.seed, inst.index])
             check = deletion_neighbourhood(rng, np.arange(inst.n_tokens), args.check_samples)
-            check_y = _log_odds(adapter, [[inst.token_ids[p] for p in c] for c in check])
+            check_y = _log_odds(adapter, [[inst.token_ids[p] for p in c] for c in check]) if check else None
             # One untimed warm-up call per text size, so that no design pays for lazy set-up.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", sc.SlalomFitWarning)
