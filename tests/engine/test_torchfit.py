@@ -133,6 +133,13 @@ def test_batched_fit_matches_separate_fits():
         np.testing.assert_allclose(p_b, p_1, atol=1e-5)
 
 
+def pair_samples(n_units: int, *, seed: int, n: int = 300) -> list[list[int]]:
+    """Random pairs of distinct units (one unit for a one-unit text): the short samples'
+    design, on which a fit's predictions are determined by its data."""
+    rng = np.random.default_rng(seed)
+    return [sorted(rng.choice(n_units, size=min(2, n_units), replace=False).tolist()) for _ in range(n)]
+
+
 @pytest.mark.parametrize("method,fits", [("eff", 2), ("hybrid", 4)])
 def test_explain_batch_fits_in_one_batched_optimisation(monkeypatch, method, fits):
     calls = []
@@ -155,12 +162,22 @@ def test_explain_batch_fits_in_one_batched_optimisation(monkeypatch, method, fit
     loop = [sc.explain(model, t, method=method, n_samples=400, seed=0, prior_sd=1.0) for t in texts]
     assert calls == [1] * fits * 4
     for a, b in zip(exps, loop):
-        # what the data determine agrees: predictions, held-out fit, identified parameters
+        # Compare what the data determine, not the parameters: in the shallow valleys of
+        # hybrid's objective the batched and the single fit stop at points whose importances
+        # differ by ~1e-4 depending on the CPU's rounding, with the same predictions.
+        # tol: r2 = 1 - mse / var; both held-out MSEs are ~1e-10 of a target variance ~1,
+        # so the two r2 differ by far less than 1e-6
         assert a.diagnostics["heldout_r2"] == pytest.approx(b.diagnostics["heldout_r2"], abs=1e-6)
-        # (within the fits' gradient tolerance; hybrid's two stages add up to ~1e-5)
-        np.testing.assert_allclose(a.surrogate_output, b.surrogate_output, atol=5e-5)
-        np.testing.assert_allclose(a.value, b.value, atol=1e-4)
-        np.testing.assert_allclose(a.importance, b.importance, atol=1e-4)
+        pairs = pair_samples(a.surrogate.n_units, seed=9)
+        gap = np.sqrt(np.mean((a.surrogate.predict_sequences(pairs) - b.surrogate.predict_sequences(pairs)) ** 2))
+        # tol: on the same samples, the triangle inequality bounds the RMS gap of two fits by
+        # the sum of their RMS residuals (train_mse); these pairs are fresh draws of the same
+        # pair design, so the bound holds up to the residuals' sampling noise: a factor 3.
+        residuals = np.sqrt(a.diagnostics["train_mse"]) + np.sqrt(b.diagnostics["train_mse"])
+        assert gap <= 3 * residuals
+        # tol: the full text, the same bound (hybrid fits near-full deletions too; eff's two
+        # fits are the same computation and agree to rounding)
+        assert abs(a.surrogate_output - b.surrogate_output) <= 3 * residuals
         assert a.diagnostics["heldout_r2"] > 0.99
 
 
