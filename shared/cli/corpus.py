@@ -155,8 +155,10 @@ def add_explain(sub) -> None:
 
 @_one_line_errors
 def run_explain(args: argparse.Namespace) -> int:
+    from ..amortized.cli import check_out_not_data
     from ..corpus import ModelLoader, explain_corpus
 
+    check_out_not_data(args.out, args.data)  # before anything is read or written
     engine = "local" if args.ray is None else "ray"
     _quiet_weight_loading()
     id_column = None if args.id_column in ("", "none") else args.id_column

@@ -105,12 +105,26 @@ def test_another_method_and_too_small_runs_are_refused(bert, run, tmp_path):
 
 def test_bad_texts_get_the_per_text_errors(bert, fitted):
     model, tok = bert
-    for bad in ("", " ".join(["movie"] * 80)):
+    long = " ".join(["movie"] * 80)
+    for bad, options in (("", {}), (long, {"truncate": False})):
         with pytest.raises(ValueError) as per_text:
             sc.explain(model, bad, tokenizer=tok, n_samples=150)
         with pytest.raises(ValueError) as amortized:
-            fitted.explain(bad)
-        assert str(amortized.value) == str(per_text.value)
+            fitted.explain_batch([bad], **options)
+        assert str(amortized.value).startswith(str(per_text.value))
+
+
+def test_long_texts_are_cut_by_the_one_rule_of_every_entry_point(bert, fitted):
+    """explain_batch cuts a text too long as a corpus run (and `explain --amortized`) cuts it."""
+    model, tok = bert
+    long = " ".join(["movie"] * 80)
+    adapter = fitted.adapter
+    seg, n_cut = adapter.segment_within_length(long)
+    assert n_cut > 0 and len(seg.unit_ids) + len(adapter.prefix_ids) + len(adapter.suffix_ids) == adapter.max_length
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AmortizedOODWarning)
+        exp = fitted.explain(long)
+    assert exp.tokens == seg.tokens and exp.diagnostics["truncated_positions"] == n_cut
 
 
 def test_texts_unlike_the_training_texts_are_flagged(fitted):
