@@ -319,3 +319,27 @@ def test_every_model_second_is_booked_on_a_text(slalom3, monkeypatch):
     exps = sc.explain_batch(Clocked(), [[1, 2, 3], [4, 5, 6, 7]], method="eff", n_samples=50, seed=0)
     assert sum(e.diagnostics.tokens_evaluated for e in exps) == clock["now"]
     assert sum(e.diagnostics.model_seconds for e in exps) == pytest.approx(clock["now"])
+
+
+def test_target_by_the_models_class_name(slalom3, bert):
+    """target= takes a class name where the model names its classes (config.id2label for a
+    Hugging Face model); an unknown name is refused with the model's names."""
+    _, v, s = slalom3
+    named = sc.TorchClassifier(SlalomModel(v, s), class_names=["NEGATIVE", "NEUTRAL", "POSITIVE"])
+    by_name = sc.explain(named, [1, 2, 3], method="ana", target="POSITIVE")
+    by_index = sc.explain(named, [1, 2, 3], method="ana", target=2)
+    assert by_name.target == 2
+    np.testing.assert_array_equal(by_name.value, by_index.value)  # exact: the same call once the name is read
+    with pytest.raises(ValueError, match=r"'GOOD' is not a class of this model.*'NEGATIVE', 'NEUTRAL', 'POSITIVE'"):
+        sc.explain(named, [1, 2, 3], method="ana", target="GOOD")
+    model, tok = bert  # a transformers model: names from config.id2label
+    name = model.config.id2label[0]
+    by_name = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=name)
+    by_index = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=0)
+    np.testing.assert_array_equal(by_name.value, by_index.value)  # exact: the same call once the name is read
+
+
+def test_a_list_of_texts_to_explain_points_to_explain_batch(bert):
+    model, tok = bert
+    with pytest.raises(TypeError, match=r"explain_batch\(model, texts"):
+        sc.explain(model, ["a text", "another"], tokenizer=tok)
