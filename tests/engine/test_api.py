@@ -135,6 +135,7 @@ def test_one_token_text(bert):
     for method in ("eff", "fidel", "ana"):
         exp = sc.explain(model, "great", tokenizer=tok, method=method, n_samples=20, seed=0)
         assert exp.tokens == ["great"]
+        # tol: float32 logits of the same forward pass on the empty input (rounding ~1e-8 at this size); see below
         assert exp.base_value == pytest.approx(empty, abs=1e-7)
         # One token: fidel and ana see the text itself, eff's samples are "great great";
         # v is the output on what the fitter saw, measured from the empty text, and the
@@ -142,7 +143,8 @@ def test_one_token_text(bert):
         # between the two inputs, so 1e-7 tells them apart. A lone importance is not
         # identified (softmax over one unit), so it is not checked.
         seen = log_odds("great great" if method == "eff" else "great") - empty
-        assert exp.value[0] == pytest.approx(seen, abs=1e-7)
+        assert exp.value[0] == pytest.approx(seen, abs=1e-7)  # tol: float32 logits of size ~0.01, rounding ~1e-9
+        # tol: float32 logits, as above
         assert exp.removal[0] == pytest.approx(seen, abs=1e-7)
 
 
@@ -187,6 +189,7 @@ def test_joint_multiclass_and_one_vs_rest(slalom3):
     joint = sc.explain(clf, ids, method="ana")
     assert joint.value.shape == (6, 3)
     assert joint.class_names == ["0", "1", "2"]
+    # tol: float64 rounding of centred values summed over 3 classes
     np.testing.assert_allclose(joint.value.sum(1), 0, atol=1e-10)
     np.testing.assert_allclose(joint.surrogate_output, joint.model_output, atol=1e-8)
     ovr = sc.explain(clf, ids, method="eff", target=2, n_samples=300, seed=0)
@@ -199,6 +202,7 @@ def test_binary_target_zero_flips_sign(bert):
     model, tok = bert
     pos = sc.explain(model, "a very good film", tokenizer=tok, method="ana")
     neg = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=0)
+    # tol: float32 logits of the same forward passes: target 0 flips the sign of float32 differences
     np.testing.assert_allclose(neg.value, -pos.value, atol=1e-6)
     np.testing.assert_allclose(neg.importance, pos.importance, atol=1e-6)
 
@@ -223,9 +227,11 @@ def test_diagnostics_and_dict(bert):
     # importances, contribution = alpha * v; their sum is the surrogate's own forward pass
     # on the full text, and so (efficiency) is the sum of its Shapley values.
     alpha = np.exp(exp.importance) / np.exp(exp.importance).sum()
+    # tol: float64 rounding of the softmax written out
     np.testing.assert_allclose(exp.contribution, alpha * exp.value, rtol=1e-12)
     full = float(exp.surrogate.predict_sequences([exp.unit_index.tolist()])[0])
     assert full != 0.0  # (this random BERT's outputs are small: compared relative to them)
+    # tol: float64 rounding of a sum over the positions (Shapley values are exact here)
     assert exp.contribution.sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
     assert exp.shapley().sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
     for name in sc.SCORE_NAMES:
@@ -291,10 +297,12 @@ def test_score_table_matches_the_engine_and_the_readme():
     neg = sc.explain(clf, [3, 7, 11, 7, 19], method="ana", seed=0, target=0)
     for name, score in sc.SCORES.items():
         assert np.abs(pos.scores(name)).max() > 1e-3
+        # tol: float64 rounding: class 0's scores are the same closed forms with a sign
         np.testing.assert_allclose(neg.scores(name), score.class0_sign * pos.scores(name), atol=1e-9)
         # additive scores add up, with the reference point, to the surrogate's output
         total = pos.base_value + pos.scores(name).sum()
         full = pos.base_value + float(pos.surrogate.predict_sequences([pos.unit_index.tolist()])[0])
+        # tol: float64 rounding: an additive score sums exactly to the surrogate's output, a non-additive one misses by far more
         assert (abs(total - full) < 1e-9) == score.additive
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for score in sc.SCORES.values():
