@@ -91,7 +91,9 @@ def inside(path: str | Path, folder: str | Path) -> bool:
     """Whether ``path`` is ``folder`` or lies under it (both resolved; False if ``folder`` does not exist).
 
     Example:
-        >>> inside("/tmp/a/b", "/tmp/a"), inside("/tmp/ab", "/tmp/a")
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> inside(folder + "/head", folder), inside(folder + "-head", folder)
         (True, False)
     """
     folder = Path(folder)
