@@ -32,7 +32,7 @@ from ..surrogate import SlalomSurrogate
 from .audit import AmortizedFewTextsWarning, AmortizedOODWarning, AuditReport, agreement, ood_check
 from .features import check_encoder, encode, head_input
 from .head import AmortizedHead, pool_units
-from .saved import read_head, write_head
+from .saved import check_finite, read_head, write_head
 from .training import MEASURED_MIN_TEXTS, read_labels, train_head
 
 __all__ = ["AmortizedExplainer", "FORMAT", "METHOD"]
@@ -126,6 +126,8 @@ class AmortizedExplainer:
             )
         features = [head_input(h) for h in encode(self.adapter, labels.sequences, batch_size=self.batch_size).hidden]
         head, report = train_head(features, labels, hidden=self.hidden, epochs=self.epochs, lr=self.lr, seed=self.seed)
+        # A diverged training gives NaN scores for every text: refused here, not at explain time.
+        check_finite(head.state_dict(), "the trained amortized head")
         lengths = [len(s) for s in labels.sequences]
         self.head = head
         self._vocabulary = {i for s in labels.sequences for i in s}

@@ -166,3 +166,21 @@ def test_nan_weights_are_refused_at_load_and_at_save(setup, tmp_path):
     with pytest.raises(ValueError, match="not finite"):
         explainer.save(tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_diverged_training_is_refused_not_explained_with(setup, monkeypatch):
+    from slalom_core.amortized import explainer as module
+
+    real = module.train_head
+
+    def diverged(*args, **kwargs):
+        head, report = real(*args, **kwargs)
+        with torch.no_grad():
+            head.mlp[0].weight.fill_(float("nan"))
+        return head, report
+
+    monkeypatch.setattr(module, "train_head", diverged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="trained amortized head.*not finite"):
+            AmortizedExplainer(setup["model"], setup["tok"], epochs=1, hidden=8).fit(setup["run"])
