@@ -95,3 +95,16 @@ def test_the_whole_amortized_path_on_the_packaged_model(tmp_path, capsys, one_to
     rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert "error" not in rows["r1"] and rows["r1"]["truncated_positions"] == n_cut
     assert rows["r0"]["predicted"] in ("NEGATIVE", "POSITIVE") and rows["r0"]["class_names"] == ["NEGATIVE", "POSITIVE"]
+
+
+@pytest.mark.slow
+def test_the_command_line_takes_a_class_name_as_target(tmp_path):
+    data = write_jsonl(tmp_path / "d.jsonl", ["a wonderful film"])
+    args = ["explain", "--data", str(data), "--n-samples", "30", "--no-progress", "--method", "ana"]
+    assert main([*args, "--out", str(tmp_path / "name"), "--target", "NEGATIVE"]) == 0
+    assert main([*args, "--out", str(tmp_path / "index"), "--target", "0"]) == 0
+    by_name, by_index = (CorpusRun(tmp_path / d).positions()["value"].to_numpy() for d in ("name", "index"))
+    np.testing.assert_array_equal(by_name, by_index)  # exact: the same call once the name is read
+    main([*args, "--out", str(tmp_path / "bad"), "--target", "GOOD"])  # fails its text, which says why
+    message = CorpusRun(tmp_path / "bad").failures()["message"].iloc[0]
+    assert "'GOOD' is not a class of this model" in message and "'NEGATIVE', 'POSITIVE'" in message
