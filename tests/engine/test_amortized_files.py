@@ -184,3 +184,13 @@ def test_a_diverged_training_is_refused_not_explained_with(setup, monkeypatch):
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="trained amortized head.*not finite"):
             AmortizedExplainer(setup["model"], setup["tok"], epochs=1, hidden=8).fit(setup["run"])
+
+
+def test_every_amortized_option_has_help_text():
+    from slalom_core.cli.command import build_parser
+
+    sub = build_parser("amortize")._subparsers._group_actions[0].choices
+    for command in ("amortize", "explain-amortized"):
+        missing = [a.dest for a in sub[command]._actions if a.dest != "help" and not a.help]
+        assert not missing, (command, missing)
+    assert "deprecated" in sub["explain-amortized"].description.lower()
