@@ -62,6 +62,12 @@ class SlalomExplanation:
     ``shapley`` add up, with ``base_value``, to the surrogate's output on the full text.
     ``importance`` is unit-free (a log-weight, mean zero over the text's unique tokens).
 
+    **Arrays and methods.** ``value``, ``importance``, ``lin``, ``removal`` and
+    ``contribution`` are arrays (attributes: ``exp.lin[0]``). ``shapley`` is a method, because
+    it takes options (``exp.shapley()``, ``exp.shapley(n_permutations=2048)``), and
+    ``scores`` is a method taking a score's name (``exp.scores("lin")``, any name of
+    :data:`slalom_core.SCORE_NAMES`): write ``exp.shapley()[0]``, not ``exp.shapley[0]``.
+
     Attributes:
         tokens: display string per position.
         token_ids: the model's token ids making up each position.
@@ -169,7 +175,20 @@ class SlalomExplanation:
 
     def shapley(self, *, exact_max_positions: int = 12, n_permutations: int = 512, seed: int | None = 0) -> np.ndarray:
         """Shapley values of the surrogate game with F(∅) = ``base_value`` (see
-        :func:`slalom_core.scores.shapley`); they sum to surrogate_output − base_value."""
+        :func:`slalom_core.scores.shapley`); they sum to surrogate_output − base_value.
+
+        A method, unlike the array attributes ``lin`` or ``contribution``: call it (it takes
+        options), ``exp.shapley()``, or ask by name, ``exp.scores("shapley")``.
+
+        Args:
+            exact_max_positions: exact Shapley values up to this many positions; beyond,
+                permutation sampling. Default: 12.
+            n_permutations: sampled permutations beyond that. Default: 512.
+            seed: the permutations' seed. Default: 0.
+
+        Example:
+            >>> exp.shapley()[:3]  # doctest: +SKIP
+        """
         return _scores.shapley(
             self.value,
             self.importance,
@@ -182,6 +201,9 @@ class SlalomExplanation:
         """Per-position scores by name, one of :data:`slalom_core.SCORE_NAMES` (the score
         table, :data:`slalom_core.SCORES`, computes them from :attr:`value` and
         :attr:`importance`; a score added with :func:`slalom_core.register_score` too).
+
+        A method taking the name (``exp.scores("lin")``, not ``exp.scores["lin"]``); the
+        built-in scores are also attributes (``exp.lin``) and ``exp.shapley()``.
 
         Example:
             >>> exp.scores("contribution").sum() + exp.base_value == exp.surrogate_output  # doctest: +SKIP

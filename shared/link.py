@@ -39,6 +39,7 @@ __all__ = [
     "resolve_output",
     "config_output_kind",
     "check_target",
+    "target_index",
     "pipeline_output_kind",
     "declared_output",
     "PROB_SUM_TOL",
@@ -60,7 +61,39 @@ _EPS = 1e-12
 MAX_LOG_ODDS = 1e150
 
 
-def check_target(target: object, n_outputs: int) -> int | None:
+def target_index(target: object, class_names: Sequence[str] | None) -> object:
+    """A class named by its name (``target="POSITIVE"``) as its index among the model's
+    ``class_names`` (a Hugging Face model's ``config.id2label``); any other target as given.
+
+    Raises:
+        ValueError: a name the model does not have (the message lists its names).
+        TypeError: a name, for a model that names none of its classes.
+
+    Example:
+        >>> target_index("POSITIVE", ["NEGATIVE", "POSITIVE"]), target_index(0, None)
+        (1, 0)
+        >>> target_index("GOOD", ["NEGATIVE", "POSITIVE"])
+        Traceback (most recent call last):
+        ...
+        ValueError: target 'GOOD' is not a class of this model; its classes: 'NEGATIVE', 'POSITIVE' (or an index 0..1)
+    """
+    if not isinstance(target, str):
+        return target
+    if not class_names:
+        raise TypeError(
+            f"target must be an int class index or None, got {target!r}: this model names none of its classes "
+            "(a Hugging Face model names them in config.id2label; an adapter takes class_names=)"
+        )
+    names = [str(c) for c in class_names]
+    if target not in names:
+        listed = ", ".join(repr(n) for n in names[:20]) + (", ..." if len(names) > 20 else "")
+        raise ValueError(
+            f"target {target!r} is not a class of this model; its classes: {listed} (or an index 0..{len(names) - 1})"
+        )
+    return names.index(target)
+
+
+def check_target(target: object, n_outputs: int, class_names: Sequence[str] | None = None) -> int | None:
     """The output ``target`` names among a model's ``n_outputs`` scores per example, checked.
 
     With one score per example, that score is the explained output: target None and 0 both
@@ -78,8 +111,9 @@ def check_target(target: object, n_outputs: int) -> int | None:
     """
     if target is None:
         return None
+    target = target_index(target, class_names)
     if isinstance(target, bool) or not isinstance(target, numbers.Integral):
-        raise TypeError(f"target must be an int class index or None, got {target!r}")
+        raise TypeError(f"target must be an int class index, a class name or None, got {target!r}")
     target = int(target)
     if n_outputs == 1:
         if target != 0:
@@ -329,7 +363,7 @@ class OutputLink:
                 f"the model returns {self.n_outputs} output(s) per example but {len(self.class_names)} "
                 f"class names were given ({list(self.class_names)[:5]}): give one name per output"
             )
-        self.target = check_target(self.target, self.n_outputs)
+        self.target = check_target(self.target, self.n_outputs, self.class_names)
         if not self.multilabel and self.multiclass == "ovr" and self.n_outputs > 2 and self.target is None:
             raise ValueError("multiclass='ovr' explains one class against the rest: give target=")
 

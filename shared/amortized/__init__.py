@@ -6,7 +6,7 @@ Example:
     >>> amortized.explain_batch(texts, audit=0.05)  # doctest: +SKIP
 """
 
-from .audit import AmortizedOODWarning, AuditReport
+from .audit import AmortizedFewTextsWarning, AmortizedOODWarning, AuditReport
 from .explainer import METHOD, AmortizedExplainer
 
-__all__ = ["AmortizedExplainer", "AmortizedOODWarning", "AuditReport", "METHOD"]
+__all__ = ["AmortizedExplainer", "AmortizedFewTextsWarning", "AmortizedOODWarning", "AuditReport", "METHOD"]

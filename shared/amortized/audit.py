@@ -13,11 +13,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["AmortizedOODWarning", "ood_check", "spearman", "agreement", "AuditReport"]
+__all__ = ["AmortizedFewTextsWarning", "AmortizedOODWarning", "ood_check", "spearman", "agreement", "AuditReport"]
 
 
 class AmortizedOODWarning(UserWarning):
     """Texts unlike the training texts: their amortized scores are extrapolations."""
+
+
+class AmortizedFewTextsWarning(UserWarning):
+    """A head trained on fewer texts than the fewest measured (docs/amortized.md): its
+    quality is untested (the message states the number)."""
 
 
 def ood_check(n_positions: int, token_ids: list[int], stats: dict, *, max_unseen: float) -> dict:

@@ -1,5 +1,6 @@
 """Command-line front of amortized SLALOM: ``amortize`` (train a head on a corpus run) and
-``explain-amortized`` (explain a corpus with a saved head, one JSON line per text).
+the deprecated ``explain-amortized`` (explain a corpus with a saved head, one JSON line per
+text; ``slalom-xai explain --amortized DIR`` is the one way to explain a corpus with a head).
 
 :func:`add_parser` adds both subcommands to an ``argparse`` subparsers object (the
 ``slalom-xai`` command wires them in); :func:`main` runs them on their own.
@@ -51,35 +52,70 @@ def add_parser(subparsers, *, load_pair: Loader | None = None) -> None:
         "save it to OUT (head.safetensors + config.json).",
         formatter_class=DefaultsFormatter,
     )
-    p.add_argument("run", help="a corpus run folder (slalom-xai explain --out)")
+    p.add_argument("run", help="a corpus run folder (slalom-xai explain --out) of per-text fits, 200+ texts")
     p.add_argument("--model", required=True, help="the run's model: a local folder, Hub id or packaged name")
-    p.add_argument("--out", required=True, help="folder to save the explainer to")
-    p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--out",
+        required=True,
+        help="a new folder to save the explainer to (never the model's or the run's folder; an existing one "
+        "only if it holds a saved explainer)",
+    )
+    p.add_argument(
+        "--epochs", type=int, default=60, help="training passes over the run's texts (at least 1; the best kept)"
+    )
+    p.add_argument("--hidden", type=int, default=256, help="width of the head's MLP (at least 1)")
+    p.add_argument("--seed", type=int, default=0, help="the head's initialisation and order of training texts")
     p.set_defaults(func=lambda a: _amortize(a, load))
     e = subparsers.add_parser(
         "explain-amortized",
-        help="explain a corpus with a saved amortized explainer (one forward pass per text)",
-        description="One JSON line per text: tokens, value, importance, lin, contribution, base value, model "
-        "output, the out-of-distribution check (and the audit, with --audit); failed texts get an error.",
+        help="deprecated: use 'explain --amortized DIR' (JSON lines from a saved amortized explainer)",
+        description="Deprecated: 'slalom-xai explain --amortized DIR' explains a corpus with a saved head into a "
+        "run (the same tables as a per-text run). This writes one JSON line per text: tokens, value, importance, "
+        "lin, contribution, base value, model output, predicted class, the out-of-distribution check (and the "
+        "audit, with --audit); failed texts get an error. Texts too long are cut as 'explain' cuts them.",
         formatter_class=DefaultsFormatter,
     )
     e.add_argument("--amortized", required=True, help="a folder saved by 'amortize'")
     e.add_argument("--model", required=True, help="the model it was trained for")
     e.add_argument("--data", required=True, help="a .jsonl/.csv/.parquet file or folder, as 'explain' reads")
-    e.add_argument("--out", required=True, help="a .jsonl file to write")
-    e.add_argument("--text-column", default="text")
-    e.add_argument("--id-column", default="auto")
-    e.add_argument("--limit", type=int, default=None)
-    e.add_argument("--chunk-size", type=int, default=64)
+    e.add_argument("--out", required=True, help="a new .jsonl file to write (never the --data file)")
+    e.add_argument("--text-column", default="text", help="the column of texts")
+    e.add_argument("--id-column", default="auto", help="the column of ids; auto: 'id' if present, else row numbers")
+    e.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    e.add_argument("--chunk-size", type=int, default=64, help="texts per forward batch group")
     e.add_argument("--audit", type=float, default=0.0, help="share of texts also fitted per text, compared")
     e.set_defaults(func=lambda a: _explain(a, load))
+
+
+def inside(path: str | Path, folder: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved; False if ``folder`` does not exist).
+
+    Example:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> inside(folder + "/head", folder), inside(folder + "-head", folder)
+        (True, False)
+    """
+    folder = Path(folder)
+    if not folder.exists():
+        return False
+    p, f = Path(path).resolve(), folder.resolve()
+    return p == f or f in p.parents
 
 
 def _amortize(args: argparse.Namespace, load: Loader) -> int:
     from .explainer import AmortizedExplainer
 
+    # Checked before the model is loaded or anything written.
+    for name in ("epochs", "hidden"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    for what, folder in (("the model's folder (--model)", args.model), ("the corpus run it reads", args.run)):
+        if inside(args.out, folder):
+            raise ValueError(
+                f"--out {args.out!r} is inside {what} {str(folder)!r}: an explainer is never saved there (it "
+                "would write over its files); choose a new folder"
+            )
     model, tok = load(args.model)
     explainer = AmortizedExplainer(model, tok, epochs=args.epochs, hidden=args.hidden, seed=args.seed).fit(args.run)
     out = explainer.save(args.out)
@@ -91,6 +127,12 @@ def _record(text_id: str, exp) -> dict:
     plain = lambda x: np.asarray(x, dtype=float).round(6).tolist()  # noqa: E731 - one line
     rec = {"id": text_id, "tokens": list(exp.tokens), "base_value": float(exp.base_value)}
     rec["model_output"] = float(exp.model_output)
+    # The predicted class, named as the model names it (the per-text run's report does so).
+    names = exp.diagnostics.get("class_names")
+    k = int(exp.model_output >= 0)
+    rec["predicted"] = str(names[k]) if names and len(names) == 2 else k
+    rec["class_names"] = names
+    rec["truncated_positions"] = int(exp.diagnostics.get("truncated_positions", 0))
     rec.update({name: plain(exp.scores(name)) for name in ("value", "importance", "lin", "contribution")})
     rec["ood"] = exp.diagnostics["ood"]
     if "audit" in exp.diagnostics:
@@ -98,32 +140,73 @@ def _record(text_id: str, exp) -> dict:
     return rec
 
 
+def check_out_not_data(out: str | Path, data: str | Path) -> None:
+    """Refuse an ``--out`` that is the ``--data`` file or lies in the ``--data`` folder (a
+    command never writes into its own input), before anything is read or written.
+
+    Example:
+        >>> check_out_not_data("reviews.jsonl", "reviews.jsonl")
+        Traceback (most recent call last):
+        ...
+        ValueError: --out 'reviews.jsonl' is the --data input (or inside it): a command never writes into its input; choose another --out
+    """
+    same = Path(out).resolve() == Path(data).resolve()
+    if same or (Path(data).is_dir() and inside(out, data)):
+        raise ValueError(
+            f"--out {str(out)!r} is the --data input (or inside it): a command never writes into its input; "
+            "choose another --out"
+        )
+
+
 def _explain(args: argparse.Namespace, load: Loader) -> int:
+    import os
+    import warnings
+
     from ..corpus import CorpusSource
     from .explainer import AmortizedExplainer
 
+    warnings.warn(
+        "explain-amortized is deprecated: 'slalom-xai explain --amortized DIR --out RUN' explains a corpus with "
+        "the same head into a run (the per-text run's tables, report and summaries); the audit is "
+        "AmortizedExplainer.explain_batch(texts, audit=...)",
+        FutureWarning,
+        stacklevel=2,
+    )
+    check_out_not_data(args.out, args.data)
+    out = Path(args.out)
+    if out.exists():
+        raise FileExistsError(f"--out {str(out)!r} exists: it is not overwritten; choose a new file")
     model, tok = load(args.model)
     explainer = AmortizedExplainer.load(args.amortized, model, tok)
     source = CorpusSource(args.data, text_column=args.text_column, id_column=args.id_column, limit=args.limit).scan()
     n_done = n_failed = 0
     t0 = time.perf_counter()
-    with open(Path(args.out), "w", encoding="utf-8") as fh:
-        for chunk in source.chunks(args.chunk_size):
-            good = []
-            for row in chunk:  # each bad text fails alone, with the per-text explanation's error
-                try:
-                    explainer.adapter.segment(row.text, "token")
-                    good.append(row)
-                except (ValueError, TypeError) as err:
-                    fh.write(json.dumps({"id": row.id, "error": type(err).__name__, "message": str(err)}) + "\n")
-                    n_failed += 1
-            exps = explainer.explain_batch([r.text for r in good], audit=args.audit) if good else []
-            for row, exp in zip(good, exps):
-                fh.write(json.dumps(_record(row.id, exp)) + "\n")
-            n_done += len(good)
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as fh:
+            for chunk in source.chunks(args.chunk_size):
+                good = []
+                for row in chunk:  # each bad text fails alone, with the per-text explanation's error
+                    try:
+                        if not isinstance(row.text, str):
+                            raise TypeError(f"the text is {type(row.text).__name__}, not str")
+                        # The one cutting rule of every entry point (explain --amortized too).
+                        good.append((row, *explainer.adapter.segment_within_length(row.text)))
+                    except (ValueError, TypeError) as err:
+                        fh.write(json.dumps({"id": row.id, "error": type(err).__name__, "message": str(err)}) + "\n")
+                        n_failed += 1
+                segs = [seg for _, seg, _ in good]
+                exps = explainer.explain_batch(segs, audit=args.audit) if good else []
+                for (row, _, n_cut), exp in zip(good, exps):
+                    exp.diagnostics["truncated_positions"] = n_cut
+                    fh.write(json.dumps(_record(row.id, exp)) + "\n")
+                n_done += len(good)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
     seconds = time.perf_counter() - t0
     print(f"{n_done} texts explained, {n_failed} failed, {n_done / max(seconds, 1e-9):.1f} texts/s -> {args.out}")
-    return 0
+    return 1 if n_failed and not n_done else 0  # every text failed: not a success
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,10 +29,11 @@ from ..explanation import SlalomExplanation
 from ..link import OutputLink, warn_user
 from ..models import Segmentation, as_adapter
 from ..surrogate import SlalomSurrogate
-from .audit import AmortizedOODWarning, AuditReport, agreement, ood_check
+from .audit import AmortizedFewTextsWarning, AmortizedOODWarning, AuditReport, agreement, ood_check
 from .features import check_encoder, encode, head_input
 from .head import AmortizedHead, pool_units
-from .training import read_labels, train_head
+from .saved import check_finite, read_head, write_head
+from .training import MEASURED_MIN_TEXTS, read_labels, train_head
 
 __all__ = ["AmortizedExplainer", "FORMAT", "METHOD"]
 
@@ -47,13 +49,17 @@ class AmortizedExplainer:
     Args:
         model: a Hugging Face sequence classifier (binary); frozen, never trained.
         tokenizer: its tokenizer.
-        hidden: width of the head's MLP.
-        epochs: training passes over the run's texts.
-        lr: the head's learning rate.
-        batch_size: texts per forward pass when explaining.
-        max_unseen: the share of a text's tokens unseen in training above which the text is
-            flagged as out of distribution.
-        seed: the head's initialisation and training order.
+        hidden: width of the head's MLP (at least 1). Default: 256.
+        epochs: training passes over the run's texts (at least 1; the epoch with the best
+            validation loss is kept). Default: 60.
+        lr: the head's learning rate (positive). Default: 1e-3.
+        batch_size: texts per forward pass when explaining (at least 1). Default: 32.
+        max_unseen: the share (0 to 1) of a text's tokens unseen in training above which the
+            text is flagged as out of distribution. Default: 0.25.
+        seed: the head's initialisation and training order. Default: 0.
+
+    Raises:
+        ValueError: an option out of its range (the message names it).
 
     Example:
         >>> amortized = AmortizedExplainer(model, tok).fit("runs/imdb-train")  # doctest: +SKIP
@@ -73,6 +79,13 @@ class AmortizedExplainer:
         max_unseen: float = 0.25,
         seed: int = 0,
     ) -> None:
+        for name, value in (("hidden", hidden), ("epochs", epochs), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
+        if not (isinstance(lr, numbers.Real) and math.isfinite(lr) and lr > 0):
+            raise ValueError(f"lr must be a positive number, got {lr!r}")
+        if not (isinstance(max_unseen, numbers.Real) and 0.0 <= max_unseen <= 1.0):
+            raise ValueError(f"max_unseen must be a share in [0, 1], got {max_unseen!r}")
         self.model, self.tokenizer = model, tokenizer
         self.adapter = check_encoder(as_adapter(model, tokenizer))
         self.hidden, self.epochs, self.lr, self.seed = int(hidden), int(epochs), float(lr), int(seed)
@@ -97,14 +110,24 @@ class AmortizedExplainer:
                 small, multi-class, at word granularity or with another reference point.
 
         Returns:
-            ``self``, trained.
+            ``self``, trained. A run of fewer texts than :data:`MEASURED_MIN_TEXTS` (the
+            fewest measured in docs/amortized.md) trains with an :class:`AmortizedFewTextsWarning`.
         """
         trained = self.config.get("trained_on", {})
         labels = read_labels(
             run, digest=self.fingerprint["digest"], expect={k: trained.get(k) for k in ("method", "output")}
         )
+        if len(labels.ids) < MEASURED_MIN_TEXTS:
+            warn_user(
+                f"training on {len(labels.ids)} texts: the fewest measured (docs/amortized.md) are "
+                f"{MEASURED_MIN_TEXTS} texts, which give value Spearman 0.92 against 4,000-sample fits; a head "
+                "trained on fewer is untested and likely worse: explain more texts per text first",
+                AmortizedFewTextsWarning,
+            )
         features = [head_input(h) for h in encode(self.adapter, labels.sequences, batch_size=self.batch_size).hidden]
         head, report = train_head(features, labels, hidden=self.hidden, epochs=self.epochs, lr=self.lr, seed=self.seed)
+        # A diverged training gives NaN scores for every text: refused here, not at explain time.
+        check_finite(head.state_dict(), "the trained amortized head")
         lengths = [len(s) for s in labels.sequences]
         self.head = head
         self._vocabulary = {i for s in labels.sequences for i in s}
@@ -127,13 +150,24 @@ class AmortizedExplainer:
         return self.explain_batch([text])[0]
 
     def explain_batch(
-        self, texts: Sequence[str], *, audit: float = 0.0, audit_samples: int = 1000, audit_seed: int = 0
+        self,
+        texts: Sequence[str],
+        *,
+        truncate: bool = True,
+        audit: float = 0.0,
+        audit_samples: int = 1000,
+        audit_seed: int = 0,
     ) -> list[SlalomExplanation]:
         """Amortized explanations of texts: one forward pass of the model per text.
 
         Args:
-            texts: the texts (each checked like a per-text explanation's: empty and too
-                long texts raise the same errors), or their token segmentations.
+            texts: the texts (each checked like a per-text explanation's: an empty text
+                raises the same error), or their token segmentations (explained as given).
+            truncate: cut a text longer than the model accepts to its first tokens, as
+                ``slalom-xai explain`` and :func:`~slalom_core.corpus.explain_corpus` cut it
+                (:meth:`~slalom_core.models.ModelAdapter.segment_within_length`; the count
+                cut is ``diagnostics["truncated_positions"]``); False raises the per-text
+                error instead. Default: True.
             audit: share of the texts (0 to 1) to also fit per text with the training run's
                 method at ``audit_samples``; each audited explanation gets
                 ``diagnostics["audit"]`` (Spearman of value and importance), and
@@ -153,7 +187,11 @@ class AmortizedExplainer:
         if not 0.0 <= audit <= 1.0:
             raise ValueError(f"audit must be a share of the texts in [0, 1], got {audit!r}")
         # A Segmentation is explained as given (a corpus run hands its cut texts this way).
-        segs = [t if isinstance(t, Segmentation) else self.adapter.segment(t, "token") for t in texts]
+        cut = [
+            (t, 0) if isinstance(t, Segmentation) else self.adapter.segment_within_length(t, truncate=truncate)
+            for t in texts
+        ]
+        segs = [seg for seg, _ in cut]
         if not segs:
             return []
         base, link = self._reference()
@@ -163,9 +201,10 @@ class AmortizedExplainer:
         outputs = link.transform(enc.raw).numpy().reshape(len(segs), -1)[:, 0]
         n_tokens = sum(len(s.unit_ids) for s in segs) or 1
         exps = []
-        for seg, hidden, out in zip(segs, enc.hidden, outputs):
+        for (seg, n_cut), hidden, out in zip(cut, enc.hidden, outputs):
             t1 = time.perf_counter()
             exp = self._assemble(seg, hidden, float(out), base)
+            exp.diagnostics["truncated_positions"] = n_cut
             exp.diagnostics.model_seconds = model_seconds * len(seg.unit_ids) / n_tokens
             exp.diagnostics.fit_seconds = time.perf_counter() - t1
             exp.diagnostics.total_seconds = exp.diagnostics.model_seconds + exp.diagnostics.fit_seconds
@@ -194,6 +233,7 @@ class AmortizedExplainer:
         return self._base
 
     def _assemble(self, seg, hidden: torch.Tensor, output: float, base: float) -> SlalomExplanation:
+        link = self._reference()[1]
         index: dict[tuple[int, ...], int] = {}
         units = np.array([index.setdefault(u, len(index)) for u in seg.unit_ids], dtype=np.int64)
         with torch.no_grad():
@@ -219,7 +259,10 @@ class AmortizedExplainer:
             reference="empty input",
             output=f"{trained['output']} (as trained)",
             output_kind=trained["output"],
-            n_outputs=1,
+            # The model's outputs and their names, as a per-text explanation records them
+            # (a run's report reads the predicted class from them).
+            n_outputs=link.n_outputs,
+            class_names=None if link.class_names is None else [str(c) for c in link.class_names],
             amortized_from={k: trained[k] for k in ("method", "n_samples", "run")},
             ood=ood_check(
                 len(seg.unit_ids),
@@ -287,39 +330,33 @@ class AmortizedExplainer:
 
     # -- saving --------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write ``head.safetensors`` and ``config.json`` (no pickle) to a folder; returns it."""
-        from safetensors.torch import save_file
+        """Write ``head.safetensors`` and ``config.json`` (no pickle) to a folder; returns it.
 
+        The config records the weights' sha256 (checked by :meth:`load`). Refused
+        (FileExistsError) when the folder holds anything but a saved explainer (a model's or
+        a run's folder, a user's files), and (ValueError) for a head with NaN weights.
+
+        Example:
+            >>> amortized.save("heads/imdb")  # doctest: +SKIP
+        """
         if self.head is None:
             raise RuntimeError("nothing to save: this explainer is not trained")
-        out = Path(path)
-        out.mkdir(parents=True, exist_ok=True)
-        save_file(
-            {k: t.detach().contiguous() for k, t in self.head.state_dict().items()}, str(out / "head.safetensors")
-        )
         config = dict(self.config, vocabulary=sorted(self._vocabulary))
-        (out / "config.json").write_text(json.dumps(config, indent=1, default=str))
-        self.path = out
-        return out
+        self.path = write_head(path, self.head.state_dict(), config)
+        return self.path
 
     @classmethod
     def load(cls, path: str | Path, model: torch.nn.Module, tokenizer: object | None = None) -> AmortizedExplainer:
         """A saved explainer for ``model``; refused (ValueError) when the head was trained for
-        another model or tokenizer (by fingerprint).
+        another model or tokenizer (by fingerprint), and (ValueError, naming the file) when
+        its weights file is not the one saved (sha256), cut, foreign or not finite.
 
         Example:
             >>> amortized = AmortizedExplainer.load("heads/imdb", model, tok)  # doctest: +SKIP
         """
-        from safetensors.torch import load_file
-
         folder = Path(path)
-        if not (folder / "config.json").exists() or not (folder / "head.safetensors").exists():
-            raise FileNotFoundError(
-                f"{str(folder)!r} holds no saved amortized explainer (config.json, head.safetensors)"
-            )
-        config = json.loads((folder / "config.json").read_text())
-        if config.get("format") != FORMAT:
-            raise ValueError(f"{str(folder)!r} is not a {FORMAT} explainer (format {config.get('format')!r})")
+        config, state = read_head(folder, FORMAT)
+        config.pop("weights_sha256", None)  # a property of the file, not of the head
         self = cls(model, tokenizer, hidden=config["head"]["hidden"], max_unseen=config["ood"]["max_unseen"])
         if config["model"]["digest"] != self.fingerprint["digest"]:
             raise ValueError(
@@ -328,7 +365,13 @@ class AmortizedExplainer:
                 f"{self.fingerprint['digest']}): load it with its own model, or train one for this model"
             )
         head = AmortizedHead(**config["head"])
-        head.load_state_dict(load_file(str(folder / "head.safetensors")))
+        try:
+            head.load_state_dict(state)
+        except RuntimeError as err:
+            raise ValueError(
+                f"{str(folder / 'head.safetensors')!r} does not hold the head its config.json describes: "
+                f"{' '.join(str(err).split())[:300]}"
+            ) from None
         head.eval()
         self.head, self._vocabulary = head, set(config.pop("vocabulary"))
         self.config, self.path = config, folder

@@ -113,13 +113,16 @@ def _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_siz
         if wants_types:
             kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
         out = model(**kwargs)
-        if out.hidden_states is None:
-            # transformers records hidden states through hooks it registers when it builds
-            # the model: a model object unpickled in another process (a Ray worker handed the
-            # object) answers without them.
+        if getattr(out, "hidden_states", None) is None:
+            # Either the model's forward drops output_hidden_states (a custom module must
+            # pass it to its encoder and return the states, as transformers' classifiers do),
+            # or transformers' hooks that record them are missing: a model object unpickled
+            # in another process (a Ray worker handed the object) answers without them.
             raise RuntimeError(
-                f"{type(model).__name__} returned no hidden states; a model object sent to another process (as "
-                "Ray sends it to its workers) does this: pass the model as a path or ModelLoader instead"
+                f"{type(model).__name__} returned no hidden states for output_hidden_states=True: its forward "
+                "must pass that flag to its encoder and return them as .hidden_states (as transformers' "
+                "classifiers do); a model object sent to another process (as Ray sends it to its workers) "
+                "loses them too: pass the model as a path or ModelLoader there"
             )
         logits = out.logits.float().cpu()
         layers = torch.stack(out.hidden_states, dim=2).float().cpu()  # (B, T, L, D)

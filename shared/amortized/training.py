@@ -20,10 +20,13 @@ from ..corpus import CorpusRun
 from ..link import OUTPUT_KINDS
 from .head import AmortizedHead, pool_units
 
-__all__ = ["RunLabels", "read_labels", "train_head", "MIN_TEXTS", "SE_FLOOR"]
+__all__ = ["RunLabels", "read_labels", "train_head", "MIN_TEXTS", "MEASURED_MIN_TEXTS", "SE_FLOOR"]
 
 #: Fewer explained texts than this is too small a run to train on.
 MIN_TEXTS = 8
+#: The fewest training texts measured in docs/amortized.md (value Spearman 0.92 against
+#: 4,000-sample fits); fewer train with an ``AmortizedFewTextsWarning``.
+MEASURED_MIN_TEXTS = 200
 #: Standard errors below this are read as this: no single label may dominate the loss.
 SE_FLOOR = 0.05
 

@@ -80,7 +80,7 @@ class CallOptions(FitOptions, total=False, extra_items=object):
         ['granularity', 'seed', 'target']
     """
 
-    target: int | None
+    target: int | str | None
     granularity: str
     seed: int | Sequence[int] | None
 
@@ -105,7 +105,8 @@ class CheckedCall:
     Attributes:
         fitter: the configured :class:`Fitter`.
         n_samples, output, multiclass, granularity, gamma: as given (checked).
-        target: a plain int, or None.
+        target: a plain int, a class name (made an index by :func:`explain_batch` once the
+            model's names are known), or None.
         reference: None for "empty" (the empty input is scored), else the given reference
             point as a float array (0-d, or one entry per class).
         seed: None (draw one), an int for every text, or a tuple of one per text.
@@ -118,7 +119,7 @@ class CheckedCall:
 
     fitter: Fitter
     n_samples: int
-    target: int | None
+    target: int | str | None
     output: str
     reference: np.ndarray | None
     multiclass: str
@@ -131,7 +132,7 @@ def check_call(
     *,
     method: str | Fitter = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
-    target: int | None = None,
+    target: int | str | None = None,
     output: str = "auto",
     reference: ReferenceOption = "empty",
     multiclass: str = "joint",
@@ -207,14 +208,19 @@ def check_memory(fitter: Fitter, n_samples: int, n_units: int) -> None:
 CALL_OPTION_CONSTRAINTS = {"gamma": (Interval(float, None, None),)}
 
 
-def check_target_type(target: object) -> int | None:
-    """``target`` as a plain int (numpy and 0-d tensor integers too) or None, before any call."""
+def check_target_type(target: object) -> int | str | None:
+    """``target`` as a plain int (numpy and 0-d tensor integers too), a class name (read
+    against the model's names once it is known) or None, before any call."""
     if isinstance(target, torch.Tensor) and target.numel() == 1 and not target.dtype.is_floating_point:
         target = target.item()
     if target is None:
         return None
+    if isinstance(target, str):
+        if not target:
+            raise ValueError("target is an empty string: give a class name, an int class index or None")
+        return target
     if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
-        raise TypeError(f"target must be an int class index or None, got {target!r}")
+        raise TypeError(f"target must be an int class index, a class name or None, got {target!r}")
     return int(target)
 
 

@@ -7,6 +7,7 @@ the results.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
@@ -15,7 +16,7 @@ import torch
 
 from ..explanation import SlalomExplanation
 from ..fitting import FitRequest, FitResult, Fitter, single_threaded_fits
-from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, warn_user
+from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, target_index, warn_user
 from ..models import ModelAdapter, OutputShapeError, Segmentation
 from .assemble import RoundZero, assemble
 from .call import (
@@ -53,7 +54,7 @@ def explain_batch(
     *,
     method: str | Fitter = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
-    target: int | None = None,
+    target: int | str | None = None,
     output: str = "auto",
     reference: ReferenceOption = "empty",
     multiclass: str = "joint",
@@ -95,6 +96,8 @@ def explain_batch(
         **fit_options,
     )
     adapter, plans = prepare_texts(model, texts, tokenizer, call, batch_size, device)
+    if isinstance(call.target, str):  # a class name: its index among the model's names
+        call = dataclasses.replace(call, target=target_index(call.target, adapter.class_names))
     seeds = text_seeds(call.seed, len(plans))
     if not plans:
         return []
@@ -267,7 +270,7 @@ def explain(
     *,
     method: str | Fitter = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
-    target: int | None = None,
+    target: int | str | None = None,
     output: str = "auto",
     reference: ReferenceOption = "empty",
     multiclass: str = "joint",
@@ -300,6 +303,8 @@ def explain(
             text are recorded in ``diagnostics["method"]`` (and ``["design"]``).
         n_samples: model evaluations to fit on (ignored by "ana"). Default: 1000.
         target: None explains the log-odds of class 1 of a binary model (0: of class 0).
+            A class name (``"POSITIVE"``) is read against the model's names (a Hugging
+            Face model's ``config.id2label``); an unknown name raises, listing them.
             With k > 2 classes the fit is joint (App. C.1: shared importances, per-class
             values summing to zero) and ``target=c`` reports class c's column of it; None
             reports every class. Multi-label outputs: the label to explain (required when
@@ -352,6 +357,11 @@ def explain(
     """
     if not isinstance(text_or_ids, (str, Segmentation, torch.Tensor)) and not hasattr(text_or_ids, "__len__"):
         raise TypeError(f"cannot explain a {type(text_or_ids).__name__}: give a str or token ids")
+    if isinstance(text_or_ids, (list, tuple)) and any(isinstance(t, str) for t in text_or_ids):
+        raise TypeError(
+            f"explain takes one text (a str) or its token ids; got a {type(text_or_ids).__name__} of "
+            f"{len(text_or_ids)} strings: for several texts use explain_batch(model, texts, ...)"
+        )
     return explain_batch(
         model,
         [text_or_ids],

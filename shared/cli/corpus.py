@@ -63,6 +63,12 @@ def _quiet_weight_loading() -> None:
         logger.addFilter(_not_a_length_notice)
 
 
+def _target(text: str) -> int | str:
+    """``--target``: a class index, or the model's name of the class (read against its config)."""
+    text = text.strip()
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
 def _option(text: str) -> tuple[str, object]:
 
     key, sep, value = text.partition("=")
@@ -119,9 +125,10 @@ def add_explain(sub) -> None:
     )
     p.add_argument(
         "--target",
-        type=int,
+        type=_target,
         default=None,
-        help="the class to explain (index); default: class 1 of a binary model, every class of a larger one",
+        help="the class to explain: an index or the model's class name (e.g. POSITIVE); default: class 1 of a "
+        "binary model, every class of a larger one",
     )
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS), help="fitting method")
     p.add_argument("--n-samples", type=int, default=1000, help="model evaluations per text")
@@ -155,8 +162,10 @@ def add_explain(sub) -> None:
 
 @_one_line_errors
 def run_explain(args: argparse.Namespace) -> int:
+    from ..amortized.cli import check_out_not_data
     from ..corpus import ModelLoader, explain_corpus
 
+    check_out_not_data(args.out, args.data)  # before anything is read or written
     engine = "local" if args.ray is None else "ray"
     _quiet_weight_loading()
     id_column = None if args.id_column in ("", "none") else args.id_column

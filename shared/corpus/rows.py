@@ -16,7 +16,7 @@ import numpy as np
 
 from ..api import DEFAULT_METHOD, explain_batch
 from ..explanation import SlalomExplanation
-from ..models import ModelAdapter, Segmentation, redact_secrets, segment_text
+from ..models import ModelAdapter, Segmentation, redact_secrets
 from ..scores import STORED_SCORES
 from .source import Row
 
@@ -145,22 +145,7 @@ class ChunkTables:
 
 def _segment(adapter: ModelAdapter, text: str, opts: CorpusOptions) -> tuple[Segmentation, int]:
     """The text's positions and how many were cut off (only with ``truncate``)."""
-    if not opts.truncate or adapter.max_length is None:
-        try:
-            return adapter.segment(text, opts.granularity), 0
-        except ValueError as err:
-            if adapter.max_length is not None and "accepts at most" in str(err):
-                raise ValueError(f"{err} (truncate=True, the default, or --truncate, keeps its first tokens)") from None
-            raise
-    seg = segment_text(adapter.tokenizer, text, opts.granularity)
-    room = adapter.max_length - len(adapter.prefix_ids) - len(adapter.suffix_ids)
-    lengths = np.cumsum([len(u) for u in seg.unit_ids])
-    keep = int(np.searchsorted(lengths, room, side="right"))
-    if keep == len(seg.unit_ids):
-        # The whole text: the adapter's own cut, which keeps the text (a model on strings
-        # then sees its spelling, not decoded ids).
-        return adapter.segment(text, opts.granularity), 0
-    return Segmentation(seg.unit_ids[:keep], seg.tokens[:keep]), len(seg.unit_ids) - keep
+    return adapter.segment_within_length(text, opts.granularity, truncate=opts.truncate)
 
 
 def _word_index(adapter: ModelAdapter, text: str, seg: Segmentation, opts: CorpusOptions) -> list[int | None]:

@@ -85,6 +85,48 @@ class ModelAdapter(ABC):
         self.check_length(seg.n_tokens)
         return seg
 
+    def segment_within_length(
+        self, text: str, granularity: str = "token", *, truncate: bool = True
+    ) -> tuple[Segmentation, int]:
+        """A text's positions cut to what the model accepts, and how many were cut off: the
+        one cutting rule of every entry point that cuts (corpus runs, the command line, the
+        amortized explainer).
+
+        With ``truncate`` (and a ``max_length``), a text too long keeps its first positions
+        that fit beside the special tokens (a word is never split); without, it is refused
+        as :meth:`segment` refuses it.
+
+        Example:
+            >>> class Lengths(ModelAdapter):
+            ...     tokenizer, max_length = WhitespaceTokenizer(), 3
+            ...     def score(self, sequences):
+            ...         return torch.tensor([[0.0, float(len(s))] for s in sequences])
+            >>> seg, cut = Lengths().segment_within_length("a very long text")
+            >>> seg.tokens, cut
+            (['a', 'very', 'long'], 1)
+        """
+        if not truncate or self.max_length is None:
+            try:
+                return self.segment(text, granularity), 0
+            except ValueError as err:
+                if self.max_length is not None and "accepts at most" in str(err):
+                    raise ValueError(
+                        f"{err} (truncate=True, the default, or --truncate, keeps its first tokens)"
+                    ) from None
+                raise
+        seg = segment_text(self.tokenizer, text, granularity)
+        room = self.max_length - len(self.prefix_ids) - len(self.suffix_ids)
+        keep, used = 0, 0
+        for unit in seg.unit_ids:
+            if used + len(unit) > room:
+                break
+            keep, used = keep + 1, used + len(unit)
+        if keep == len(seg.unit_ids):
+            # The whole text: the adapter's own cut, which keeps the text (a model on strings
+            # then sees its spelling, not decoded ids).
+            return self.segment(text, granularity), 0
+        return Segmentation(seg.unit_ids[:keep], seg.tokens[:keep]), len(seg.unit_ids) - keep
+
     def score_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """Raw outputs (B, K) of whole texts, each cut into tokens as :meth:`segment` cuts it.
 

@@ -201,26 +201,33 @@ class MiniLMSentimentClassifier(torch.nn.Module):
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Mean-pooled last hidden states, (B, hidden)."""
+        return self._encode(input_ids, attention_mask, token_type_ids, False)[0]
+
+    def _encode(self, input_ids, attention_mask, token_type_ids, output_hidden_states: bool):
+        """(mean-pooled last hidden states, every layer's states or None)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
-        hidden = self.encoder(**kwargs).last_hidden_state
-        return _mean_pool(hidden, attention_mask)
+        out = self.encoder(**kwargs, output_hidden_states=bool(output_hidden_states))
+        return _mean_pool(out.last_hidden_state, attention_mask), out.hidden_states if output_hidden_states else None
 
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         **unused: object,
     ):
-        """Logits ``[negative, positive]`` of shape (B, 2) in a ``SequenceClassifierOutput``."""
+        """Logits ``[negative, positive]`` of shape (B, 2) in a ``SequenceClassifierOutput``;
+        with ``output_hidden_states=True`` also the encoder's states of every layer (as a
+        Hugging Face classifier answers; the amortized explainer reads them)."""
         from transformers.modeling_outputs import SequenceClassifierOutput
 
-        pooled = self.embed(input_ids, attention_mask, token_type_ids)
-        return SequenceClassifierOutput(logits=self.head(self.dropout(pooled)))
+        pooled, hidden_states = self._encode(input_ids, attention_mask, token_type_ids, bool(output_hidden_states))
+        return SequenceClassifierOutput(logits=self.head(self.dropout(pooled)), hidden_states=hidden_states)
 
     def predict_log_odds(
         self,

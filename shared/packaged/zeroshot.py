@@ -182,27 +182,34 @@ class ZeroShotSentimentClassifier(torch.nn.Module):
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """L2-normalised mean-pooled sentence embeddings, (B, hidden)."""
+        return self._encode(input_ids, attention_mask, token_type_ids, False)[0]
+
+    def _encode(self, input_ids, attention_mask, token_type_ids, output_hidden_states: bool):
+        """(normalised sentence embeddings, every layer's states or None)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
-        hidden = self.encoder(**kwargs).last_hidden_state
-        return torch.nn.functional.normalize(mean_pool(hidden, attention_mask), dim=-1)
+        out = self.encoder(**kwargs, output_hidden_states=bool(output_hidden_states))
+        emb = torch.nn.functional.normalize(mean_pool(out.last_hidden_state, attention_mask), dim=-1)
+        return emb, out.hidden_states if output_hidden_states else None
 
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         **unused: object,
     ):
-        """Logits ``scale · [cos_neg, cos_pos]`` of shape (B, 2) in a ``SequenceClassifierOutput``."""
+        """Logits ``scale · [cos_neg, cos_pos]`` of shape (B, 2) in a ``SequenceClassifierOutput``;
+        with ``output_hidden_states=True`` also the encoder's states of every layer."""
         from transformers.modeling_outputs import SequenceClassifierOutput
 
-        emb = self.embed(input_ids, attention_mask, token_type_ids)
+        emb, hidden_states = self._encode(input_ids, attention_mask, token_type_ids, bool(output_hidden_states))
         logits = self.scale * emb @ self.prototypes.to(emb.dtype).T
-        return SequenceClassifierOutput(logits=logits)
+        return SequenceClassifierOutput(logits=logits, hidden_states=hidden_states)
 
     def predict_log_odds(
         self,

@@ -127,18 +127,22 @@ def test_ana_recovers_value_importance_lin_per_position():
     for i, row in enumerate(_rows()):
         v, s = _expected(model, row)
         width = ids.shape[1]
+        # tol: float32: Captum's attribution tensors hold float32 of an exact SLALOM fit (solver stop ~1e-8)
         np.testing.assert_allclose(res.value[i].numpy(), _spread(len(row), width, v), atol=1e-5)
         np.testing.assert_allclose(res.importance[i].numpy(), _spread(len(row), width, s), atol=1e-5)
         np.testing.assert_allclose(res.lin[i].numpy(), _spread(len(row), width, v * np.exp(s)), rtol=1e-5, atol=1e-5)
         # Text-dependent scores: the engine's closed forms on the true parameters.
+        # tol: float32 tensors of closed-form scores of an exact SLALOM fit (solver stop ~1e-8)
         np.testing.assert_allclose(res.removal[i].numpy(), _spread(len(row), width, sc_scores.removal(v, s)), atol=1e-5)
         np.testing.assert_allclose(
             res.contribution[i].numpy(), _spread(len(row), width, sc_scores.contribution(v, s)), atol=1e-5
         )
         # Contributions add up to the model's own log-odds on the full text.
         full = model(ids[i : i + 1], mask[i : i + 1])
+        # tol: float32 tensors: the model's logits and the summed float32 contributions
         assert res.contribution[i].sum().item() == pytest.approx((full[0, 1] - full[0, 0]).item(), abs=1e-5)
         # Shapley values of the surrogate are efficient: they sum to F(t) - F(empty) = F(t).
+        # tol: float32 tensors: two sums of a few float32 scores of size ~10 (Shapley values are exact here)
         assert res.shapley[i].sum().item() == pytest.approx(res.contribution[i].sum().item(), abs=1e-4)
         assert res.explanations[i].diagnostics["method"] == "ana"
     # The default single-score call returns Captum's tuple for tuple inputs.
@@ -181,6 +185,7 @@ def test_eff_and_fidel_fit_a_true_slalom():
     # few samples) is switched off to recover the true parameters.
     for method, options in (("eff", {"l2_importance": 0.0}), ("fidel", {})):
         res = slalom.attribute((ids, mask), target=1, method=method, n_samples=300, seed=0, return_all=True, **options)
+        # tol: sampling noise of a 300-sample fit (the exact parameters come from "ana")
         np.testing.assert_allclose(res.value.numpy(), exact.value.numpy(), atol=0.05)
         np.testing.assert_allclose(res.importance.numpy(), exact.importance.numpy(), atol=0.05)
     # Same seed, same explanation.
@@ -226,6 +231,7 @@ def test_three_class_targets_per_example():
         # alone (App. C.1's joint fit), measured from those of the empty input (all 0).
         z = model.v[content]  # logits of the single-token texts
         expected = (z[:, cls] - z.mean(dim=1)).numpy()
+        # tol: float32 logits of the SLALOM model, stored in float32 tensors
         np.testing.assert_allclose(res.value[i, 1 : len(row) - 1].numpy(), expected, atol=1e-5)
     # Every Captum spelling of the same targets gives the same attributions.
     ref = res.contribution
@@ -273,6 +279,7 @@ def test_feature_mask_groups_positions_into_units():
     imp = np.log(w) - np.log(w).mean()
     expected_v = [0, val[0], val[0], val[1], val[2], val[2], 0]
     expected_s = [0, imp[0], imp[0], imp[1], imp[2], imp[2], 0]
+    # tol: float32 logits of the SLALOM model, stored in float32 tensors
     np.testing.assert_allclose(res.value[0].numpy(), expected_v, atol=1e-5)
     np.testing.assert_allclose(res.importance[0].numpy(), expected_s, atol=1e-5)
     assert len(res.explanations[0].tokens) == 3
@@ -601,6 +608,7 @@ def test_llm_attribution_with_text_token_input(tiny_lm):
     prompt = tok.encode("the movie was great fun")
     target = tok.encode("bad plot")
     expected = [_target_log_prob(model, [t], target) for t in prompt]
+    # tol: float32 log-probabilities of the causal LM
     np.testing.assert_allclose(res.seq_attr.numpy(), expected, atol=1e-4)
     # The default (removal, eff, token-by-token decoding) and Captum's plot. Removal is the
     # predicted change of log p(target) when a token is deleted: compare it with the real
@@ -629,6 +637,7 @@ def test_llm_attribution_with_text_template_input(tiny_lm):
     res = llm_attr.attribute(inp, target="bad", method="ana", score="value")
     assert res.input_tokens == ["the movie", "was", "great fun"]
     expected = [_target_log_prob(model, tok.encode(v), tok.encode("bad")) for v in inp.values]
+    # tol: float32 log-probabilities of the causal LM
     np.testing.assert_allclose(res.seq_attr.numpy(), expected, atol=1e-4)
     # Captum's replacement semantics on request: absent tokens become the baseline id.
     replace = SlalomLLMAttribution(SlalomAttribution(model), tok, delete_tokens=False)
@@ -650,6 +659,7 @@ def test_visualize_text_renders_a_slalom_record(tiny_bert):
         attr, tokens, pred_prob=prob.max().item(), pred_class=int(prob.argmax()), true_class=1, attr_class=1
     )
     assert rec.word_attributions.abs().max().item() == pytest.approx(1.0)
+    # tol: float32 rounding of a sum of float32 attributions
     assert rec.attr_score == pytest.approx(attr.sum().item(), rel=1e-5)
     html = viz.visualize_text([rec])
     for t in ("movie", "great", "[CLS]"):
@@ -784,4 +794,5 @@ def test_a_random_forward_declared_so_reads_every_sample():
     read_every = [tuple(r.tolist()) for x, _ in calls_every[1:] for r in x]
     assert len(read_once) == len(set(read_once)) < len(read_every)
     assert set(read_once) == set(read_every)
+    # tol: exact up to rounding: the same distinct rows, read once or every time, give the same fit
     torch.testing.assert_close(once, every, atol=1e-8, rtol=0)

@@ -161,6 +161,7 @@ def test_recovers_ground_truth_binary(gt, gt_explainer, tok):
     # The default fit (eff, lightly regularised) gets close.
     eff = gt_explainer.explain_scores(TEXT, scores=("contribution", "value", "importance"), silent=True)
     for name, e in eff.items():
+        # tol: the default fit's sampling noise at 600 samples (a few 0.01) on a ground-truth SLALOM
         np.testing.assert_allclose(e[0, :, "POS"].values[1:-1], truth[name], atol=0.05, err_msg=name)
     toks = masker_tokens(tok, TEXT)
     for name in ("contribution", "value", "importance"):
@@ -169,6 +170,7 @@ def test_recovers_ground_truth_binary(gt, gt_explainer, tok):
         assert list(e.output_names) == ["NEG", "POS"]
         pos = e[0, :, "POS"].values
         assert pos[0] == 0.0 and pos[-1] == 0.0  # [CLS], [SEP]
+        # tol: the solver's stop on an exact SLALOM (residual ~1e-10): parameters agree to ~1e-8
         np.testing.assert_allclose(pos[1:-1], truth[name], atol=1e-6, err_msg=name)
         if name != "importance":  # class 0's log-odds is minus class 1's
             np.testing.assert_allclose(e[0, :, "NEG"].values, -pos)
@@ -177,14 +179,18 @@ def test_recovers_ground_truth_binary(gt, gt_explainer, tok):
     # The default values are additive: base + sum = the model's log-odds; the fit is exact
     # here, so the base is the reference point (the empty input, even odds) and no residual.
     sv = scores["contribution"]
+    # tol: float64 rounding: the fit is exact here, base and residual are sums of float64 terms
     np.testing.assert_allclose(sv.base_values, [[0.0, 0.0]], atol=1e-9)
     np.testing.assert_allclose(sv.residual_values, [[0.0, 0.0]], atol=1e-9)
+    # tol: the solver's stop on an exact SLALOM: the sum of contributions is f(x) to ~1e-8
     np.testing.assert_allclose(sv[0, :, "POS"].values.sum(), gt.log_odds(TEXT), atol=1e-6)
     # lin = v * exp(s); removal = F(t) - F(t without the token), checked on the true model.
     v, s = truth["value"], truth["importance"]
+    # tol: the solver's stop on an exact SLALOM (v and s recovered to ~1e-8)
     np.testing.assert_allclose(scores["lin"][0, :, "POS"].values[1:-1], v * np.exp(s), atol=1e-6)
     ids = tok(TEXT, add_special_tokens=False)["input_ids"]
     drop_great = gt.log_odds(TEXT) - gt.log_odds(tok.decode([i for k, i in enumerate(ids) if k != 3]))
+    # tol: the solver's stop on an exact SLALOM; removal is a difference of two fitted outputs
     assert scores["removal"][0, :, "POS"].values[4] == pytest.approx(drop_great, abs=1e-6)
     assert list(sv.data[0]) == toks
 
@@ -201,10 +207,13 @@ def test_recovers_ground_truth_multiclass_joint_fit(tok):
     truth = f.truth(TEXT)
     assert sv.shape == (1, len(masker_tokens(tok, TEXT)), 3)
     for j, name in enumerate("ABC"):
+        # tol: the solver's stop on an exact 3-class SLALOM (parameters to ~1e-8)
         np.testing.assert_allclose(sv[0, :, name].values[1:-1], truth["contribution"][:, j], atol=1e-6)
+    # tol: float64 rounding of centred logits summed over 3 classes
     np.testing.assert_allclose(sv.values[0].sum(axis=1), 0.0, atol=1e-9)  # centred logits
     imp = ex(TEXT, score="importance", silent=True)
     np.testing.assert_allclose(imp[0, :, "A"].values, imp[0, :, "C"].values)  # shared by classes
+    # tol: the solver's stop on an exact 3-class SLALOM (shared importances to ~1e-8)
     np.testing.assert_allclose(imp[0, :, "B"].values[1:-1], truth["importance"], atol=1e-6)
 
 
@@ -234,6 +243,7 @@ def test_fit_summary_exposes_residual(gt, gt_explainer):
     surrogate = np.array(
         [f.base_value + float(f.surrogate.predict_sequences([f.unit_index.tolist()])[0]) for f in fits]
     )
+    # tol: float64 rounding: the same model call, read twice
     np.testing.assert_allclose(table["model_output"], f_x, atol=1e-9)
     np.testing.assert_allclose(table["residual"], f_x - surrogate, atol=1e-9)
     assert (table["heldout_r2"] > 0.99).all()
@@ -241,11 +251,13 @@ def test_fit_summary_exposes_residual(gt, gt_explainer):
     # the base is reference + residual, and both parts are reported on their own.
     sv = gt_explainer.to_explanation(TEXTS, fits)
     assert sv.additivity == "model"
+    # tol: float64 rounding of one subtraction: the residual column is the table's
     np.testing.assert_allclose(sv.residual_values[:, 1], table["residual"], atol=1e-12)
     np.testing.assert_allclose(sv.reference_values[:, 1], [f.base_value for f in fits])
     for i, text in enumerate(TEXTS):
         row = sv[i, :, "POS"]
         # The reference point is the model on the empty input (even odds for this model).
+        # tol: float64 rounding: the reference point is the model's own output on the empty input
         assert fits[i].base_value == pytest.approx(gt.log_odds(""), abs=1e-12)
         assert row.base_values == pytest.approx(fits[i].base_value + f_x[i] - surrogate[i], abs=1e-9)
         assert row.base_values + row.values.sum() == pytest.approx(gt.log_odds(text), abs=1e-9)
@@ -254,6 +266,7 @@ def test_fit_summary_exposes_residual(gt, gt_explainer):
     np.testing.assert_allclose(raw.residual_values, sv.residual_values)
     for i in range(len(TEXTS)):
         assert raw[i, :, "POS"].base_values == pytest.approx(fits[i].base_value)
+        # tol: float64 rounding of a sum over the text's positions
         assert raw[i, :, "POS"].base_values + raw[i, :, "POS"].values.sum() == pytest.approx(
             fits[i].surrogate_output, abs=1e-12
         )
@@ -265,8 +278,10 @@ def test_all_scores_and_shapley_efficiency(gt_explainer):
         e = gt_explainer.to_explanation([TEXT], fits, score=name)
         assert e.shape[-1] == 2
     phi = gt_explainer.to_explanation([TEXT], fits, score="shapley", additivity="surrogate")[0, :, "POS"]
+    # tol: float64 rounding of a sum over the text's positions (Shapley values add up exactly)
     assert phi.values.sum() + phi.base_values == pytest.approx(fits[0].surrogate_output, abs=1e-9)
     phi = gt_explainer.to_explanation([TEXT], fits, score="shapley")[0, :, "POS"]
+    # tol: float64 rounding of a sum over the text's positions (the residual added back)
     assert phi.values.sum() + phi.base_values == pytest.approx(fits[0].model_output, abs=1e-9)
     lin = gt_explainer.to_explanation([TEXT], fits, score="lin")
     np.testing.assert_allclose(lin.base_values, [[0.0, 0.0]])  # not additive: no base
@@ -287,6 +302,7 @@ def test_explain_row_protocol(gt, gt_explainer, tok):
     fit = row["slalom"]
     f_x = gt.log_odds(TEXT)
     surrogate = fit.base_value + float(fit.surrogate.predict_sequences([fit.unit_index.tolist()])[0])
+    # tol: float64 rounding of a sum of a few float64 terms
     np.testing.assert_allclose(
         row["expected_values"], np.array([-1.0, 1.0]) * (fit.base_value + f_x - surrogate), atol=1e-9
     )
@@ -309,6 +325,7 @@ def test_regex_masker_and_single_output(tok):
     vals = dict(
         zip([d.strip(" ,") for d in sv.data[0]], ex(["great fun, but boring"], score="value", silent=True)[0].values)
     )
+    # tol: sampling noise of a 600-sample fit on a ground-truth model with values 2 and -3
     assert vals["great"] == pytest.approx(2.0, abs=0.05) and vals["boring"] == pytest.approx(-3.0, abs=0.05)
 
 
@@ -327,10 +344,13 @@ def test_pipeline_input(pipe, pipe_explainer, tok):
     # explainer.model gives exactly the log-odds SLALOM explains: logit of the pipeline's probability.
     probs = {d["label"]: d["score"] for d in pipe([TEXTS[0]])[0]}
     lo = pipe_explainer.model([TEXTS[0]])[0]
+    # tol: float32 model outputs: logit of a float32 probability near 0.5 keeps ~1e-6
     assert lo[1] == pytest.approx(scipy.special.logit(probs["POSITIVE"]), abs=1e-4)
     fits = pipe_explainer.fit(TEXTS[:2])
     assert all(f.diagnostics["heldout_r2"] > 0.5 for f in fits)
+    # tol: float32 model outputs, as the line above (shap's additivity adds float64 rounding only)
     assert pos.base_values + pos.values.sum() == pytest.approx(lo[1], abs=1e-4)  # f(x), as shap's
+    # tol: float64 rounding: the residual is the fit's full-text gap, one subtraction
     assert sv.residual_values[0, 1] == pytest.approx(fits[0].full_text_gap, abs=1e-9)
 
 
@@ -359,17 +379,21 @@ def test_hf_model_with_tokenizer_equals_pipeline(pipe, tok):
 
     a = SlalomExplainer(pipe.model, tok, n_samples=200, seed=0)(TEXT, silent=True)
     b = SlalomExplainer(pipe, n_samples=200, seed=0)(TEXT, silent=True)
+    # tol: float64 rounding: the same float32 model, logits read through two wrappers (same batches)
     np.testing.assert_allclose(a.values, b.values, atol=1e-9)
     # SLALOM reads the model's logits, so a pipeline without top_k=None (top label only) is fine.
     top1 = transformers.pipeline("text-classification", model=pipe.model, tokenizer=tok)
     c = SlalomExplainer(top1, n_samples=200, seed=0)(TEXT, silent=True)
+    # tol: float64 rounding: the same float32 model, the same batches, another wrapper
     np.testing.assert_allclose(c.values, b.values, atol=1e-9)
     # shap's own pipeline wrapper and an engine adapter are accepted too.
     d = SlalomExplainer(shap.models.TransformersPipeline(pipe), n_samples=200, seed=0)(TEXT, silent=True)
+    # tol: float64 rounding: the same float32 model, the same batches, another wrapper
     np.testing.assert_allclose(d.values, b.values, atol=1e-9)
     adapter = sc.HFClassifier(pipe.model, tok)
     before = adapter.batch_size
     e = SlalomExplainer(adapter, n_samples=200, seed=0, batch_size=7)(TEXT, silent=True)
+    # tol: float32 forward passes: batch_size=7 pads the rows differently (reduction order, ~1e-7 on logits)
     np.testing.assert_allclose(e.values, b.values, atol=1e-6)
     assert adapter.batch_size == before != 7  # the caller's adapter is left alone
 
@@ -383,6 +407,7 @@ def test_multiclass_pipeline_one_joint_fit(tok):
     sv = ex(TEXTS[:2], silent=True)
     assert list(sv.output_names) == ["NEGATIVE", "NEUTRAL", "POSITIVE"]
     assert sv[0, :, "POSITIVE"].values.shape == (len(masker_tokens(tok, TEXTS[0])),)
+    # tol: float64 rounding of centred logits summed over 3 classes
     np.testing.assert_allclose(sv[1].values.sum(axis=1), 0.0, atol=1e-9)
     fit = ex.fit(TEXTS[0])[0]
     # every class from one set of samples (+ text, empty input; repeated samples read once)
@@ -423,6 +448,7 @@ def test_cohort_aligns_texts_of_different_lengths_for_beeswarm(gt_explainer):
     assert co.values.dtype == np.float64 and co.values.shape == (len(TEXTS), len(co.feature_names))
     # Contributions summed per token: each row still adds up to the text's surrogate share.
     shares = [sv[i, :, "POS"].values.sum() for i in range(len(TEXTS))]
+    # tol: float64 rounding: per-token sums of the same contributions
     np.testing.assert_allclose(co.values.sum(axis=1), shares, atol=1e-12)
     assert co.data[0, co.feature_names.index("the")] == 2  # "the" occurs twice in the first text
     # Ranked by mean |contribution| over the texts a token occurs in, not by frequency.
@@ -466,6 +492,7 @@ def test_value_importance_scatter_is_the_engines_on_the_explainers_fit(gt, tok):
     words = TEXT.split()
     for text_label in ax.texts:
         i = words.index(text_label.get_text().strip())
+        # tol: the solver's stop on an exact SLALOM (v and s recovered to ~1e-8)
         np.testing.assert_allclose(text_label.xy, (truth["value"][i], truth["importance"][i]), atol=1e-6)
     # The adapter keeps no scatter of its own (nor colours of its own).
     assert not hasattr(shap_slalom.plots, "value_importance")
@@ -527,9 +554,11 @@ def test_adds_up_to_f_x_like_partition(pipe, tok):
     for i in range(len(texts)):
         mine = sv.base_values[i] + sv[i].values.sum(axis=0)
         theirs = ps.base_values[i] + ps[i].values.sum(axis=0)
+        # tol: float32 forward passes of differently composed batches (logits to ~1e-6)
         np.testing.assert_allclose(mine, f_x[i], atol=1e-4)
         np.testing.assert_allclose(theirs, f_x[i], atol=1e-4)
         # ... and f(x) differs from the surrogate's output by the residual, reported on its own.
+        # tol: float64 rounding: base = reference + residual, one addition
         np.testing.assert_allclose(sv.base_values[i], sv.reference_values[i] + sv.residual_values[i], atol=1e-9)
     assert np.abs(sv.residual_values).max() > 1e-3  # an inexact fit: the test has teeth
     # The usual shap pattern, f returning probabilities: Partition explains probabilities,
@@ -540,8 +569,10 @@ def test_adds_up_to_f_x_like_partition(pipe, tok):
     ps_probs = shap.Explainer(f, shap.maskers.Text(tok))(texts, silent=True)
     for i in range(len(texts)):
         p = ps_probs.base_values[i] + ps_probs[i].values.sum(axis=0)
+        # tol: float32 probabilities summed by shap's Partition (additive to ~1e-7)
         np.testing.assert_allclose(p, f(texts[i : i + 1])[0], atol=1e-6)
         lo = from_probs.base_values[i] + from_probs[i].values.sum(axis=0)
+        # tol: float32 probabilities near 0 or 1: their logits keep ~1e-5 of rounding
         np.testing.assert_allclose(lo, scipy.special.logit(p), atol=1e-4)
         np.testing.assert_allclose(lo, f_x[i], atol=1e-4)
 
@@ -559,6 +590,7 @@ def test_probability_function_detected_and_explained_in_log_odds(gt, tok):
         fits = ex.fit(TEXTS[:2])
     assert rec[0].filename == __file__  # the user's line, not the adapter's
     assert [f.diagnostics["output"] for f in fits] == ["probs (detected)"] * 2
+    # tol: float64 rounding: the same float32 model read as log-odds by two explainers
     np.testing.assert_allclose(ex.model(TEXTS), ref.model(TEXTS), atol=1e-9)  # log-odds, not probabilities
     with warnings.catch_warnings():
         warnings.simplefilter("error", sc.SlalomOutputWarning)  # decided once, kept after
@@ -593,6 +625,7 @@ def test_multilabel_pipeline_explained_per_label(tok):
     assert list(sv.output_names) == list(labels)
     scores = {d["label"]: d["score"] for d in pipe_ml(TEXT)[0]}  # one sigmoid per label
     want = np.array([scipy.special.logit(scores[n]) for n in labels])
+    # tol: float32 sigmoid outputs of the pipeline: their logits keep ~1e-5 of rounding
     np.testing.assert_allclose(sv.model_outputs[0], want, atol=1e-4)
     np.testing.assert_allclose(sv.base_values[0] + sv[0].values.sum(axis=0), want, atol=1e-4)
     assert abs(sv[0].values.sum()) > 1e-3  # not softmax-centred over labels
@@ -607,6 +640,7 @@ def test_multilabel_pipeline_explained_per_label(tok):
         "text-classification", model=plain, tokenizer=tok, top_k=None, function_to_apply="sigmoid"
     )
     sv2 = SlalomExplainer(sig, n_samples=120)([TEXT], silent=True)
+    # tol: float32 sigmoid outputs of the pipeline: their logits keep ~1e-5 of rounding
     np.testing.assert_allclose(sv2.model_outputs[0], want, atol=1e-4)
 
 
@@ -622,6 +656,7 @@ def test_standalone_log_odds_model_reads_the_multilabel_config(tok):
     f = LogOddsModel(sc.as_adapter(model, tok))
     pipe_ml = transformers.pipeline("text-classification", model=model, tokenizer=tok, top_k=None)
     scores = {d["label"]: d["score"] for d in pipe_ml(TEXT)[0]}  # one sigmoid per label
+    # tol: float32 sigmoid outputs of the pipeline: their logits keep ~1e-5 of rounding
     np.testing.assert_allclose(f([TEXT])[0], [scipy.special.logit(scores[n]) for n in labels], atol=1e-4)
     assert f.output_kind == "multilabel_logits"
 
@@ -634,9 +669,11 @@ def test_empty_string_in_a_batch_like_partition(gt_explainer, tok):
     assert list(sv.data[0]) == list(ps.data[0])
     np.testing.assert_allclose(sv[0].values, 0.0)
     f_empty = gt_explainer.model([""])[0]
+    # tol: float64 rounding: the same model call on the empty input
     np.testing.assert_allclose(sv.base_values[0], f_empty, atol=1e-12)
     np.testing.assert_allclose(ps.base_values[0] + ps[0].values.sum(axis=0), f_empty, atol=1e-9)
     np.testing.assert_allclose(sv.residual_values[0], 0.0)
+    # tol: the solver's stop on an exact SLALOM: a text alone and in a batch fit to ~1e-8
     np.testing.assert_allclose(sv[1].values, gt_explainer(TEXT, silent=True)[0].values, atol=1e-6)
     assert gt_explainer.fit(texts)[0] is None
     assert SlalomExplainer.fit_summary(gt_explainer.fit(texts))["tokens"].tolist()[0] == 0
@@ -648,6 +685,7 @@ def test_dataframe_and_empty_list(gt_explainer):
     df = pd.DataFrame({"review": TEXTS[:2]})
     sv = gt_explainer(df, silent=True)
     assert len(sv) == 2 and "review" not in list(sv.data[0])
+    # tol: float64 rounding: the same fits, a DataFrame column read as the list of texts
     np.testing.assert_allclose(sv[1].values, gt_explainer(TEXTS[:2], silent=True)[1].values, atol=1e-9)
     with pytest.raises(ValueError, match="exactly one column"):
         gt_explainer(pd.DataFrame({"a": TEXTS[:2], "b": TEXTS[:2]}))
@@ -859,6 +897,7 @@ def test_a_function_holding_a_model_is_explained_as_the_function(pipe, tok):
     explainer = SlalomExplainer(f, shap.maskers.Text(tok), n_samples=60, seed=0, output="logits")
     fit = explainer.fit([TEXT])[0]
     raw = f([TEXT])[0]
+    # tol: float32 logits: their difference is read in float32 then widened
     assert fit.model_output == pytest.approx(raw[1] - raw[0], abs=1e-5)
 
 

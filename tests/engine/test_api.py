@@ -135,6 +135,7 @@ def test_one_token_text(bert):
     for method in ("eff", "fidel", "ana"):
         exp = sc.explain(model, "great", tokenizer=tok, method=method, n_samples=20, seed=0)
         assert exp.tokens == ["great"]
+        # tol: float32 logits of the same forward pass on the empty input (rounding ~1e-8 at this size); see below
         assert exp.base_value == pytest.approx(empty, abs=1e-7)
         # One token: fidel and ana see the text itself, eff's samples are "great great";
         # v is the output on what the fitter saw, measured from the empty text, and the
@@ -142,7 +143,8 @@ def test_one_token_text(bert):
         # between the two inputs, so 1e-7 tells them apart. A lone importance is not
         # identified (softmax over one unit), so it is not checked.
         seen = log_odds("great great" if method == "eff" else "great") - empty
-        assert exp.value[0] == pytest.approx(seen, abs=1e-7)
+        assert exp.value[0] == pytest.approx(seen, abs=1e-7)  # tol: float32 logits of size ~0.01, rounding ~1e-9
+        # tol: float32 logits, as above
         assert exp.removal[0] == pytest.approx(seen, abs=1e-7)
 
 
@@ -187,6 +189,7 @@ def test_joint_multiclass_and_one_vs_rest(slalom3):
     joint = sc.explain(clf, ids, method="ana")
     assert joint.value.shape == (6, 3)
     assert joint.class_names == ["0", "1", "2"]
+    # tol: float64 rounding of centred values summed over 3 classes
     np.testing.assert_allclose(joint.value.sum(1), 0, atol=1e-10)
     np.testing.assert_allclose(joint.surrogate_output, joint.model_output, atol=1e-8)
     ovr = sc.explain(clf, ids, method="eff", target=2, n_samples=300, seed=0)
@@ -199,6 +202,7 @@ def test_binary_target_zero_flips_sign(bert):
     model, tok = bert
     pos = sc.explain(model, "a very good film", tokenizer=tok, method="ana")
     neg = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=0)
+    # tol: float32 logits of the same forward passes: target 0 flips the sign of float32 differences
     np.testing.assert_allclose(neg.value, -pos.value, atol=1e-6)
     np.testing.assert_allclose(neg.importance, pos.importance, atol=1e-6)
 
@@ -223,9 +227,11 @@ def test_diagnostics_and_dict(bert):
     # importances, contribution = alpha * v; their sum is the surrogate's own forward pass
     # on the full text, and so (efficiency) is the sum of its Shapley values.
     alpha = np.exp(exp.importance) / np.exp(exp.importance).sum()
+    # tol: float64 rounding of the softmax written out
     np.testing.assert_allclose(exp.contribution, alpha * exp.value, rtol=1e-12)
     full = float(exp.surrogate.predict_sequences([exp.unit_index.tolist()])[0])
     assert full != 0.0  # (this random BERT's outputs are small: compared relative to them)
+    # tol: float64 rounding of a sum over the positions (Shapley values are exact here)
     assert exp.contribution.sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
     assert exp.shapley().sum() == pytest.approx(full, rel=1e-9, abs=1e-15)
     for name in sc.SCORE_NAMES:
@@ -291,10 +297,12 @@ def test_score_table_matches_the_engine_and_the_readme():
     neg = sc.explain(clf, [3, 7, 11, 7, 19], method="ana", seed=0, target=0)
     for name, score in sc.SCORES.items():
         assert np.abs(pos.scores(name)).max() > 1e-3
+        # tol: float64 rounding: class 0's scores are the same closed forms with a sign
         np.testing.assert_allclose(neg.scores(name), score.class0_sign * pos.scores(name), atol=1e-9)
         # additive scores add up, with the reference point, to the surrogate's output
         total = pos.base_value + pos.scores(name).sum()
         full = pos.base_value + float(pos.surrogate.predict_sequences([pos.unit_index.tolist()])[0])
+        # tol: float64 rounding: an additive score sums exactly to the surrogate's output, a non-additive one misses by far more
         assert (abs(total - full) < 1e-9) == score.additive
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for score in sc.SCORES.values():
@@ -319,3 +327,27 @@ def test_every_model_second_is_booked_on_a_text(slalom3, monkeypatch):
     exps = sc.explain_batch(Clocked(), [[1, 2, 3], [4, 5, 6, 7]], method="eff", n_samples=50, seed=0)
     assert sum(e.diagnostics.tokens_evaluated for e in exps) == clock["now"]
     assert sum(e.diagnostics.model_seconds for e in exps) == pytest.approx(clock["now"])
+
+
+def test_target_by_the_models_class_name(slalom3, bert):
+    """target= takes a class name where the model names its classes (config.id2label for a
+    Hugging Face model); an unknown name is refused with the model's names."""
+    _, v, s = slalom3
+    named = sc.TorchClassifier(SlalomModel(v, s), class_names=["NEGATIVE", "NEUTRAL", "POSITIVE"])
+    by_name = sc.explain(named, [1, 2, 3], method="ana", target="POSITIVE")
+    by_index = sc.explain(named, [1, 2, 3], method="ana", target=2)
+    assert by_name.target == 2
+    np.testing.assert_array_equal(by_name.value, by_index.value)  # exact: the same call once the name is read
+    with pytest.raises(ValueError, match=r"'GOOD' is not a class of this model.*'NEGATIVE', 'NEUTRAL', 'POSITIVE'"):
+        sc.explain(named, [1, 2, 3], method="ana", target="GOOD")
+    model, tok = bert  # a transformers model: names from config.id2label
+    name = model.config.id2label[0]
+    by_name = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=name)
+    by_index = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=0)
+    np.testing.assert_array_equal(by_name.value, by_index.value)  # exact: the same call once the name is read
+
+
+def test_a_list_of_texts_to_explain_points_to_explain_batch(bert):
+    model, tok = bert
+    with pytest.raises(TypeError, match=r"explain_batch\(model, texts"):
+        sc.explain(model, ["a text", "another"], tokenizer=tok)

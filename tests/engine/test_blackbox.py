@@ -194,6 +194,7 @@ def test_retry_after_is_honoured_up_to_max_backoff():
         clf.score([clf.segment("good film").unit_ids[0]])
         assert waits == expected, asked  # bounded by max_backoff (30 s by default)
     # An HTTP date: the seconds until then.
+    # tol: an HTTP date has whole seconds, and the clock moves between the two calls (not a float comparison)
     assert sc.models.api_errors.retry_after(HTTPError(formatdate(time.time() + 60, usegmt=True))) == pytest.approx(
         60, abs=2
     )
@@ -303,6 +304,7 @@ def test_openai_compatible_endpoint_through_the_standin(tmp_path):
         assert lp.tolist() == pytest.approx([want["negative"], want["positive"]])
         # the explained output is the endpoint's log-odds of "positive" against "negative":
         # the stand-in's logit 0.3 + (1 positive word) - (1 negative word)
+        # tol: float64 rounding: the stand-in's log-odds are sums of a few float64 terms
         assert exp.model_output == pytest.approx(0.3, abs=1e-9)
 
 
@@ -369,6 +371,7 @@ def test_each_distinct_sample_is_sent_once_and_the_answer_is_unchanged(method):
     assert len(every.seen) == ref.diagnostics["model_evaluations"] > len(once.seen)
     assert set(every.seen) == set(once.seen)
     for score in ("value", "importance", "lin"):
+        # tol: exact up to float64 rounding: the same distinct samples read once or every time give the same fit
         np.testing.assert_allclose(exp.scores(score), ref.scores(score), atol=1e-8)
 
 

@@ -190,6 +190,7 @@ def test_explain_batch_takes_one_seed_per_text(bert):
         for text, s, exp in zip(texts, seeds, batch):
             alone = sc.explain(model, text, tokenizer=tok, n_samples=150, seed=s)
             assert exp.diagnostics["seed"] == s
+            # tol: float32 outputs of a tiny BERT in other batches (~1e-7), passed on through the fit
             np.testing.assert_allclose(exp.value, alone.value, atol=1e-5)
     with pytest.raises(ValueError, match="one seed, or one per text"):
         sc.explain_batch(model, texts, tokenizer=tok, seed=[1, 2])
@@ -209,6 +210,7 @@ def test_scores_do_not_depend_on_chunking_or_order(bert, corpus, tmp_path):
     assert_same_scores(a, b)
     assert_same_scores(a, c)
     # The text's own model output does not depend on what shares its batch beyond float noise.
+    # tol: float32 outputs of a tiny BERT in other batches (~1e-7)
     np.testing.assert_allclose(a.texts()["model_output"], c.texts()["model_output"], atol=1e-5)
     assert (a.texts()["seed"].to_numpy() == [text_seed(0, i) for i in a.texts()["id"]]).all()
 
@@ -515,6 +517,7 @@ def test_cohort_matrix_and_shap_cohort(bert, corpus, tmp_path):
     # With every token of the corpus as a column, a text's contributions add up to its
     # surrogate output minus its base value, as the texts table says.
     texts = run.texts().set_index("id").loc[ids]
+    # tol: float64 rounding of sums over a text's positions
     np.testing.assert_allclose(values.sum(axis=1), texts["surrogate_output"] - texts["base_value"], atol=1e-9)
     assert counts.sum() == len(pos)
     shap = pytest.importorskip("shap")
@@ -544,8 +547,10 @@ def test_global_slalom_recovers_a_true_slalom(tmp_path):
         run = explain_corpus(model, write_jsonl(tmp_path / "c.jsonl", TEXTS), tmp_path / "r", **FAST)
         g = global_slalom(model, run, top=15, min_texts=2, n_samples=3000, l2_importance=0.0, l2_value=0.0)
     ids = [tok.convert_tokens_to_ids(t) for t in g.index]
+    # tol: the solver's stop on 3,000 samples of an exact SLALOM without ridge: values to ~1e-3, importances (softmax weights) to ~1e-2
     np.testing.assert_allclose(g["value"], value[ids], atol=2e-3)  # values ~ N(0, 1.5²)
     true_s = importance[ids] - importance[ids].mean()
+    # tol: the solver's stop, as above: importances (softmax weights) to ~1e-2
     np.testing.assert_allclose(g["importance"], true_s, atol=1e-2)
     rho = compare_global_local(g, run)
     assert rho["n_tokens"] == len(g) and rho["value"] > 0.9

@@ -63,6 +63,7 @@ def test_an_onnx_session_explains_as_its_torch_model(tmp_path):
     onnx = sc.OnnxClassifier(session, prefix_ids=[1], suffix_ids=[2], pad_id=0)
     torch_clf = sc.TorchClassifier(net, prefix_ids=[1], suffix_ids=[2], pad_id=0)
     seqs = [[5, 9, 11], [7], [30, 31, 32, 33, 34]]  # padded in one batch
+    # tol: float32: ONNX Runtime and torch compute the same float32 network with other kernels
     np.testing.assert_allclose(onnx.score(seqs).numpy(), torch_clf.score(seqs).numpy(), atol=1e-5)
     a = sc.explain(onnx, [5, 9, 11, 7, 30], n_samples=300, seed=0)
     b = sc.explain(torch_clf, [5, 9, 11, 7, 30], n_samples=300, seed=0)

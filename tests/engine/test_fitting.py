@@ -30,9 +30,11 @@ def test_ana_recovers_parameters_exactly(vocab, n_classes):
     true_v = v[pos_ids]
     if n_classes > 1:
         true_v = true_v - true_v.mean(1, keepdims=True)
+    # tol: the solver's stop on an exact SLALOM: parameters recovered to ~1e-6, 1e-4 leaves room for the prior's pull
     np.testing.assert_allclose(exp.value, true_v, atol=1e-4)
     s_text = s[np.unique(ids)]
     true_s = s[pos_ids] - s_text.mean()  # mean-zero over the text's unique tokens
+    # tol: the solver's stop on an exact SLALOM, as for the values
     np.testing.assert_allclose(exp.importance, true_s, atol=1e-4)
     np.testing.assert_allclose(exp.lin, true_v * np.exp(true_s)[(...,) + (None,) * (true_v.ndim - 1)], atol=1e-4)
 
@@ -59,6 +61,7 @@ def test_sampled_fits_reach_high_heldout_r2(method, vocab, n_classes):
         # tiny importance next to heavy ones is seen only weakly, hence the median)
         pos_ids = np.array([t[0] for t in exp.token_ids])
         true_v = v[pos_ids] - (v[pos_ids].mean(1, keepdims=True) if n_classes > 1 else 0)
+        # tol: sampling: a unit of tiny importance next to heavy ones is seen weakly (hence the median); values are of size ~1
         assert np.median(np.abs(exp.value - true_v)) < 0.02
         assert np.corrcoef(exp.value.ravel(), true_v.ravel())[0, 1] > 0.99
 
@@ -153,8 +156,10 @@ def test_a_prior_on_the_values_holds_or_pulls_them():
         sd: fit_gradient_batch([(idx, mask, y, 8)], prior_sd=1.0, value_priors=[(centre, sd)])[0]
         for sd in (0.0, 0.01, 100.0)
     }
+    # tol: float64 rounding of the solver's rescaling: a held value is not a free parameter
     np.testing.assert_allclose(fits[0.0][0], centre, rtol=0, atol=1e-12)  # held (up to the rescaling)
     assert fits[0.0][2]["converged"]
+    # tol: a prior of sd 0.01 holds values within a few sds (0.05 = 5 sd)
     assert np.abs(fits[0.01][0] - centre).max() < 0.05
     np.testing.assert_allclose(fits[100.0][0], free[0], atol=1e-3)
     np.testing.assert_allclose(free[0][:, 0], v, atol=1e-3)
@@ -175,6 +180,7 @@ def test_hybrid_recovers_a_true_slalom_and_matches_its_text(value_sd):
     with record_reads(net) as reads:
         exp = sc.explain(sc.TorchClassifier(net), ids, method="hybrid", n_samples=600, seed=0, **opts)
     pos_ids = np.array([t[0] for t in exp.token_ids])
+    # tol: sampling: a unit of tiny importance next to heavy ones is seen weakly (hence the median); values are of size ~1
     assert np.median(np.abs(exp.value - v[pos_ids])) < 0.02
     assert spearmanr(exp.importance, s[pos_ids])[0] >= 0.95
     assert abs(exp.full_text_gap) < 0.05 * (1 + abs(exp.model_output))
@@ -327,6 +333,7 @@ def test_standard_errors_match_a_finite_difference_hessian(prior_sd):
         h[5:, 5:] += np.eye(5) / prior_sd**2
     basis = np.linalg.qr(np.concatenate([np.zeros((5, 1)), np.ones((5, 1))]), mode="complete")[0][:, 1:]
     cov = basis @ np.linalg.inv(basis.T @ ((h + h.T) / 2) @ basis) @ basis.T
+    # tol: the engine's SEs use its own curvature at the solver's stop, this is the exact Hessian at the truth: 5 %
     np.testing.assert_allclose(se_v[:, 0], np.sqrt(np.diag(cov)[:5]), rtol=0.05)
     np.testing.assert_allclose(se_s, np.sqrt(np.diag(cov)[5:]), rtol=0.05)
 
@@ -380,10 +387,13 @@ def test_evidence_prior_is_per_text_and_batching_free():
     sds = [e.diagnostics["prior_sd"] for e in batch]
     assert sds[0] > 2 * sds[1], sds
     for a, b in zip(batch, loop):
+        # tol: the evidence re-fits stop at the solver's tolerance; batch and loop sum in other orders
         assert a.diagnostics["prior_sd"] == pytest.approx(b.diagnostics["prior_sd"], rel=1e-3)
         for name in ("value", "lin"):
             scale = 1 + np.abs(a.scores(name)).max()
+            # tol: the evidence re-fits stop at the solver's tolerance; 1e-3 of the scores' scale
             np.testing.assert_allclose(a.scores(name), b.scores(name), atol=1e-3 * scale, rtol=0)
+        # tol: the evidence re-fits stop at the solver's tolerance; 1e-3 of the importances' scale
         np.testing.assert_allclose(a.importance, b.importance, atol=1e-3 * (1 + np.abs(a.importance).max()), rtol=0)
 
 
@@ -416,6 +426,7 @@ def test_standard_errors_under_a_prior_on_the_values():
     assert np.all(some_v < free_v) and np.all(some_v < 0.05)
     assert np.all(held_s <= some_s + 1e-12) and np.all(some_s <= free_s + 1e-12)
     np.testing.assert_array_equal(held_v, 0.0)
+    # tol: value_sd=1e-7 holds values to ~1e-7, which moves the importance SEs by far less than 1e-4 of their size
     np.testing.assert_allclose(tight_s, held_s, rtol=1e-4)
 
 
@@ -454,6 +465,7 @@ def test_heavy_context_samples_cannot_single_out_an_importance():
     )[0]
     s = fs - fs.mean()
     assert info["converged"]
+    # tol: the prior (sd 0.25) keeps importances within about two prior sds of 0
     assert np.abs(s).max() < 0.5  # two prior sds
     _, se = laplace_standard_errors(
         count_matrix(samples, n_units), y[:, None], fv, s, prior_sd=0.25, weights=w, value_sd=0.1

@@ -52,6 +52,7 @@ def test_ids_with_the_models_own_special_tokens_are_not_explained_twice(tok_dir)
     a = slalom_core.explain(model, with_specials, tokenizer=tok, method="ana")
     b = slalom_core.explain(model, text, tokenizer=tok, method="ana")
     assert a.tokens == b.tokens and "[CLS]" not in a.tokens
+    # tol: float32 logits: special tokens given by the user or added by the adapter, the same ids in other batches
     np.testing.assert_allclose(a.value, b.value, atol=1e-6)
 
 
@@ -65,6 +66,7 @@ def test_rows_of_a_padded_batch_explain_their_tokens_not_the_padding(tok_dir):
     plain = slalom_core.explain_batch(model, texts, tokenizer=tok, method="ana")
     for a, b in zip(rows, plain):
         assert a.tokens == b.tokens and "[PAD]" not in a.tokens
+        # tol: float32 logits: padded rows given by the user or built by the adapter, in other batches
         np.testing.assert_allclose(a.value, b.value, atol=1e-6)
 
 
@@ -97,6 +99,7 @@ def test_string_black_box_sees_the_users_own_text(tok_dir):
             assert word in text, (word, t)  # the text's own pieces, case kept
     # The model keys on the upper-case word: its token carries the positive value.
     great = exp.tokens.index("great")
+    # tol: the fit's full-text gap on a real model (a sampling-limited fit), here a sanity bound
     assert exp.value[great] > 0.5 and exp.full_text_gap == pytest.approx(0.0, abs=0.5)
 
 

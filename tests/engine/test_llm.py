@@ -44,6 +44,7 @@ def test_batched_scores_equal_one_unpadded_forward_per_text(lm, padding, labels)
     got = clf.score(seqs)  # one batch of three lengths (padded, or split where padding="none")
     want = torch.tensor([_direct(model, clf, s) for s in seqs], dtype=torch.float64)
     assert got.shape == (3, len(labels))
+    # tol: float32 log-probabilities of a causal LM: padded batches and one-by-one reads differ by ~1e-6
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-5)
     # the texts really change the answer: a test of a constant would pass anything
     assert (want[0] - want[2]).abs().max() > 1e-3
@@ -76,8 +77,10 @@ def test_explain_is_log_odds_of_label_words_and_deterministic(kind, tok_dir):
     # reference point is the same for the prompt with no text
     ids = tok(text, add_special_tokens=False)["input_ids"]
     lp = _direct(model, clf, ids)
+    # tol: float32 log-probabilities of the causal LM, read in another batch
     assert a.model_output == pytest.approx(lp[1] - lp[0], abs=1e-4)
     lp0 = _direct(model, clf, [])
+    # tol: float32 log-probabilities of the causal LM, read in another batch
     assert a.base_value == pytest.approx(lp0[1] - lp0[0], abs=1e-4)
     assert a.diagnostics["output"].startswith("logits")
     # only the text's tokens are features
@@ -110,6 +113,7 @@ def test_fidel_and_multiclass_on_bloom(tok_dir):
     exp = sc.explain(clf, "i hated the boring plot", method="fidel", n_samples=80, seed=0)
     n = len(tok("i hated the boring plot", add_special_tokens=False)["input_ids"])
     assert exp.value.shape == (n, 3) and exp.class_names == ["neg", "neu", "pos"]
+    # tol: float64 rounding of centred values summed over 3 classes
     np.testing.assert_allclose(exp.value.sum(axis=1), 0.0, atol=1e-8)  # centred over classes
 
 
@@ -181,6 +185,7 @@ def test_captum_path_deletes_only_text_tokens(tok_dir):
     assert attr.shape == ids.shape and torch.isfinite(attr).all()
     assert max(seen) <= ids.shape[1]  # the template is added inside, never deleted
     engine = sc.explain(clf, ids[0], n_samples=120, seed=0)
+    # tol: float32: Captum's attributions are float32 and its forward batches differ; the fit passes that on
     torch.testing.assert_close(attr[0].double(), torch.as_tensor(engine.contribution), atol=1e-3, rtol=1e-3)
 
 
@@ -196,6 +201,7 @@ def test_shap_path_explains_a_prompted_lm(tok_dir):
         lp = clf.score([tok("the movie was great", add_special_tokens=False)["input_ids"]])[0]
     total = sv.base_values[0, 1] + sv.values[0][:, 1].sum()
     # additivity="model": ends at f(x), the log-odds of " good" against " bad"
+    # tol: float32 log-probabilities of the causal LM, read in another batch
     assert total == pytest.approx(float(lp[1] - lp[0]), abs=1e-4)
 
 

@@ -30,10 +30,12 @@ def test_engine_logits_equal_model_logits(family):
         enc = tok(text, return_tensors="pt")
         with torch.no_grad():
             want = model(**enc).logits[0].double()
+        # tol: float32 logits: the adapter pads and batches the texts, this reads each alone
         torch.testing.assert_close(row, want, atol=1e-5, rtol=1e-5)
         # the public raw call (used by the gradient baselines) is the same model call
         with adapter.session():
             raw = adapter.forward(enc["input_ids"], enc["attention_mask"]).logits[0].double()
+        # tol: float32 logits, as above: the same model call through the adapter's session
         torch.testing.assert_close(raw, want, atol=1e-5, rtol=1e-5)
 
 
@@ -58,6 +60,7 @@ def test_gpt2_without_pad_token_explained(tok_dir):
     assert model.config.pad_token_id is None  # the temporary pad id is gone again
     with torch.no_grad():
         logits = model(**tok("i hated the boring plot", return_tensors="pt")).logits[0]
+    # tol: float32 logits of the same text, read alone and by the adapter
     assert exp.model_output == pytest.approx(float(logits[1] - logits[0]), abs=1e-5)
 
 
@@ -189,6 +192,7 @@ def test_a_string_model_sees_each_occurrence_in_its_own_case(tok_dir):
     assert seen and all(_is_subsequence(t, text) for t in seen), seen
     assert exp.model_output == pytest.approx(1.0)
     good, lower = exp.value[0], exp.value[2]  # only the capitalised word moves f
+    # tol: float64 rounding: a string black box that ignores the word gives exactly 0 through ana
     assert good > 0.5 and abs(lower) < 1e-6
 
 

@@ -27,6 +27,7 @@ def _explain(f, ids=IDS, **kw):
     return sc.explain(sc.TorchClassifier(f), ids, seed=0, **kw)
 
 
+# tol: the caller's tolerance: two readings of the same float64 outputs, fitted by the same solver (default 1e-6 for its stop)
 def _same_scores(a: sc.SlalomExplanation, b: sc.SlalomExplanation, atol: float = 1e-6) -> None:
     np.testing.assert_allclose(a.value, b.value, atol=atol)
     np.testing.assert_allclose(a.importance, b.importance, atol=atol)
@@ -57,6 +58,7 @@ def test_softmax_probabilities_detected_and_explained_as_logits(n_classes, metho
         # The log-odds F, not p1 - p0 (which is bounded by 1).
         ids = torch.tensor([IDS])
         f = float(m(ids, torch.ones_like(ids)))
+        # tol: float64 rounding: the model's own float64 log-odds
         assert got.model_output == pytest.approx(f, abs=1e-9)
     # Saying what the outputs are silences the warning and gives the same explanation.
     with warnings.catch_warnings():
@@ -114,6 +116,7 @@ def test_single_sigmoid_probability():
         auto = _explain(sig)
     assert auto.diagnostics["output"] == "logits (detected)"
     ids = torch.tensor([IDS])
+    # tol: float64 rounding: the model's own float64 output
     assert auto.model_output == pytest.approx(float(sig(ids, torch.ones_like(ids))), abs=1e-12)
     with pytest.raises(ValueError, match="not probabilities"):
         _explain(lambda ids, mask: 2.0 + m(ids, mask), output="probs")
@@ -132,6 +135,7 @@ def test_multilabel_logits_explain_the_raw_column():
     centred = _explain(m, output="logits", target=2)
     assert abs(centred.model_output - got.model_output) > 1e-3  # the joint fit is a different quantity
     ids = torch.tensor([IDS])
+    # tol: float64 rounding: the model's own float64 logit
     assert got.model_output == pytest.approx(float(m(ids, torch.ones_like(ids))[0, 2]), abs=1e-9)
     # Per-label probabilities: logit(p) of the label gives the same explanation.
     sig = lambda ids, mask: torch.sigmoid(m(ids, mask))
@@ -154,11 +158,13 @@ def test_multilabel_model_config_is_read_under_auto(tmp_path):
         warnings.simplefilter("error", sc.SlalomOutputWarning)
         got = sc.explain(model, text, tokenizer=tok, target=1, n_samples=60, seed=0)
     assert got.diagnostics["output"] == "multilabel_logits (model config)"
+    # tol: float32 logits of the same forward pass, widened
     assert got.model_output == pytest.approx(float(raw[1]), abs=1e-5)
     with pytest.raises(ValueError, match="give target"):
         sc.explain(model, text, tokenizer=tok, n_samples=60, seed=0)
     # The user's word beats the config.
     joint = sc.explain(model, text, tokenizer=tok, target=1, n_samples=60, seed=0, output="logits")
+    # tol: float32 logits of the same forward pass, centred in float64
     assert joint.model_output == pytest.approx(float(raw[1] - raw.mean()), abs=1e-5)
 
 

@@ -35,15 +35,20 @@ def test_binary_per_class_equals_explaining_class_zero():
     for name in sc.SCORE_NAMES:
         both = pos.per_class(name)
         assert both.shape == (len(IDS), 2)
+        # tol: float64 rounding: the same fit, read as a column
         np.testing.assert_allclose(both[:, 1], pos.scores(name), atol=1e-12)
         # Class 0's column is what a separate fit of class 0 gives.
+        # tol: float64 rounding: a binary model's class-0 log-odds are minus class 1's, the same ana fit
         np.testing.assert_allclose(both[:, 0], neg.scores(name), atol=1e-9)
         # ... and the explanation of class 0 gives the same two columns.
+        # tol: float64 rounding, as above
         np.testing.assert_allclose(neg.per_class(name), both, atol=1e-9)
     ref, f_x, residual = pos.per_class_outputs()
     raw = clf.score([IDS, []]).numpy()
+    # tol: float64 rounding: one subtraction of the same float64 outputs
     np.testing.assert_allclose(f_x, [raw[0, 0] - raw[0, 1], raw[0, 1] - raw[0, 0]], atol=1e-12)
     np.testing.assert_allclose(ref, [raw[1, 0] - raw[1, 1], raw[1, 1] - raw[1, 0]], atol=1e-12)
+    # tol: float64 rounding of the full-text gaps of the same fits
     np.testing.assert_allclose(residual, [neg.full_text_gap, pos.full_text_gap], atol=1e-9)
 
 
@@ -60,6 +65,7 @@ def test_one_output_and_joint_fits_keep_their_columns():
         np.testing.assert_allclose(imp[:, c], joint.importance)  # shared by the classes
         # Each class's column is what target=c reports from the same joint fit.
         one_class = sc.explain(sc.TorchClassifier(net3), IDS, method="ana", seed=0, target=c)
+        # tol: float64 rounding: one joint ana fit, read per class or with target=c
         np.testing.assert_allclose(joint.per_class("contribution")[:, c], one_class.contribution, atol=1e-9)
         with pytest.raises(ValueError, match="target=None"):
             one_class.per_class("value")
@@ -84,12 +90,14 @@ def test_explain_outputs_fits_every_label_of_a_multilabel_model():
     for c in range(3):
         alone = sc.explain_batch(clf, [IDS, IDS[:3]], method="ana", seed=0, target=c)
         for j in range(2):
+            # tol: float64 rounding: the same closed-form ana values, alone or in a batch
             np.testing.assert_allclose(fits[j].per_class("value")[:, c], alone[j].value, atol=1e-12)
             np.testing.assert_allclose(fits[j].per_class_outputs().model_output[c], alone[j].model_output)
     # Independent labels: each has its own importances, and f(x) is each label's own logit.
     imp = fits[0].per_class("importance")
     assert not np.allclose(imp[:, 0], imp[:, 1])
     raw = clf.score([IDS]).numpy()[0]
+    # tol: float64 rounding: the model's own float64 logits
     np.testing.assert_allclose(fits[0].per_class_outputs().model_output, raw, atol=1e-12)
     assert fits[0].n_positions == len(IDS)
     # A binary model is one fit, whatever the call.
@@ -106,12 +114,14 @@ def test_class_outputs_follow_the_models_declaration():
     y, kind, how = sc.class_outputs(clf, [text, ""])
     assert (kind, how) == ("multilabel_logits", "multilabel_logits (model config)")
     raw = clf.score([ids, []]).numpy()
+    # tol: float64 rounding: the model's own float64 logits
     np.testing.assert_allclose(y.numpy(), raw, atol=1e-12)  # each label's own logit, not centred
     binary = _binary()
     binary.tokenizer = clf.tokenizer
     y2, kind2, _ = sc.class_outputs(binary, [text])
     raw2 = binary.score([ids]).numpy()[0]
     assert kind2 == "logits"
+    # tol: float64 rounding: one subtraction of the model's float64 logits
     np.testing.assert_allclose(y2.numpy()[0], [raw2[0] - raw2[1], raw2[1] - raw2[0]], atol=1e-12)
 
 
@@ -122,6 +132,7 @@ def test_score_texts_scores_the_text_and_the_empty_input(tmp_path):
     seg = adapter.segment("the movie was good")
     got = adapter.score_texts(["the movie was good", "", "  "]).numpy()
     want = adapter.score([[i for u in seg.unit_ids for i in u], [], []]).numpy()
+    # tol: float64 rounding: the same token ids scored twice
     np.testing.assert_allclose(got, want, atol=1e-12)
     with pytest.raises(ValueError, match="at most"):
         adapter.score_texts(["good " * 1000])
@@ -157,6 +168,7 @@ def test_fit_summary_rows():
     # The surrogate's output from its own forward pass, not from the explanation's sum.
     surrogate = one.base_value + float(one.surrogate.predict_sequences([one.unit_index.tolist()])[0])
     f_x = float(np.diff(_binary().score([IDS]).numpy()[0])[0])
+    # tol: float64 rounding: the model's own float64 outputs, differenced once
     assert table["model_output"][0] == pytest.approx(f_x, abs=1e-12)
     assert table["residual"][0] == pytest.approx(f_x - surrogate, abs=1e-9)
     assert table["model_output"][1] is None and table["model_evaluations"][1] == 0

@@ -54,6 +54,7 @@ def all_scores(exp) -> dict:
 def assert_scores_close(a, b, rel):
     for name in a:
         scale = 1.0 + np.abs(a[name]).max()
+        # tol: the caller's relative tolerance (float32 model outputs and the solver's stop), scaled by the scores' size
         np.testing.assert_allclose(a[name], b[name], atol=rel * scale, rtol=0, err_msg=name)
 
 
@@ -66,6 +67,7 @@ def test_constant_offset_moves_only_base_value(bert, method):
         plain = sc.explain(model, TEXT, **kw)
         with logit_offset(model, 3.0):
             shifted = sc.explain(model, TEXT, **kw)
+    # tol: float32 logits: the offset is added to float32 outputs of size ~1 (rounding ~1e-7)
     assert shifted.base_value == pytest.approx(plain.base_value + 3.0, abs=1e-5)
     assert shifted.model_output == pytest.approx(plain.model_output + 3.0, abs=1e-5)
     assert np.abs(plain.lin).max() > 0.1  # the model has a signal to explain
@@ -79,9 +81,11 @@ def test_reference_zero_gives_the_papers_raw_scores(bert):
     raw = sc.explain(model, TEXT, reference=0.0, **kw)
     assert raw.base_value == 0.0
     # ana measures v directly: raw values are the model's log-odds on each token alone
+    # tol: float32 logits of the same forward passes, one subtraction in float64
     np.testing.assert_allclose(raw.value, ref.value + ref.base_value, atol=1e-6)
     with logit_offset(model, 3.0):
         raw_shifted = sc.explain(model, TEXT, reference=0.0, **kw)
+    # tol: float32 logits: the offset is added to float32 outputs of size ~1 (rounding ~1e-7)
     np.testing.assert_allclose(raw_shifted.value, raw.value + 3.0, atol=1e-5)
 
 
@@ -91,6 +95,7 @@ def test_model_that_ignores_its_input_scores_zero(method):
     exp = sc.explain(const, [4, 5, 6, 5, 7], method=method, n_samples=100, seed=0)
     assert exp.base_value == pytest.approx(1.4)
     for name, score in all_scores(exp).items():
+        # tol: the solver's stop on a constant model: every fitted score is 0 up to its gradient tolerance
         assert np.abs(score).max() < 1e-6, name
 
 
@@ -102,10 +107,12 @@ def test_additive_scores_add_up_to_the_surrogate(bert, method):
         exp = sc.explain(model, TEXT, tokenizer=tok, method=method, n_samples=200, seed=1)
     # the surrogate's output on the text, computed from the fitted parameters directly
     f_text = exp.base_value + float(exp.surrogate.predict_sequences([exp.unit_index.tolist()])[0])
+    # tol: float64 rounding: the same fitted parameters, the same formula
     assert exp.surrogate_output == pytest.approx(f_text, abs=1e-9)
     assert exp.base_value + exp.contribution.sum() == pytest.approx(f_text, abs=1e-9)
     assert exp.base_value + exp.shapley().sum() == pytest.approx(f_text, abs=1e-9)
     d = exp.diagnostics
+    # tol: float64 rounding of one subtraction
     assert d["full_text_gap"] == pytest.approx(exp.model_output - f_text, abs=1e-9)
     assert d["model_output"] == exp.model_output
 
@@ -119,6 +126,7 @@ def test_reference_is_one_shared_model_call(bert):
     # the empty input: [CLS] [SEP] alone
     adapter = sc.HFClassifier(model, tok)
     raw = adapter.score([[]])
+    # tol: float32 logits of the same forward pass, differenced in float64
     assert exps[0].base_value == pytest.approx(float(raw[0, 1] - raw[0, 0]), abs=1e-6)
     assert reads.count((tok.cls_token_id, tok.sep_token_id)) == 1
     assert sum(e.diagnostics["model_evaluations"] for e in exps) == len(reads) <= 3 * (40 + 1) + 1
@@ -138,6 +146,7 @@ def test_reference_errors_are_clear():
     with pytest.raises(ValueError, match="reference=<number>"):
         sc.explain(clf, [1, 2, 3], method="ana")
     exp = sc.explain(clf, [1, 2, 3], method="ana", reference=0.0)
+    # tol: float64 rounding: ana's values are the model's float64 outputs, differenced
     np.testing.assert_allclose(exp.value, v[[1, 2, 3]], atol=1e-8)
     with pytest.raises(ValueError, match="unknown reference"):
         sc.explain(clf, [1, 2, 3], method="ana", reference="zero")
@@ -187,6 +196,7 @@ def test_gpt2_reference_is_its_end_of_text_token(tok_dir):
     model = tiny_classifier("gpt2", tok)
     exp = sc.explain(model, "the movie was great", tokenizer=tok, method="ana")
     raw = sc.HFClassifier(model, tok).score([[tok.eos_token_id]])
+    # tol: float32 logits of the same forward pass, differenced in float64
     assert exp.base_value == pytest.approx(float(raw[0, 1] - raw[0, 0]), abs=1e-6)
 
 
@@ -200,6 +210,7 @@ def test_string_black_box_reference_is_the_empty_string():
     exp = sc.explain(sc.StringClassifier(f), "good good bad plot", method="ana")
     assert "" in seen
     assert exp.base_value == pytest.approx(1.0)
+    # tol: float64 rounding: ana's values are differences of the model's float64 outputs
     np.testing.assert_allclose(exp.value, [1.0, 1.0, -1.0, 0.0], atol=1e-9)
 
 
@@ -360,11 +371,13 @@ def test_target_selects_a_column_of_the_joint_fit():
     for c in range(3):
         one = sc.explain(clf, ids, method="ana", reference=0.0, target=c)
         assert one.value.shape == (6,)
+        # tol: float64 rounding: one joint fit read by column, or per class (the same closed form)
         np.testing.assert_allclose(one.value, joint.value[:, c], atol=1e-10)
         np.testing.assert_allclose(one.importance, joint.importance, atol=1e-10)
         assert one.model_output == pytest.approx(joint.model_output[c])
         # a true multi-class SLALOM is recovered exactly, class by class
         true_v = v[ids] - v[ids].mean(1, keepdims=True)
+        # tol: float32 logits of the SLALOM model (the 3 classes centred in float64)
         np.testing.assert_allclose(one.value, true_v[:, c], atol=1e-6)
     # one-vs-rest is one argument away, and is not the joint fit's column
     ovr = sc.explain(clf, ids, method="eff", target=2, multiclass="ovr", n_samples=300, seed=0, reference=0.0)
@@ -382,6 +395,7 @@ def test_multiclass_reference_is_per_class():
     empty = torch.tensor([[0.5, -0.2, 0.1]], dtype=torch.float64)
     f = lambda ids, mask: model(ids, mask) if ids.shape[1] else empty
     exp = sc.explain(sc.TorchClassifier(f), [1, 4, 9], method="ana")
+    # tol: float64 rounding of centring three float64 logits
     np.testing.assert_allclose(exp.base_value, (empty - empty.mean())[0].numpy(), atol=1e-9)
     np.testing.assert_allclose(exp.surrogate_output, exp.model_output, atol=1e-8)
 
@@ -412,6 +426,7 @@ def test_minilm_offset_and_batching_invariance(minilm, method):
     assert_same_explanations(batch, loop)
     assert_same_explanations(batch, small)
     for a, b in zip(batch, shifted):
+        # tol: float32 outputs of MiniLM differ with batch composition (~1e-6); the offset is exact
         assert b.base_value == pytest.approx(a.base_value + 3.0, abs=1e-4)
         assert_scores_close(all_scores(a), all_scores(b), 1e-4)
     assert all(e.diagnostics["fit_converged"] for e in batch)

@@ -134,6 +134,7 @@ def test_replacement_keeps_the_length_and_uses_the_baselines():
     # With a baseline the model ignores (weight 0), replacing is deleting: row 1's answer is the same.
     zero = sc.explain_rows(f, ids, _features(ids), perturbation="replace", baselines=[ids * 0], method="ana")
     deleted = sc.explain_rows(f, ids, _features(ids), padding=ids == PAD, method="ana")
+    # tol: float64 rounding: ana's closed form on the same float64 outputs
     np.testing.assert_allclose(zero[1].value, deleted[1].value, atol=1e-12)
     np.testing.assert_allclose(zero[1].importance, deleted[1].importance, atol=1e-12)
     assert not np.allclose(exps[1].value, zero[1].value)  # the baseline's id matters
@@ -173,6 +174,7 @@ def test_rows_share_batches_and_match_one_row_at_a_time(perturbation):
             f, (ids[r : r + 1], mask[r : r + 1]), _features(ids[r : r + 1]), padding=mask[r : r + 1] == 0,
             target=1, seed=draws[r], **k
         )[0]  # fmt: skip
+        # tol: float64 rounding: the same seeds and the same float64 outputs, fitted alone or in a batch
         np.testing.assert_allclose(both[r].lin, alone.lin, atol=1e-9, rtol=0)
         np.testing.assert_allclose(both[r].importance, alone.importance, atol=1e-9, rtol=0)
 
@@ -258,6 +260,7 @@ def test_batch_failure_falls_back_to_one_sample_per_call():
     assert len([w for w in rec if "one sample per call" in str(w.message)]) == 1  # warned once
     assert sizes.count(1) > sizes.count(3) and max(sizes) > 1  # one failed batch, then one by one
     ref = sc.explain(sc.TorchClassifier(model, batch_size=1), [5, 6, 7, 8], n_samples=60, seed=0)
+    # tol: float64 rounding: the same float64 outputs, read one by one or in batches
     np.testing.assert_allclose(got.lin, ref.lin, atol=1e-12)
 
 

@@ -100,6 +100,7 @@ def test_a_registered_score_reaches_corpus_tables_and_summaries(registered, bert
     pos = CorpusRun(run.path).positions()
     first = pos[pos["id"] == "0"]
     direct = sc.explain(model, TEXT, tok, n_samples=150, seed=int(run.texts()["seed"].iloc[0]))
+    # tol: float64 rounding: the run's stored float64 scores against the same fit's (the same seed)
     np.testing.assert_allclose(first["odds_weight"].to_numpy(), direct.scores("odds_weight"), rtol=1e-6, atol=1e-9)
     summary = word_summary(run, sort_by="odds_weight")
     assert "odds_weight_mean" in summary.columns

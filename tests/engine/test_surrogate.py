@@ -20,6 +20,7 @@ def test_predict_matches_definition_and_counts_repeats():
     seqs = [[0, 1, 1, 1], [5], [2, 3, 4, 2]]
     got = sur.predict_sequences(seqs)
     want = [direct_slalom(v, sur.importance, np.array(q)) for q in seqs]
+    # tol: float64 rounding of the surrogate's definition written out
     np.testing.assert_allclose(got, want, rtol=1e-12)
     # a token occurring 3 times weighs 3x: differs from the unique-token version
     assert not np.isclose(got[0], direct_slalom(v, sur.importance, np.array([0, 1])))
@@ -29,6 +30,7 @@ def test_importance_normalised_to_gamma_and_shift_invariant():
     v, s = np.array([1.0, -2.0, 0.5]), np.array([3.0, 1.0, 2.0])
     a = SlalomSurrogate(v, s)
     b = SlalomSurrogate(v, s + 7.0, gamma=1.5)
+    # tol: float64 rounding of a normalisation (a sum of 3 terms)
     assert abs(a.importance.sum()) < 1e-12
     assert abs(b.importance.sum() - 1.5) < 1e-12
     c = counts_from_sequences([[0, 1, 2, 2]], 3)
@@ -42,6 +44,7 @@ def test_multiclass_outputs_are_centred():
     sur = SlalomSurrogate(v, rng.normal(size=5))
     out = sur.predict(counts_from_sequences([[0, 1], [2, 3, 4]], 5))
     assert out.shape == (2, 3)
+    # tol: float64 rounding of centred values summed over 3 classes
     np.testing.assert_allclose(out.sum(1), 0, atol=1e-12)
 
 
@@ -55,6 +58,7 @@ def test_gradient_of_soft_removal_equals_alpha_v_minus_f():
     f = (w * vt).sum() / w.sum()
     f.backward()
     alpha = sc_scores.attention(s)
+    # tol: float64 rounding: the analytic gradient against autograd
     np.testing.assert_allclose(lam.grad.numpy(), alpha * (v - f.item()), rtol=1e-10)
     # lin drops the -F term (paper Eq. 65): equal to v*exp(s), not to the gradient
     np.testing.assert_allclose(sc_scores.lin(v, s), v * np.exp(s))
@@ -68,6 +72,7 @@ def test_removal_is_the_surrogate_output_difference():
     full = direct_slalom(v, s, np.arange(6))
     for i in range(6):
         rest = np.delete(np.arange(6), i)
+        # tol: float64 rounding of the removal score written out
         np.testing.assert_allclose(rem[i], full - direct_slalom(v, s, rest), rtol=1e-10)
 
 
@@ -101,5 +106,6 @@ def test_sampled_shapley_close_to_exact_and_efficient():
     v, s = rng.normal(size=(10, 3)), rng.normal(size=10)
     exact = sc_scores.shapley(v, s)
     approx = sc_scores.shapley(v, s, exact_max_positions=0, n_permutations=4000, seed=1)
+    # tol: float64 rounding: sampled permutations are efficient exactly, their sum is the full text's
     np.testing.assert_allclose(approx.sum(0), direct_slalom(v, s, np.arange(10)), atol=1e-10)
     assert np.abs(approx - exact).max() < 0.05

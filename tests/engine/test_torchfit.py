@@ -37,11 +37,13 @@ def test_surrogate_forward_batched_equals_per_text_and_definition():
     pred, alpha = surrogate_forward(v, s, idx, mult)
     for t in range(n_t):
         p1, a1 = surrogate_forward(v[t], s[t], idx[t], mult[t])
+        # tol: float64 rounding: one batched forward against per-text forwards of the same numbers
         torch.testing.assert_close(pred[t], p1, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(alpha[t], a1, rtol=1e-12, atol=1e-12)
         for b in range(1, 5):
             w = mult[t, b] * torch.exp(s[t, idx[t, b]])
             want = (w[:, None] * v[t, idx[t, b]]).sum(0) / w.sum()
+            # tol: float64 rounding of the surrogate's definition written out
             torch.testing.assert_close(pred[t, b], want, rtol=1e-12, atol=1e-12)
     assert torch.all(pred[:, 0] == 0) and torch.all(alpha[:, 0] == 0)
     # a dense count row gives the same output as the same occurrences in slots
@@ -50,6 +52,7 @@ def test_surrogate_forward_batched_equals_per_text_and_definition():
         counts[0, u] += 1
     dense = surrogate_forward(v[0], s[0], *dense_slots(counts))[0]
     sparse = surrogate_forward(v[0], s[0], torch.tensor([[0, 2, 2, 5]]), torch.ones(1, 4, dtype=torch.float64))[0]
+    # tol: float64 rounding: dense count slots and sparse sequences sum the same terms
     torch.testing.assert_close(dense, sparse, rtol=1e-12, atol=1e-12)
 
 
@@ -71,6 +74,7 @@ def test_hand_written_gradients_match_autograd(n_out):
         f, g, _ = obj(theta)
         x = theta.clone().requires_grad_(True)
         obj(x)[0].sum().backward()
+        # tol: float64 rounding: analytic gradient against autograd of the same objective
         torch.testing.assert_close(g, x.grad, rtol=1e-9, atol=1e-11)
         # the MSE part against its finite-difference derivative, too
         value, imp = obj.unpack(theta)
@@ -80,6 +84,7 @@ def test_hand_written_gradients_match_autograd(n_out):
             e = torch.zeros_like(imp)
             e[:, u] = eps
             fd = (mse_and_grads(batch, value, imp + e)[0] - mse_and_grads(batch, value, imp - e)[0]) / (2 * eps)
+            # tol: central finite differences: truncation O(eps^2) and rounding of the differenced losses
             torch.testing.assert_close(gs[:, u], fd, rtol=1e-5, atol=1e-9)
 
 
@@ -109,6 +114,7 @@ def test_preconditioner_is_the_gauss_newton_diagonal():
             gn[: obj.n_val] += 2.0 * obj.prior_v[t]
             gn[obj.n_val :] += 2.0 * obj.prior[t]
             real = torch.cat([batch.unit_mask[t], batch.unit_mask[t]]) > 0
+            # tol: float64 rounding: the objective's gradient written out by hand
             torch.testing.assert_close(got[t][real], gn[real], rtol=1e-8, atol=1e-12)
 
 
@@ -126,11 +132,21 @@ def test_batched_fit_matches_separate_fits():
         v_1, s_1, info_1 = fitting.fit_gradient(idx, mask, y, n_units, prior_sd=0.5)
         assert info_b["converged"] and info_1["converged"]
         # the posterior is strictly convex here: parameters are identified
+        # tol: strictly convex posterior: each fit stops at a scaled gradient <= the solver's
+        # GRAD_TOL, over the prior's curvature (1/0.5^2), so within ~1e-4 of the optimum
         np.testing.assert_allclose(v_b, v_1, atol=1e-4)
         np.testing.assert_allclose(s_b - s_b.mean(), s_1 - s_1.mean(), atol=1e-4)
         p_b = predict_sparse(idx, mask, v_b, s_b)[0]
         p_1 = predict_sparse(idx, mask, v_1, s_1)[0]
+        # tol: the same solver stops; predictions move less than the parameters (a weighted average of values)
         np.testing.assert_allclose(p_b, p_1, atol=1e-5)
+
+
+def pair_samples(n_units: int, *, seed: int, n: int = 300) -> list[list[int]]:
+    """Random pairs of distinct units (one unit for a one-unit text): the short samples'
+    design, on which a fit's predictions are determined by its data."""
+    rng = np.random.default_rng(seed)
+    return [sorted(rng.choice(n_units, size=min(2, n_units), replace=False).tolist()) for _ in range(n)]
 
 
 @pytest.mark.parametrize("method,fits", [("eff", 2), ("hybrid", 4)])
@@ -155,12 +171,22 @@ def test_explain_batch_fits_in_one_batched_optimisation(monkeypatch, method, fit
     loop = [sc.explain(model, t, method=method, n_samples=400, seed=0, prior_sd=1.0) for t in texts]
     assert calls == [1] * fits * 4
     for a, b in zip(exps, loop):
-        # what the data determine agrees: predictions, held-out fit, identified parameters
+        # Compare what the data determine, not the parameters: in the shallow valleys of
+        # hybrid's objective the batched and the single fit stop at points whose importances
+        # differ by ~1e-4 depending on the CPU's rounding, with the same predictions.
+        # tol: r2 = 1 - mse / var; both held-out MSEs are ~1e-10 of a target variance ~1,
+        # so the two r2 differ by far less than 1e-6
         assert a.diagnostics["heldout_r2"] == pytest.approx(b.diagnostics["heldout_r2"], abs=1e-6)
-        # (within the fits' gradient tolerance; hybrid's two stages add up to ~1e-5)
-        np.testing.assert_allclose(a.surrogate_output, b.surrogate_output, atol=5e-5)
-        np.testing.assert_allclose(a.value, b.value, atol=1e-4)
-        np.testing.assert_allclose(a.importance, b.importance, atol=1e-4)
+        pairs = pair_samples(a.surrogate.n_units, seed=9)
+        gap = np.sqrt(np.mean((a.surrogate.predict_sequences(pairs) - b.surrogate.predict_sequences(pairs)) ** 2))
+        # tol: on the same samples, the triangle inequality bounds the RMS gap of two fits by
+        # the sum of their RMS residuals (train_mse); these pairs are fresh draws of the same
+        # pair design, so the bound holds up to the residuals' sampling noise: a factor 3.
+        residuals = np.sqrt(a.diagnostics["train_mse"]) + np.sqrt(b.diagnostics["train_mse"])
+        assert gap <= 3 * residuals
+        # tol: the full text, the same bound (hybrid fits near-full deletions too; eff's two
+        # fits are the same computation and agree to rounding)
+        assert abs(a.surrogate_output - b.surrogate_output) <= 3 * residuals
         assert a.diagnostics["heldout_r2"] > 0.99
 
 
@@ -180,6 +206,7 @@ def test_other_solvers_batched_match_loop(method, opts):
     loop = [sc.explain(model, t, method=method, n_samples=300, seed=1, **kw, **opts) for t in texts]
     for a, b in zip(batch, loop):
         assert a.diagnostics["heldout_r2"] > 0.99 and b.diagnostics["heldout_r2"] > 0.99
+        # tol: adam and ALS stop on a relative decrease (EFF_TOL, ALS_TOL): batch and loop stop at other iterations
         assert a.diagnostics["heldout_r2"] == pytest.approx(b.diagnostics["heldout_r2"], abs=1e-4)
         np.testing.assert_allclose(a.surrogate_output, b.surrogate_output, atol=1e-3)
 
@@ -200,6 +227,7 @@ def test_bounds_hold_and_stationary_point_is_converged():
     v, s, info = fitting.fit_gradient(idx, mask, y, 2, init=init, l2_importance=0.0, l2_value=0.0)
     assert np.all(np.abs(s) <= fitting.IMPORTANCE_BOUND)
     np.testing.assert_allclose(s, [fitting.IMPORTANCE_BOUND, -fitting.IMPORTANCE_BOUND])
+    # tol: the solver's stop with importances held at the bound: values then fit exactly to ~1e-10
     np.testing.assert_allclose(v[:, 0], [1.0, -1.0], atol=1e-8)
     # at the bound the gradient points outwards: not counted against convergence
     assert info["converged"] and info["grad_norm"] <= fitting.GRAD_TOL
@@ -214,6 +242,7 @@ def test_cuda_fits_match_cpu_fits():
     idx, mask = fitting.pad_sequences(samples)
     cpu = fitting.fit_gradient(idx, mask, y, 20, prior_sd=1.0)
     gpu = fitting.fit_gradient(idx, mask, y, 20, prior_sd=1.0, device="cuda")
+    # tol: float64 on both devices: other reduction orders, then the solver's stop (~1e-5 on parameters of size ~1)
     np.testing.assert_allclose(gpu[0], cpu[0], atol=1e-4)
     assert gpu[2]["converged"]
     model = sc.TorchClassifier(SlalomModel(v, s))
@@ -277,6 +306,7 @@ def test_compact_lbfgs_direction_equals_the_two_loop_recursion():
     )[0]
     pairs = [(s_mem[i], y_mem[i]) for i in range(k) if valid[i]]
     expected = _two_loop(grad, pairs, gamma)
+    # tol: float64 rounding: the L-BFGS two-loop recursion written out
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
     # and it is not the plain scaled gradient: the pairs change the direction.
     assert float((got - gamma * grad).abs().max()) > 1e-3
@@ -295,6 +325,7 @@ def test_als_importance_gradient_equals_autograd():
     loss = 0.5 * ((a @ value - y) ** 2).sum()
     (expected,) = torch.autograd.grad(loss, s)
     got = als._importance_gradient(a.detach(), value, y)
+    # tol: float64 rounding: the ALS importance gradient against autograd
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
 
 

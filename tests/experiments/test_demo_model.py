@@ -82,10 +82,12 @@ def test_merged_model_equals_the_low_rank_form(loaded):
         ref.head.weight.copy_(state["head.weight"])
         ref.head.bias.copy_(state["head.bias"])
         enc = tok(POSITIVE + NEGATIVE, padding=True, return_tensors="pt")
+        # tol: float32: LoRA merged into the weights against LoRA applied at run time (other sums, ~1e-6)
         torch.testing.assert_close(model(**enc).logits, ref(**enc).logits, atol=1e-4, rtol=1e-4)
         # ... and the adapter changed the encoder: the plain MiniLM embeds differently.
         plain, _ = dm.load_base(None)
         ids = enc["input_ids"][:1]
+        # tol: float32 hidden states: an adapter changes them by far more than float32 rounding
         assert not torch.allclose(plain(ids).last_hidden_state, model.encoder(ids).last_hidden_state, atol=1e-3)
 
 
@@ -97,6 +99,7 @@ def test_knows_sentiment_and_padding_does_not_change_the_score(loaded):
     with torch.no_grad():
         alone = model(**tok(POSITIVE[:1], return_tensors="pt")).logits
         padded = model(**tok(POSITIVE[:1] + NEGATIVE[:1], padding=True, return_tensors="pt")).logits[:1]
+    # tol: float32 attention over padded and unpadded rows (other sums, ~1e-7)
     torch.testing.assert_close(alone, padded, atol=1e-5, rtol=1e-5)
 
 
@@ -112,6 +115,7 @@ def test_texts_longer_than_training_and_than_the_encoder(loaded):
     assert ids["input_ids"].shape[1] == 512
     with torch.no_grad():
         direct = model(**ids).logits[0]
+    # tol: float32 logits of a 512-token text, read alone and in predict_log_odds' batch
     assert float(direct[1] - direct[0]) == pytest.approx(float(lo[0]), abs=1e-4)
     adapter = sc.as_adapter(model, tok)
     assert isinstance(adapter, sc.HFClassifier) and adapter.max_length == 512

@@ -117,6 +117,7 @@ def test_comprehensiveness_known_value_by_hand():
     without2 = _score([t for t in IDS if t not in (10, 15)])
     without5 = _score([t for t in IDS if t not in (10, 15, 12, 19, 18)])
     expected = np.mean([full - without1] * 3 + [full - without2, full - without5])
+    # tol: float64 rounding of a mean of differences of float64 scores
     assert res.value == pytest.approx(expected, abs=1e-12)
     assert res.full_score == pytest.approx(full)
     assert res.strategy == "delete" and res.replacement_id is None
@@ -131,6 +132,7 @@ def test_sufficiency_known_value_by_hand():
     full = _score(IDS)
     keep1 = _score([10])
     keep3 = _score([10, 12, 15])
+    # tol: float64 rounding of a mean of differences of float64 scores
     assert res.value == pytest.approx(np.mean([full - keep1, full - keep3]), abs=1e-12)
     # Kept tokens keep their original order (10, 12, 15), not the ranking order.
     assert [10, 12, 15] in pred.batches[0]
@@ -326,6 +328,7 @@ def test_auc_and_ap_match_sklearn_with_ties():
         if y.min() == y.max():
             y[0] = 1 - y[0]
         s = np.round(rng.normal(size=n), 1)  # rounding creates ties
+        # tol: float64 rounding: the same rank statistics as scikit-learn, summed in another order
         assert ev.roc_auc(y, s) == pytest.approx(sk.roc_auc_score(y, s), abs=1e-12)
         assert ev.average_precision(y, s) == pytest.approx(sk.average_precision_score(y, s), abs=1e-12)
 
@@ -512,6 +515,7 @@ def test_spearman_matches_scipy_with_ties():
         n = int(rng.integers(3, 25))
         x = np.round(rng.normal(size=n), 1)
         y = np.round(x + rng.normal(size=n), 1)
+        # tol: float64 rounding: the same rank correlation as scipy, summed in another order
         assert ev.spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
     assert ev.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert math.isnan(ev.spearman([1.0], [2.0]))

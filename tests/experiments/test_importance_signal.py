@@ -12,6 +12,7 @@ def test_partial_spearman_removes_a_shared_cause():
     z = rng.normal(size=400)
     x, y = z + 0.3 * rng.normal(size=400), z + 0.3 * rng.normal(size=400)
     assert ev.spearman(x, y) > 0.85  # raw: strongly related through z
+    # tol: sampling noise of 400 draws: a Spearman correlation's sd is ~0.05
     assert abs(partial_spearman(x, y, z)) < 0.12  # given z: nothing left
 
 
@@ -19,9 +20,11 @@ def test_partial_spearman_keeps_a_link_that_z_hides():
     rng = np.random.default_rng(1)
     z, w = rng.normal(size=400), rng.normal(size=400)
     x, y = z + w, -z + w  # z pulls them apart, w together: raw ≈ 0, given z ≈ +1
+    # tol: sampling noise of 400 draws: a Spearman correlation's sd is ~0.05
     assert abs(ev.spearman(x, y)) < 0.25
     assert partial_spearman(x, y, z) > 0.8
     # A second conditioning variable that carries nothing changes little.
+    # tol: sampling noise: a conditioning variable that carries nothing moves the estimate by far less than its sd
     assert abs(partial_spearman(x, y, [z, np.abs(z)]) - partial_spearman(x, y, z)) < 0.05
 
 
@@ -29,6 +32,7 @@ def test_rank_residual_is_orthogonal_to_the_given_ranks():
     rng = np.random.default_rng(2)
     x, z = rng.normal(size=50), rng.normal(size=50)
     r = rank_residual(x, z)
+    # tol: float64 rounding: a rank residual is orthogonal to the ranks up to sums of 50 terms
     assert abs(r.sum()) < 1e-9 and abs(r @ ev.average_ranks(z)) < 1e-6
 
 

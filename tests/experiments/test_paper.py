@@ -45,6 +45,7 @@ def test_build_classifier_forward(arch):
         assert enc["input_ids"].tolist() == [[tok.cls_token_id, tok.convert_tokens_to_ids("perfect"), tok.sep_token_id]]
     # padding must not change a sequence's log-odds (batching is transparent)
     alone = clf.log_odds([seqs[1]])
+    # tol: float32 forward passes: padding changes the reduction order (~1e-6 on logits)
     assert alone[0] == pytest.approx(out[1], abs=1e-4)
 
 
@@ -65,6 +66,7 @@ def test_training_is_seeded():
     a = P.train_classifier(spec, sampler, seed=1, **TOY_TRAIN)
     b = P.train_classifier(spec, sampler, seed=1, **TOY_TRAIN)
     seqs = syn.sample_linear_dataset(5, seed=0).sequences
+    # tol: float32 training replayed with the same seed; threaded CPU kernels may sum in other orders
     assert np.allclose(a.log_odds(seqs), b.log_odds(seqs), atol=1e-6)
 
 
@@ -77,6 +79,7 @@ def true_slalom():
 def test_fit_global_slalom_recovers_ground_truth(true_slalom):
     data = syn.sample_slalom_dataset(1500, seed=2, vocab=true_slalom, max_len=10)
     sur = P.fit_global_slalom(data.sequences, data.log_odds, len(true_slalom))
+    # tol: the solver's stop on 1,500 samples of an exact SLALOM: values identified to ~1e-4, importances (softmax weights) more loosely
     assert np.allclose(sur.value, true_slalom.value, atol=1e-3)
     assert np.allclose(sur.importance, true_slalom.importance, atol=1e-2)
     assert np.mean((sur.predict(data.counts()) - data.log_odds) ** 2) < 1e-8
@@ -91,6 +94,7 @@ def test_engine_ana_and_eff_recover_ground_truth(true_slalom):
 
     ana = P.fit_slalom_ana(score, len(true_slalom))
     assert sum(queries) == 2 * len(true_slalom) - 1
+    # tol: float64 rounding: ana reads an exact SLALOM's values directly, and its importances through logs of ratios (1e-6)
     assert np.allclose(ana.value, true_slalom.value, atol=1e-9)
     assert np.allclose(ana.importance, true_slalom.importance, atol=1e-6)
     eff, diag = P.fit_with_engine("eff", true_slalom.log_odds, len(true_slalom), 400, seed=0)
@@ -104,6 +108,7 @@ def test_engine_ana_and_eff_recover_ground_truth(true_slalom):
 def test_linear_and_gam_surrogates_on_linear_truth():
     data = syn.sample_linear_dataset(2000, seed=0)
     lin = P.fit_linear_surrogate(data.counts(), data.log_odds)
+    # tol: float64 rounding of a least-squares solve on an exactly linear truth
     assert np.allclose(lin.coef_, syn.LINEAR_WEIGHTS, atol=1e-8)
     onehot = data.position_onehot(30)
     # almost no penalty: position-wise weights reproduce the linear truth
@@ -157,6 +162,7 @@ def test_run_fig4cd_toy(tmp_path):
     assert set(rows[0]) == {"arch", "layers", "run", "param_mse", "value_mse", "importance_mse", "importance_spearman"}
     # the table holds the runs the summary averages
     for key in ("value_mse", "importance_mse", "importance_spearman"):
+        # tol: rounding: the CSV keeps 6 digits
         assert np.mean([float(row[key]) for row in rows]) == pytest.approx(
             r[key], rel=1e-5, abs=1e-6
         )  # the CSV keeps 6 digits
@@ -276,7 +282,9 @@ def test_run_table12_toy(tmp_path, tiny_bert, reviews_file):
                 drops.append(p_full[target] - prob([t for i, t in enumerate(ids) if i not in top])[target])
             per_text.append(float(np.mean(drops)))
             row = next(r for r in rows if r["id"] == review["id"] and r["n_samples"] == str(n))
+            # tol: the harness reads probabilities from float32 padded batches, this check one text at a time; 2 % of the AOPC
             assert float(row["deletion_aopc"]) == pytest.approx(per_text[-1], rel=0.02)
+        # tol: as above, for the mean over texts (float32 padded batches)
         assert res["results"][str(n)]["deletion_aopc"] == pytest.approx(np.mean(per_text), rel=0.02)
         assert res["results"][str(n)]["seconds"] > 0
     assert len(rows) == 2 * 3  # per text: random ranking + two budgets
@@ -299,6 +307,7 @@ def test_run_table12_toy(tmp_path, tiny_bert, reviews_file):
         max_tokens=20,
     )
     for n in ("30", "60"):
+        # tol: float32 forward passes: a model reloaded from its folder, the same weights (rounding ~1e-7 on probabilities)
         assert again["results"][n]["deletion_aopc"] == pytest.approx(res["results"][n]["deletion_aopc"], abs=1e-6)
 
 

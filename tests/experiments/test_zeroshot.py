@@ -72,6 +72,7 @@ def test_padding_does_not_change_the_score(loaded):
     with torch.no_grad():
         alone = model(**tok([short], return_tensors="pt")).logits
         padded = model(**tok([short, long], padding=True, return_tensors="pt")).logits[:1]
+    # tol: float32 attention over padded and unpadded rows (other sums, ~1e-7)
     torch.testing.assert_close(alone, padded, atol=1e-5, rtol=1e-5)
 
 
@@ -96,6 +97,7 @@ def test_hf_adapter_reads_the_config_and_matches_the_model(loaded):
         got = adapter.score([ids, ids[:2]])
     with torch.no_grad():
         want = model(**tok(text, return_tensors="pt")).logits.double()
+    # tol: float32 logits: the adapter's batch pads the text beside a shorter one
     torch.testing.assert_close(got[:1], want, atol=1e-5, rtol=1e-5)
 
 
@@ -119,6 +121,7 @@ def test_explain_short_sentence_and_model_left_unchanged(loaded):
     for name in sc.SCORE_NAMES:
         assert np.isfinite(exp.scores(name)).all()
     # The explanation is of the model's log-odds on the text, computed in eval mode.
+    # tol: float32 logits of the same text, read alone and in predict_log_odds' batch
     assert exp.model_output == pytest.approx(float(model.predict_log_odds([text], tok)[0]), abs=1e-4)
     assert exp.model_output > 0
     # "wonderful" carries the sentiment.
@@ -153,6 +156,7 @@ def test_constructor_checks_arguments(loaded):
     enc = tok(["good"], return_tensors="pt")
     with torch.no_grad():
         lo = other(**enc).logits
+    # tol: float32: cos(x, x) of float32 embeddings is 1 to ~1e-6, times the scale 10
     assert lo[0, 1] > lo[0, 0] and lo[0, 1] == pytest.approx(10.0, abs=1e-3)  # cos(x, x) = 1
 
 

@@ -35,7 +35,7 @@ def test_page_in_the_browser_has_every_token_with_its_scores(bert_exp, tmp_path)
     assert len(dom.tokens) == bert_exp.n_positions
     for name in SCORES:
         got = np.array([float(t[f"data-{name}"]) for t in dom.tokens])
-        assert np.allclose(got, bert_exp.scores(name), rtol=6e-6, atol=0), name  # 6 significant digits
+        assert np.allclose(got, bert_exp.scores(name), rtol=6e-6, atol=0), name  # tol: rounding to 6 significant digits
     assert dom.texts == [bert_exp.text]
     # The text's "<script>alert(1)</script>" is text in the DOM, not an element.
     assert "script" not in dom.tags and "alert" in dom.texts[0]

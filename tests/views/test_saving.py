@@ -69,6 +69,7 @@ def test_file_of_the_earlier_unversioned_to_dict_loads(several):
         old.pop("unit_value_se"), old.pop("unit_importance_se")
         again = sc.SlalomExplanation.from_dict(old)
         for name in ("value", "importance", "lin", "contribution", "removal"):
+            # tol: float64 rounding: scores recomputed from the same stored float64 parameters
             np.testing.assert_allclose(again.scores(name), exp.scores(name), rtol=0, atol=1e-12)
         assert again.text is None and np.array_equal(again.unit_index, exp.unit_index)
 
