@@ -15,8 +15,9 @@ import torch
 
 from ..explanation import SlalomExplanation
 from ..fitting import FitRequest, FitResult, Fitter, single_threaded_fits
-from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, warn_user
+from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output
 from ..models import ModelAdapter, OutputShapeError, Segmentation
+from ..warn import warn_user
 from .assemble import RoundZero, assemble
 from .call import (
     DEFAULT_METHOD,

@@ -16,8 +16,9 @@ from ..api import (
     SlalomFitWarning,
     check_call,
 )
-from ..link import SlalomOutputWarning, warn_user
+from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
+from ..warn import warn_user
 from . import store
 from .fingerprint import cell_digest, model_fingerprint
 from .loading import load_model, model_name
