@@ -7,6 +7,7 @@ Example:
 """
 
 from .audit import AmortizedOODWarning, AuditReport
+from .corpus_run import CorpusHead
 from .explainer import METHOD, AmortizedExplainer
 
-__all__ = ["AmortizedExplainer", "AmortizedOODWarning", "AuditReport", "METHOD"]
+__all__ = ["AmortizedExplainer", "AmortizedOODWarning", "AuditReport", "CorpusHead", "METHOD"]
