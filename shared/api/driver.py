@@ -22,10 +22,13 @@ from .assemble import RoundZero, assemble
 from .call import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
+    CallOptions,
     CheckedCall,
+    ExplainOptions,
     ProgressOption,
     ReferenceOption,
     check_call,
+    passed_on,
     reference_vector,
     text_seeds,
 )
@@ -83,18 +86,7 @@ def explain_batch(
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
     """
-    call = check_call(
-        method=method,
-        n_samples=n_samples,
-        target=target,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        granularity=granularity,
-        seed=seed,
-        gamma=gamma,
-        **fit_options,
-    )
+    call = check_call(**passed_on(locals(), CallOptions), **fit_options)
     adapter, plans = prepare_texts(model, texts, tokenizer, call, batch_size, device)
     seeds = text_seeds(call.seed, len(plans))
     if not plans:
@@ -352,21 +344,4 @@ def explain(
     """
     if not isinstance(text_or_ids, (str, Segmentation, torch.Tensor)) and not hasattr(text_or_ids, "__len__"):
         raise TypeError(f"cannot explain a {type(text_or_ids).__name__}: give a str or token ids")
-    return explain_batch(
-        model,
-        [text_or_ids],
-        tokenizer,
-        method=method,
-        n_samples=n_samples,
-        target=target,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        granularity=granularity,
-        seed=seed,
-        gamma=gamma,
-        batch_size=batch_size,
-        device=device,
-        show_progress=show_progress,
-        **fit_options,
-    )[0]
+    return explain_batch(model, [text_or_ids], tokenizer, **passed_on(locals(), ExplainOptions), **fit_options)[0]
