@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import slalom_core as sc
 import torch
-from captum._utils.typing import BaselineType, TargetType
 from slalom_core import RowTarget
 from torch import Tensor
+
+from ._compat import BaselineType, TargetType
 
 InputType = Tensor | tuple[Tensor, ...]
 FeatureMaskType = Tensor | tuple[Tensor | None, ...] | None

@@ -14,8 +14,6 @@ from typing import Any
 
 import slalom_core
 import torch
-from captum._utils.progress import progress
-from captum._utils.typing import BaselineType, TargetType
 from captum.attr import PerturbationAttribution
 from slalom_core import SCORE_NAMES
 from slalom_core.models import check_tokenizer, input_vocab_size, is_hf_tokenizer, model_max_length, tokenizer_of
@@ -31,6 +29,7 @@ from ._arguments import (
     is_per_example,
     parse_rows,
 )
+from ._compat import BaselineType, TargetType, progress
 from ._result import SlalomAttributionResult, per_feature, scores_per_position
 
 __all__ = ["SlalomAttribution", "SlalomAttributionResult", "SCORE_NAMES"]
@@ -374,12 +373,7 @@ class SlalomAttribution(PerturbationAttribution):
                 show_progress=(lambda total: progress(desc=f"{self.get_name()} attribution", total=total))
                 if show_progress
                 else False,
-                method=method,
-                n_samples=n_samples,
-                output=output,
-                reference=reference,
-                multiclass=multiclass,
-                gamma=gamma,
+                **slalom_core.api.passed_on(locals(), slalom_core.api.FitOptions),
                 **fit_options,
             )
         except slalom_core.NoEmptyInputError as err:

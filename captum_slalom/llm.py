@@ -19,8 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from captum.attr import LLMAttribution, TextTokenInput
-from captum.attr._core.llm_attr import LLMAttributionResult
+from captum.attr import LLMAttribution, LLMAttributionResult, TextTokenInput
 from torch import Tensor
 
 from .attribution import SlalomAttribution

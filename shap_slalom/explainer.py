@@ -256,6 +256,7 @@ class SlalomExplainer(shap.Explainer):
         max_evals: int | Literal["auto"] = "auto",
         seed: int | None = None,
         silent: bool = True,
+        batch_size: int | Literal["auto"] = "auto",
     ) -> list[Fit]:
         """Fit one SLALOM per text (model calls shared across texts); no shap objects.
 
@@ -272,12 +273,15 @@ class SlalomExplainer(shap.Explainer):
             max_evals: model evaluations per text ("auto": ``n_samples``).
             seed: overrides the explainer's seed.
             silent: False shows a progress bar over model evaluations.
+            batch_size: sequences per forward pass for this call ("auto": the explainer's
+                ``batch_size``), as shap's explainers read it; scores do not depend on it.
 
         Example:
             >>> fits = explainer.fit(["a great movie"])  # doctest: +SKIP
             >>> fits[0].model_output - fits[0].surrogate_output  # the fit residual  # doctest: +SKIP
         """
         n_samples = self.n_samples if max_evals == "auto" else _evaluations(max_evals, "max_evals")
+        batch = None if batch_size == "auto" else _evaluations(batch_size, "batch_size")
         texts = sc.text_batch(texts)
         out: list[Fit] = [None] * len(texts)
         segs = {}
@@ -295,6 +299,7 @@ class SlalomExplainer(shap.Explainer):
             reference=self.reference,
             multiclass=self.multiclass,
             gamma=self.gamma,
+            batch_size=batch,
             **self.fit_options,
         )
         fits = sc.explain_outputs(
@@ -377,7 +382,7 @@ class SlalomExplainer(shap.Explainer):
         if self._prefit and self._prefit[0][0] == text:
             _, fit, outs = self._prefit.popleft()
         else:
-            fit = self.fit([text], max_evals=max_evals, seed=seed, silent=silent)[0]
+            fit = self.fit([text], max_evals=max_evals, seed=seed, silent=silent, batch_size=batch_size)[0]
             outs = self._outputs(text, fit)
         values, expected = self._row(text, fit, score, additivity, outs)
         return {
@@ -455,6 +460,7 @@ class SlalomExplainer(shap.Explainer):
             max_evals: model evaluations per text ("auto": the explainer's ``n_samples``).
             seed: overrides the explainer's seed.
             silent: True hides the progress bar.
+            batch_size: sequences per forward pass ("auto": the explainer's ``batch_size``).
 
         Example:
             >>> sv = explainer(["a great movie", "a dull plot"])  # doctest: +SKIP
@@ -469,7 +475,7 @@ class SlalomExplainer(shap.Explainer):
         _check_choices(score, additivity)
         texts = _nonempty(sc.text_batch(args[0]))
         t0 = time.perf_counter()
-        fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent)
+        fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent, batch_size=batch_size)
         exp = self.to_explanation(texts, fits, score=score, additivity=additivity)
         exp.compute_time = time.perf_counter() - t0
         return exp
@@ -542,7 +548,8 @@ def _evaluations(n: object, name: str) -> int:
     """A count of model evaluations, checked: int() would turn 2.7 into 2 and True into 1,
     and fail on 'lots' with a message that does not name the argument. (The engine checks
     n_samples' range itself; max_evals is named here, as the engine would say n_samples.)"""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or (name == "max_evals" and n < 1):
-        auto = ' or "auto"' if name == "max_evals" else ""
-        raise ValueError(f"{name} must be a positive int (model evaluations per text){auto}, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or (name != "n_samples" and n < 1):
+        what = "sequences per forward pass" if name == "batch_size" else "model evaluations per text"
+        auto = ' or "auto"' if name != "n_samples" else ""
+        raise ValueError(f"{name} must be a positive int ({what}){auto}, got {n!r}")
     return int(n)

@@ -24,12 +24,13 @@ The ``output`` vocabulary (:data:`OUTPUT_KINDS`):
 from __future__ import annotations
 
 import numbers
-import sys
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+# Moved to .warn; still importable from here for code written against the old place.
+from .warn import warn_user as warn_user
 
 __all__ = [
     "OutputLink",
@@ -44,7 +45,6 @@ __all__ = [
     "declared_output",
     "PROB_SUM_TOL",
     "prob_sum_tolerance",
-    "warn_user",
 ]
 
 #: What ``output=`` accepts; every kind but "auto" names what the raw outputs are.
@@ -144,32 +144,6 @@ class SlalomOutputWarning(UserWarning):
     """How the engine read the model's outputs was decided from the outputs themselves
     (``output="auto"``): probabilities were detected, or the outputs could be
     probabilities but are read as logits. Pass ``output=`` explicitly to silence it."""
-
-
-#: Packages whose frames a warning passes over: the engine, its adapters and the libraries
-#: that call the adapters back (a shap Explainer's ``__call__``, Captum's wrappers).
-_LIBRARY_PACKAGES = frozenset({"slalom_core", "captum_slalom", "shap_slalom", "captum", "shap"})
-
-
-def warn_user(message: str, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the user's line: the first frame outside the library.
-
-    A fixed ``stacklevel`` is right for one call path only (``explain`` → ``explain_batch``,
-    a Captum ``attribute``, a shap explainer), and a warning filter or the printed location
-    should name the user's code whichever path raised it.
-
-    Example:
-        >>> import warnings
-        >>> with warnings.catch_warnings(record=True) as seen:
-        ...     warnings.simplefilter("always")
-        ...     warn_user("note", UserWarning)
-        >>> str(seen[0].message)
-        'note'
-    """
-    frame, level = sys._getframe(0), 1
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").split(".")[0] in _LIBRARY_PACKAGES:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 def config_output_kind(model: object) -> str | None:

@@ -23,8 +23,9 @@ import torch
 
 from .api import explain_batch
 from .explanation import LabelExplanations, SlalomExplanation
-from .link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, warn_user
+from .link import OutputLink, SlalomOutputWarning, declared_output, resolve_output
 from .models import ModelAdapter, as_adapter
+from .warn import warn_user
 
 if TYPE_CHECKING:
     import pandas as pd

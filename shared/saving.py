@@ -39,7 +39,7 @@ from .surrogate import SlalomSurrogate
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .explanation import SlalomExplanation
+    from .explained import Explained as SlalomExplanation  # the protocol: saving looks down
 
 __all__ = [
     "FORMAT",

@@ -7,6 +7,14 @@ Example:
 """
 
 from .audit import AmortizedFewTextsWarning, AmortizedOODWarning, AuditReport
+from .corpus_run import CorpusHead
 from .explainer import METHOD, AmortizedExplainer
 
-__all__ = ["AmortizedExplainer", "AmortizedFewTextsWarning", "AmortizedOODWarning", "AuditReport", "METHOD"]
+__all__ = [
+    "AmortizedExplainer",
+    "AmortizedFewTextsWarning",
+    "AmortizedOODWarning",
+    "AuditReport",
+    "CorpusHead",
+    "METHOD",
+]

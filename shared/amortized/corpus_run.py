@@ -11,13 +11,15 @@ resume with another head is refused.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from ..api import DEFAULT_METHOD, DEFAULT_N_SAMPLES
 from ..corpus.rows import CorpusOptions
+from .audit import AmortizedOODWarning
 from .explainer import METHOD, AmortizedExplainer
 
-__all__ = ["amortized_options", "resolve_explainer", "head_record", "worker_explainer", "HEAD_FOLDER"]
+__all__ = ["amortized_options", "resolve_explainer", "head_record", "worker_explainer", "HEAD_FOLDER", "CorpusHead"]
 
 #: Where a run saves an explainer it was handed unsaved, for Ray's workers to load.
 HEAD_FOLDER = "amortized-head"
@@ -122,3 +124,41 @@ def worker_explainer(record: dict, model: object, tokenizer: object) -> Amortize
             f"{explainer.digest}, the run's {record['digest']}): restore it, or start a new run"
         )
     return explainer
+
+
+class CorpusHead:
+    """An amortized head as a corpus run's chunk explainer
+    (:class:`slalom_core.corpus.protocol.ChunkExplainerSource`).
+
+    Args:
+        head: an :class:`AmortizedExplainer`, or the folder one was saved to (loaded for the
+            run's model when the run starts).
+
+    Example:
+        >>> run = explain_corpus(model, "more.jsonl", "runs/more", tok, amortized=CorpusHead("heads/imdb"))  # doctest: +SKIP
+    """
+
+    ood_warning = AmortizedOODWarning
+
+    def __init__(self, head: AmortizedExplainer | str | Path) -> None:
+        if not isinstance(head, (AmortizedExplainer, str, Path)):
+            raise TypeError(f"CorpusHead takes an AmortizedExplainer or its folder, got {type(head).__name__}")
+        self.head = head
+
+    def run_options(self, opts: CorpusOptions) -> CorpusOptions:
+        """:func:`amortized_options`."""
+        return amortized_options(opts)
+
+    def for_run(self, model: object, tokenizer: object, *, digest: str, output: str) -> AmortizedExplainer:
+        """:func:`resolve_explainer`."""
+        return resolve_explainer(self.head, model=model, tokenizer=tokenizer, digest=digest, output=output)
+
+    def record(self, explainer: AmortizedExplainer) -> dict:
+        """:func:`head_record`; Ray's workers load the head from its folder: it must be saved."""
+        return head_record(explainer)
+
+    def worker_copy(self, record: dict) -> functools.partial:
+        """:func:`worker_explainer` for ``record``, refused up front for a head never saved."""
+        if record.get("folder") is None:
+            raise ValueError("engine='ray' loads the amortized explainer from its folder in each worker: save it first")
+        return functools.partial(worker_explainer, record)

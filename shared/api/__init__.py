@@ -21,6 +21,7 @@ from .call import (
     ProgressOption,
     ReferenceOption,
     check_call,
+    passed_on,
 )
 from .cost import estimate_cost
 from .driver import explain, explain_batch
@@ -34,6 +35,7 @@ __all__ = [
     "explain_rows",
     "estimate_cost",
     "check_call",
+    "passed_on",
     "check_row_options",
     "CheckedCall",
     "FitOptions",

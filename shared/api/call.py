@@ -7,7 +7,7 @@ step by a test.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ __all__ = [
     "ExplainOptions",
     "CheckedCall",
     "check_call",
+    "passed_on",
     "check_target_type",
     "check_reference",
     "reference_vector",
@@ -126,6 +127,32 @@ class CheckedCall:
     granularity: str
     seed: int | tuple[int, ...] | None
     gamma: float
+
+
+def passed_on(local_vars: Mapping[str, object], table: type) -> dict[str, object]:
+    """The options of ``table`` (:class:`FitOptions`, :class:`CallOptions` or
+    :class:`ExplainOptions`) among an entry point's arguments, to pass them on as they are.
+
+    Each entry point states its options in its signature, with their defaults; this hands
+    them on by the table's names (``explain`` → ``explain_batch`` → ``check_call``), so that
+    the list is written once, in the table, not again at every call.
+
+    Args:
+        local_vars: the entry point's ``locals()`` (read before it binds anything else).
+        table: the option table whose names are passed on.
+
+    Example:
+        >>> def entry(*, method="eff", n_samples=300, output="auto", reference="empty",
+        ...           multiclass="joint", gamma=0.0, unrelated=1):
+        ...     return passed_on(locals(), FitOptions)
+        >>> sorted(entry())
+        ['gamma', 'method', 'multiclass', 'n_samples', 'output', 'reference']
+    """
+    names = table.__required_keys__ | table.__optional_keys__
+    missing = sorted(names - set(local_vars))
+    if missing:  # a signature that lost an option: an error here, not a silent default below
+        raise TypeError(f"{sorted(names)} expected among the arguments; missing {missing}")
+    return {k: local_vars[k] for k in names}
 
 
 def check_call(

@@ -16,16 +16,20 @@ import torch
 
 from ..explanation import SlalomExplanation
 from ..fitting import FitRequest, FitResult, Fitter, single_threaded_fits
-from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, target_index, warn_user
+from ..link import OutputLink, SlalomOutputWarning, declared_output, resolve_output, target_index
 from ..models import ModelAdapter, OutputShapeError, Segmentation
+from ..warn import warn_user
 from .assemble import RoundZero, assemble
 from .call import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
+    CallOptions,
     CheckedCall,
+    ExplainOptions,
     ProgressOption,
     ReferenceOption,
     check_call,
+    passed_on,
     reference_vector,
     text_seeds,
 )
@@ -83,18 +87,7 @@ def explain_batch(
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
     """
-    call = check_call(
-        method=method,
-        n_samples=n_samples,
-        target=target,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        granularity=granularity,
-        seed=seed,
-        gamma=gamma,
-        **fit_options,
-    )
+    call = check_call(**passed_on(locals(), CallOptions), **fit_options)
     adapter, plans = prepare_texts(model, texts, tokenizer, call, batch_size, device)
     if isinstance(call.target, str):  # a class name: its index among the model's names
         call = dataclasses.replace(call, target=target_index(call.target, adapter.class_names))
@@ -362,21 +355,4 @@ def explain(
             f"explain takes one text (a str) or its token ids; got a {type(text_or_ids).__name__} of "
             f"{len(text_or_ids)} strings: for several texts use explain_batch(model, texts, ...)"
         )
-    return explain_batch(
-        model,
-        [text_or_ids],
-        tokenizer,
-        method=method,
-        n_samples=n_samples,
-        target=target,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        granularity=granularity,
-        seed=seed,
-        gamma=gamma,
-        batch_size=batch_size,
-        device=device,
-        show_progress=show_progress,
-        **fit_options,
-    )[0]
+    return explain_batch(model, [text_or_ids], tokenizer, **passed_on(locals(), ExplainOptions), **fit_options)[0]

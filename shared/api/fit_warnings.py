@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..explanation import SlalomExplanation
-from ..link import warn_user
+from ..warn import warn_user
 
 __all__ = [
     "NoEmptyInputError",

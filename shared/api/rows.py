@@ -33,6 +33,7 @@ from .call import (
     ReferenceOption,
     check_call,
     check_seed,
+    passed_on,
     text_seeds,
 )
 from .driver import explain_batch, progress_bar
@@ -133,15 +134,7 @@ def explain_rows(
         [3, 2]
     """
     check_row_options(fit_options)
-    options = dict(
-        method=method,
-        n_samples=n_samples,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        gamma=gamma,
-        **fit_options,
-    )
+    options = {**passed_on(locals(), FitOptions), **fit_options}
     tensors = _as_tensors(inputs)
     ids = tensors[0]
     n_rows = int(ids.shape[0])

@@ -22,10 +22,19 @@ from ..amortized import cli as amortized_cli
 from . import corpus, demo
 
 #: Commands of the harness (:mod:`slalom_core.experiments`): imported only when asked for.
+#: The harness is not in the wheel (``pip install slalom-xai``); a clone installed for
+#: development (``make install``, ``pip install -e .``) has it.
+HARNESS = "slalom_core.experiments"
+HARNESS_MISSING = (
+    "the experiments harness is not installed: it ships with the repository, not the wheel; "
+    "clone the repository and run `make install` there (or `pip install -e .` in the clone)"
+)
 HARNESS_COMMANDS = {
     "bench": "compare SLALOM with Captum / SHAP baselines on a dataset (experiments harness)",
     "paper": "reproduce the paper's experiments (experiments harness)",
 }
+#: Each harness command's module, spelled out: the layout test reads imports by string too.
+HARNESS_MODULES = {"bench": "slalom_core.experiments.bench_cli", "paper": "slalom_core.experiments.paper_cli"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -43,13 +52,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     corpus.register(sub)
     amortized_cli.add_parser(sub, load_pair=corpus.load_pair)
     for name, what in HARNESS_COMMANDS.items():
-        if command is None or command == name:
+        if (command is None or command == name) and _harness_installed():
             import importlib
 
-            importlib.import_module(f"slalom_core.experiments.{name}_cli").register(sub)
+            importlib.import_module(HARNESS_MODULES[name]).register(sub)
         else:
             sub.add_parser(name, help=what, add_help=False)
     return parser
+
+
+def _harness_installed() -> bool:
+    """Whether the harness can be imported (a development install), without importing it."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(HARNESS) is not None
+    except ModuleNotFoundError:  # a finder that refuses the name outright
+        return False
 
 
 def _command(argv: Sequence[str] | None) -> str | None:
@@ -90,7 +109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
     import warnings
 
-    args = build_parser(_command(argv)).parse_args(argv)
+    command = _command(argv)
+    if command in HARNESS_COMMANDS and not _harness_installed():
+        # Before parsing: ``slalom-xai bench --help`` must say this too, not "unrecognized".
+        print(f"slalom-xai {command}: error: {HARNESS_MISSING}", file=sys.stderr)
+        return 2
+    args = build_parser(command).parse_args(argv)
     shown = warnings.showwarning
     warnings.showwarning = one_line_warning
     try:

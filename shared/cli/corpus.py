@@ -162,6 +162,7 @@ def add_explain(sub) -> None:
 
 @_one_line_errors
 def run_explain(args: argparse.Namespace) -> int:
+    from ..amortized import CorpusHead
     from ..amortized.cli import check_out_not_data
     from ..corpus import ModelLoader, explain_corpus
 
@@ -200,7 +201,7 @@ def run_explain(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         device=args.device,
         show_progress=not args.no_progress,
-        amortized=args.amortized,
+        amortized=None if args.amortized is None else CorpusHead(args.amortized),
         **dict(args.option),
     )
     texts, failures = run.texts(), run.failures()

@@ -11,6 +11,7 @@ Example:
     >>> word_summary(run).head(10)  # doctest: +SKIP
 """
 
+from .export import EXPORTERS, export_run
 from .loading import ModelLoader
 from .rows import CorpusOptions, text_seed
 from .run import ENGINES, explain_corpus
@@ -21,6 +22,8 @@ from .summary import cohort_matrix, compare_global_local, global_slalom, plot_wo
 __all__ = [
     "explain_corpus",
     "CorpusRun",
+    "export_run",
+    "EXPORTERS",
     "ModelLoader",
     "CorpusSource",
     "CorpusOptions",

@@ -12,6 +12,7 @@ scores equal the local engine's within the fits' tolerance.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,10 +44,8 @@ class ExplainActor:
         model, tokenizer = load_model(model, tokenizer)
         self.adapter = as_adapter(model, tokenizer, batch_size=kw.get("batch_size"), device=kw.get("device"))
         self.explainer = None
-        if kw.get("amortized"):  # an amortized run: the head, loaded from its folder once per worker
-            from ..amortized.corpus_run import worker_explainer
-
-            self.explainer = worker_explainer(kw["amortized"], model, tokenizer)
+        if kw.get("worker_copy"):  # a chunk explainer's run (protocol.py): its copy, once per worker
+            self.explainer = kw["worker_copy"](model, tokenizer)
             self.explainer.batch_size = kw.get("batch_size") or self.explainer.batch_size
             self.adapter = self.explainer.adapter
         self.out, self.opts, self.version = Path(out), opts, kw.get("version", "")
@@ -210,10 +209,10 @@ def run_ray(
     num_gpus: float | None,
     bar,
     version: str,
-    amortized: dict | None = None,
+    worker_copy: Callable | None = None,
 ) -> None:
-    """Explain the rows of ``source`` not in ``finished`` with Ray Data actors (with the
-    amortized explainer the manifest records in ``amortized``, if given)."""
+    """Explain the rows of ``source`` not in ``finished`` with Ray Data actors (each with its
+    chunk explainer from ``worker_copy(model, tokenizer)``, if given: :mod:`.protocol`)."""
     try:
         import ray
         import ray.data
@@ -264,7 +263,7 @@ def run_ray(
             device=device,
             version=version,
             threads=max(1, cpus // int(num_workers)),
-            amortized=amortized,
+            worker_copy=worker_copy,
         ),
         batch_size=chunk_size,
         batch_format="numpy",

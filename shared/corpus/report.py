@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from . import report_pages as pages
-from . import store
 from .restore import explanation_from_tables, json_cell
 from .stored import CorpusRun
 from .summary import plot_words, word_summary
@@ -149,8 +148,8 @@ def write_report(
     (out / "data").mkdir(parents=True, exist_ok=True)
     index: list[list] = []
     n_page = 0
-    for key, texts in store.read_parts(run.path, "texts"):
-        positions = next(store.read_parts(run.path, "positions", [key]))[1] if text_pages and len(texts) else None
+    for key, texts in run.parts("texts"):
+        positions = next(run.parts("positions", [key]))[1] if text_pages and len(texts) else None
         for text_id, rows in texts.groupby("id", sort=False):
             page = None
             if positions is not None:
@@ -163,7 +162,7 @@ def write_report(
                 (out / page).write_text(pages.text_page(body + frag, text_id), encoding="utf-8")
                 n_page += 1
             index.append(_index_row(str(text_id), rows, page))
-    for _, failed in store.read_parts(run.path, "failures"):
+    for _, failed in run.parts("failures"):
         index += [_failure_row(r.id, r.error, r.message) for r in failed.itertuples()]
     # Row-number ids as numbers, other ids as strings: the order of the data for both.
     index.sort(key=lambda r: (0, int(r[0]), "") if r[0].isdigit() else (1, 0, r[0]))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..link import warn_user
 from ..models import BudgetExceededError
+from ..warn import warn_user
 from . import store
 from .fingerprint import DUPLICATE, cell_digest
 from .source import CorpusSource

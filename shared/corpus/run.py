@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -16,25 +15,24 @@ from ..api import (
     SlalomFitWarning,
     check_call,
 )
-from ..link import SlalomOutputWarning, warn_user
+from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
+from ..warn import warn_user
 from . import store
 from .fingerprint import cell_digest, model_fingerprint
 from .loading import load_model, model_name
+from .protocol import ChunkExplainerSource, check_source
 from .resume import prepare_out, redo_budget_failures, redo_changed_chunks
 from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource
 from .stored import CorpusRun, read_manifest
-
-if TYPE_CHECKING:  # run-time import is lazy: the amortized package reads corpus runs
-    from ..amortized import AmortizedExplainer
 
 __all__ = ["explain_corpus", "ENGINES"]
 
 ENGINES = ("local", "ray")
 
 
-def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
+def _check_options(opts: CorpusOptions, chunk_size: int, engine: str, per_text: bool) -> None:
     """Everything that would fail every text, refused before the data scan and the model load.
 
     The explain options are checked by the engine's own :func:`~slalom_core.api.check_call`,
@@ -45,7 +43,8 @@ def _check_options(opts: CorpusOptions, chunk_size: int, engine: str) -> None:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    seed = opts.seed if opts.method == "amortized" else check_call(seed=opts.seed, **opts.explain_options()).seed
+    # A chunk explainer checked its own options (ChunkExplainerSource.run_options).
+    seed = check_call(seed=opts.seed, **opts.explain_options()).seed if per_text else opts.seed
     if not isinstance(seed, int):
         # Each text's seed is derived from the run's one seed and its id (rows.text_seed).
         raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
@@ -87,7 +86,7 @@ def explain_corpus(
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     show_progress: bool = True,
-    amortized: AmortizedExplainer | str | Path | None = None,
+    amortized: ChunkExplainerSource | None = None,
     **fit_options,
 ) -> CorpusRun:
     """Explain every text of a corpus into a Parquet dataset, chunk by chunk.
@@ -139,10 +138,11 @@ def explain_corpus(
             None draws one from torch's global generator (recorded in the manifest, and
             reused by ``resume``).
         show_progress: a progress bar over texts (texts/s, ETA).
-        amortized: an :class:`~slalom_core.amortized.AmortizedExplainer` of this model, or
-            the folder it was saved to: each chunk is explained by it (one forward pass per
-            text) instead of per-text fits, into the same tables, with ``method`` "amortized"
-            and each text's out-of-distribution check in the texts table's ``ood`` column.
+        amortized: a chunk-explainer source (:mod:`slalom_core.corpus.protocol`), e.g.
+            :class:`slalom_core.amortized.CorpusHead` of an ``AmortizedExplainer`` of this
+            model or of the folder it was saved to: each chunk is explained by it (one forward
+            pass per text) instead of per-text fits, into the same tables, with ``method``
+            "amortized" and each text's out-of-distribution check in the texts table's ``ood`` column.
             The manifest records the head's folder and digest; a resume with another head is
             refused. Options the head cannot honour (method, n_samples, target, ...) are
             refused. Ray's workers load the head from its folder (save it first), and the
@@ -179,10 +179,9 @@ def explain_corpus(
         fit_options=dict(fit_options),
     )
     if amortized is not None:
-        from ..amortized.corpus_run import amortized_options, head_record, resolve_explainer
-
-        opts = amortized_options(opts)
-    _check_options(opts, chunk_size, engine)
+        amortized = check_source(amortized)
+        opts = amortized.run_options(opts)
+    _check_options(opts, chunk_size, engine, per_text=amortized is None)
     source = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
     ).scan()
@@ -210,15 +209,12 @@ def explain_corpus(
         "options": opts.as_dict(),
         "model": fingerprint,
     }
-    explainer = None
+    explainer = worker_copy = None
     if amortized is not None:
-        explainer = resolve_explainer(
-            amortized, model=loaded, tokenizer=loaded_tokenizer, digest=fingerprint["digest"], output=output
-        )
-        if engine == "ray" and explainer.path is None:
-            raise ValueError("engine='ray' loads the amortized explainer from its folder in each worker: save it first")
+        explainer = amortized.for_run(loaded, loaded_tokenizer, digest=fingerprint["digest"], output=output)
         explainer.batch_size = explainer.batch_size if batch_size is None else int(batch_size)
-        manifest["amortized"] = head_record(explainer)
+        manifest["amortized"] = amortized.record(explainer)
+        worker_copy = amortized.worker_copy(manifest["amortized"]) if engine == "ray" else None
     manifest = json.loads(json.dumps(manifest, default=str))  # compared with the file's after a restart
     with store.run_lock(out):  # held until the run ends: one run per output folder
         prepare_out(out, manifest, resume)
@@ -268,14 +264,14 @@ def explain_corpus(
                         num_gpus=num_gpus_per_worker,
                         bar=bar,
                         version=__version__,
-                        amortized=manifest.get("amortized"),
+                        worker_copy=worker_copy,
                     )
                     bar = bar.close() if bar is not None else None  # while the terminal is open
         finally:
             if bar is not None:
                 bar.close()
     run = CorpusRun(out)
-    _report(run)
+    _report(run, UserWarning if amortized is None else amortized.ood_warning)
     return run
 
 
@@ -306,7 +302,7 @@ def _run_local(
         flush(pending)
 
 
-def _report(run: CorpusRun) -> None:
+def _report(run: CorpusRun, ood_warning: type[Warning]) -> None:
     """One warning for the whole run, instead of one per chunk."""
     notes = sorted({w for m in store.markers(run.path).values() for w in m.get("warnings", [])})
     for note in notes:
@@ -323,12 +319,10 @@ def _report(run: CorpusRun) -> None:
     texts = run.texts()
     flagged = sum(json.loads(o).get("warning") is not None for o in texts["ood"].dropna())
     if flagged:
-        from ..amortized.audit import AmortizedOODWarning
-
         warn_user(
             f"{flagged} of {len(texts)} texts are unlike the amortized explainer's training texts: their scores are "
             "extrapolations (the texts table's ood column says why); explain them per text to be sure",
-            AmortizedOODWarning,
+            ood_warning,
         )
     cut = texts.drop_duplicates("id")["truncated_positions"]
     if (cut > 0).any():

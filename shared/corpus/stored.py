@@ -57,6 +57,20 @@ class CorpusRun:
         """One row per text that could not be explained: id, error class, message."""
         return store.read_table(self.path, "failures")
 
+    def parts(self, table: str, keys: list[str] | None = None):
+        """One table, one finished chunk at a time: ``(chunk key, DataFrame)`` pairs, so that
+        a reader of a large run (the report, an export) holds one chunk in memory.
+
+        Args:
+            table: "texts", "positions" or "failures".
+            keys: only these chunks (default: every finished chunk, in the run's order).
+
+        Example:
+            >>> for key, texts in CorpusRun("runs/imdb").parts("texts"):  # doctest: +SKIP
+            ...     print(key, len(texts))
+        """
+        return store.read_parts(self.path, table, keys)
+
     def explanation(self, text_id: str, *, explained_class: str | None = None):
         """A stored text's :class:`~slalom_core.SlalomExplanation`, rebuilt without the model.
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from ..link import warn_user
+from ..warn import warn_user
 from .segmentation import special_token_frame
 from .torch_models import TorchModel, model_max_length
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..link import warn_user
+from ..warn import warn_user
 from .base import ModelAdapter
 from .reading import OutputShapeError, score_matrix
 from .segmentation import check_tokenizer, special_token_frame

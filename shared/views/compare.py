@@ -24,7 +24,7 @@ from . import describe
 from .html import check_view_score, document, scale_of, style_sheet, text_row
 
 if TYPE_CHECKING:
-    from ..explanation import SlalomExplanation
+    from ..explained import Explained as SlalomExplanation  # the protocol: views look down
 
 __all__ = ["compare_html", "comparison_rows"]
 

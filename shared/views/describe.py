@@ -19,7 +19,7 @@ import numpy as np
 from ..scores import SCORES
 
 if TYPE_CHECKING:
-    from ..explanation import SlalomExplanation
+    from ..explained import Explained as SlalomExplanation  # the protocol: views look down
 
 __all__ = [
     "STANDARD_ERRORS",

@@ -35,7 +35,7 @@ from .colours import MAX_MIX, css_rgb, diverging_rgb, sequential_level
 from .surface import layout
 
 if TYPE_CHECKING:
-    from ..explanation import SlalomExplanation
+    from ..explained import Explained as SlalomExplanation  # the protocol: views look down
 
 __all__ = [
     "STYLE",

@@ -398,6 +398,35 @@ def test_hf_model_with_tokenizer_equals_pipeline(pipe, tok):
     assert adapter.batch_size == before != 7  # the caller's adapter is left alone
 
 
+def test_call_batch_size_sets_sequences_per_forward_pass(pipe, tok):
+    # shap's explainers take batch_size= per call; SLALOM used to accept and ignore it.
+    sizes: list[int] = []
+    hook = pipe.model.register_forward_hook(
+        lambda module, args, kwargs, out: sizes.append(int((args or [kwargs["input_ids"]])[0].shape[0])),
+        with_kwargs=True,
+    )
+    try:
+        explainer = SlalomExplainer(sc.HFClassifier(pipe.model, tok), n_samples=200, seed=0)
+        sizes.clear()
+        a = explainer(TEXT, silent=True, batch_size=5)
+        assert sizes and max(sizes) == 5
+        sizes.clear()
+        b = explainer(TEXT, silent=True)  # "auto": the adapter's own 64
+        assert max(sizes) > 5
+        sizes.clear()
+        row = explainer.explain_row(TEXT, max_evals=200, batch_size=3)
+        assert max(sizes) == 3
+    finally:
+        hook.remove()
+    # Batching does not change a score; float32 sums over padded batches of other sizes
+    # may round differently in the last bits of a logit, and the fit follows them.
+    np.testing.assert_allclose(a.values, b.values, atol=1e-6)
+    assert row["values"].shape == a.values[0].shape
+    for bad in (0, 2.5, True, "big"):
+        with pytest.raises(ValueError, match="batch_size must be a positive int"):
+            explainer(TEXT, silent=True, batch_size=bad)
+
+
 def test_multiclass_pipeline_one_joint_fit(tok):
     import transformers
 

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
-from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning
+from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning, CorpusHead
 from slalom_core.corpus import CorpusRun, explain_corpus
 from tiny_models import bert_tokenizer, tiny_classifier
 
@@ -49,7 +49,7 @@ def test_amortized_run_tables_equal_the_explainers_own_explanations(setup, tmp_p
     model, tok, folder, _, data = setup
     explainer = AmortizedExplainer.load(folder, model, tok)
     with pytest.warns(AmortizedOODWarning, match="1 of 4 texts are unlike"):
-        run = explain_corpus(model, data, tmp_path / "out", tok, amortized=folder, chunk_size=2, **QUIET)
+        run = explain_corpus(model, data, tmp_path / "out", tok, amortized=CorpusHead(folder), chunk_size=2, **QUIET)
     assert run.complete and run.manifest["options"]["method"] == "amortized"
     assert run.manifest["amortized"]["digest"] == explainer.digest
     assert run.manifest["amortized"]["folder"] == str(folder.resolve())
@@ -88,7 +88,7 @@ def test_a_per_text_run_has_no_ood_and_an_amortized_run_cannot_be_trained_on(set
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         amortized = explain_corpus(
-            model, write_jsonl(tmp_path / "t.jsonl", TRAIN), tmp_path / "am", tok, amortized=folder, **QUIET
+            model, write_jsonl(tmp_path / "t.jsonl", TRAIN), tmp_path / "am", tok, amortized=CorpusHead(folder), **QUIET
         )
     with pytest.raises(ValueError, match="predicted by an amortized explainer, not fitted per text"):
         AmortizedExplainer(model, tok).fit(amortized)
@@ -99,14 +99,14 @@ def test_a_resume_with_another_head_is_refused(setup, tmp_path):
     out = tmp_path / "out"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        first = explain_corpus(model, data, out, tok, amortized=folder, limit=3, chunk_size=2, **QUIET)
+        first = explain_corpus(model, data, out, tok, amortized=CorpusHead(folder), limit=3, chunk_size=2, **QUIET)
         # The same head (here as an object) resumes.
         explain_corpus(
             model,
             data,
             out,
             tok,
-            amortized=AmortizedExplainer.load(folder, model, tok),
+            amortized=CorpusHead(AmortizedExplainer.load(folder, model, tok)),
             limit=3,
             chunk_size=2,
             resume=True,
@@ -114,7 +114,17 @@ def test_a_resume_with_another_head_is_refused(setup, tmp_path):
         )
     for head, said in ((other, "with the amortized explainer"), (None, "explains per text")):
         with pytest.raises(ValueError, match=f"cannot resume .*{said}"):
-            explain_corpus(model, data, out, tok, amortized=head, limit=3, chunk_size=2, resume=True, **QUIET)
+            explain_corpus(
+                model,
+                data,
+                out,
+                tok,
+                amortized=head and CorpusHead(head),
+                limit=3,
+                chunk_size=2,
+                resume=True,
+                **QUIET,
+            )
     assert CorpusRun(out).n_done == first.n_done
 
 
@@ -122,10 +132,23 @@ def test_options_a_head_cannot_honour_are_refused(setup, tmp_path):
     model, tok, folder, _, data = setup
     for bad in (dict(method="eff"), dict(n_samples=300), dict(granularity="word"), dict(output="probability")):
         with pytest.raises(ValueError, match="cannot apply"):
-            explain_corpus(model, data, tmp_path / "out", tok, amortized=folder, **bad, **QUIET)
+            explain_corpus(model, data, tmp_path / "out", tok, amortized=CorpusHead(folder), **bad, **QUIET)
     other_model = tiny_classifier("bert", tok, seed=1, initializer_range=0.2)
     with pytest.raises(ValueError, match="trained for another model"):
-        explain_corpus(other_model, data, tmp_path / "out", tok, amortized=folder, **QUIET)
+        explain_corpus(other_model, data, tmp_path / "out", tok, amortized=CorpusHead(folder), **QUIET)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_corpus_takes_a_declared_chunk_explainer_source(setup, tmp_path):
+    from slalom_core.corpus.protocol import ChunkExplainer, ChunkExplainerSource
+
+    model, tok, folder, _, data = setup
+    assert isinstance(CorpusHead(folder), ChunkExplainerSource)
+    assert isinstance(AmortizedExplainer.load(folder, model, tok), ChunkExplainer)
+    # A folder or an explainer handed over bare: the error names what to pass.
+    for bare in (folder, AmortizedExplainer.load(folder, model, tok)):
+        with pytest.raises(TypeError, match=r"CorpusHead\(head\)"):
+            explain_corpus(model, data, tmp_path / "out", tok, amortized=bare, **QUIET)
     assert not (tmp_path / "out").exists()
 
 
@@ -169,11 +192,18 @@ def test_ray_engine_writes_the_local_engines_tables(setup, saved, tmp_path):
     data = setup[4]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        local = explain_corpus(folder, data, tmp_path / "local", amortized=head, chunk_size=2, **QUIET)
+        local = explain_corpus(folder, data, tmp_path / "local", amortized=CorpusHead(head), chunk_size=2, **QUIET)
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
         try:
             dist = explain_corpus(
-                folder, data, tmp_path / "ray", amortized=head, chunk_size=2, engine="ray", num_workers=1, **QUIET
+                folder,
+                data,
+                tmp_path / "ray",
+                amortized=CorpusHead(head),
+                chunk_size=2,
+                engine="ray",
+                num_workers=1,
+                **QUIET,
             )
         finally:
             ray.shutdown()

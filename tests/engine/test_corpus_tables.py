@@ -145,3 +145,24 @@ def test_cli_target_and_model_name(data, tmp_path, capsys):
     run = CorpusRun(tmp_path / "r")
     assert set(run.texts()["explained_class"]) == {"0"} and set(run.texts()["target"]) == {0}
     assert run.manifest["model"]["name"] == "minilm-imdb" and "MiniLM" in run.manifest["model"]["class"]
+
+
+def test_an_export_writes_the_runs_tables_in_another_format(run, tmp_path):
+    import pandas as pd
+    from slalom_core.corpus import export_run
+
+    written = export_run(run, tmp_path / "csv", "csv", tables=["texts", "failures"])
+    assert written and all(p.suffix == ".csv" for p in written)
+    texts = pd.concat(pd.read_csv(p, dtype={"id": str}) for p in written if p.parent.name == "texts")
+    want = run.texts()
+    assert sorted(texts["id"]) == sorted(want["id"])
+    # CSV writes floats with repr's 17 significant digits: they read back exactly.
+    got = texts.set_index("id")["model_output"].sort_index()
+    np.testing.assert_array_equal(got.to_numpy(), want.set_index("id")["model_output"].sort_index().to_numpy())
+    lines = export_run(run.path, tmp_path / "jsonl", "jsonl", tables=["positions"])
+    rows = [json.loads(line) for p in lines for line in p.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(run.positions()) and {"token", "value", "importance"} <= set(rows[0])
+    with pytest.raises(FileExistsError):
+        export_run(run, tmp_path / "csv")
+    with pytest.raises(ValueError, match="unknown export format"):
+        export_run(run, tmp_path / "x", "xml")

@@ -71,3 +71,15 @@ def test_the_check_sees_a_hidden_option():
         return None
 
     assert {"method", "n_samples"} - set(_named(hides))
+
+
+def test_passed_on_hands_on_the_tables_options_and_refuses_a_lost_one():
+    import pytest
+    from slalom_core.api import CallOptions, FitOptions, passed_on
+
+    def entry(*, method="eff", n_samples=300, output="auto", reference="empty", multiclass="joint", gamma=0.5, x=1):
+        return passed_on(locals(), FitOptions)
+
+    assert entry() == dict(method="eff", n_samples=300, output="auto", reference="empty", multiclass="joint", gamma=0.5)
+    with pytest.raises(TypeError, match=r"missing \['granularity', 'seed', 'target'\]"):
+        passed_on(dict(entry.__kwdefaults__), CallOptions)

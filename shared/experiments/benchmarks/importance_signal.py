@@ -1,4 +1,4 @@
-"""Is the reference's NB signal of importance a property of its fit, or of stopping early? (issue 11)
+"""Is the reference's NB signal of importance a property of its fit, or of stopping early?
 
 On the bench's IMDB texts (Table A: the same seeded selection, 120-250 tokens, 1000 samples)
 this fits SLALOM-eff several ways and the reference implementation (PyPI
@@ -389,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"| {t['id']} | {t['n_tokens']} | " + " | ".join(f"{m[c]:.3f}" for c in per_text_cols) + " |"
             )
     md = [
-        "# Importance and the NB signal (issue 11)",
+        "# Importance and the NB signal",
         "",
         f"Model `{name}`, {len(insts)} texts, {config.n_samples} samples, seed {config.seed}; wall time {wall:.0f} s.",
         "Means ± s.e. over texts. Correlations over each text's unique tokens (NB: those in the NB table).",
