@@ -264,7 +264,7 @@ def add_report(sub) -> None:
     p.add_argument("--out", required=True, help="the site's folder")
     p.add_argument("--min-texts", type=int, default=5, help="word summary: only tokens seen in this many texts")
     p.add_argument("--top", type=int, default=30, help="word summary: how many tokens")
-    p.add_argument("--score", default="value", help="the score coloured on the text pages")
+    p.add_argument("--score", default="contribution", help="the score coloured first on the text pages")
     p.add_argument("--no-text-pages", action="store_true", help="only the index and the word summary")
     p.set_defaults(func=run_report)
 
