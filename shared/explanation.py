@@ -455,7 +455,7 @@ class LabelExplanations(tuple):
         per_label = [f.per_class_outputs() for f in self]
         return ClassOutputs(*(np.array([getattr(o, k) for o in per_label]) for k in ClassOutputs._fields))
 
-    def to_html(self, *, score: str = "value", full_page: bool = True) -> str:
+    def to_html(self, *, score: str = "contribution", full_page: bool = True) -> str:
         """Every label's fit of the text, one two-channel row each, named by its label.
 
         Example:

@@ -229,15 +229,17 @@ def run_summarize(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..corpus import CorpusRun, compare_global_local, global_slalom, plot_words, word_summary
+    from ..corpus import CorpusRun, compare_global_local, global_slalom, plot_words, top_words, word_summary
 
     run = CorpusRun(args.run)
-    summary = word_summary(run, min_texts=args.min_texts)
+    summary = word_summary(run, min_texts=args.min_texts, sort_by="contribution")
     summary.to_csv(run.path / "words.csv")
-    fig = plot_words(summary, top=args.top)
+    # The report's words.html and words.png pick their tokens by the same rule.
+    head = top_words(summary, top=args.top, min_texts=args.min_texts)
+    fig = plot_words(head, top=args.top)
     fig.savefig(run.path / "words.png", dpi=120)
     plt.close(fig)
-    print(summary.head(args.top)[["n_texts", "value_mean", "importance_mean", "lin_mean", "lin_se"]].to_string())
+    print(head[["n_texts", "contribution_mean", "contribution_se", "value_mean", "importance_mean"]].to_string())
     print(f"wrote {run.path / 'words.csv'} and {run.path / 'words.png'}")
     if args.global_fit:
         model, tok = load_pair(args.model)

@@ -27,7 +27,7 @@ from . import report_pages as pages
 from . import store
 from .restore import explanation_from_tables, json_cell
 from .stored import CorpusRun
-from .summary import plot_words, word_summary
+from .summary import plot_words, top_words
 
 __all__ = ["write_report", "INDEX_COLUMNS", "ROWS_PER_FILE", "MARKER", "natural_id_key"]
 
@@ -146,12 +146,13 @@ def _write_words(run: CorpusRun, out: Path, min_texts: int, top: int) -> None:
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    summary = word_summary(run, min_texts=min_texts, sort_by="contribution")
-    if len(summary) >= 1:
-        fig = plot_words(summary, top=top)
+    # One rule for the top tokens (top_words), shared with `slalom-xai summarize`.
+    head = top_words(run, top=top, min_texts=min_texts)
+    if len(head) >= 1:
+        fig = plot_words(head, top=top)
         fig.savefig(out / "words.png", dpi=110)
         plt.close(fig)
-    (out / "words.html").write_text(pages.words_page(summary.head(top), min_texts, run), encoding="utf-8")
+    (out / "words.html").write_text(pages.words_page(head, min_texts, run), encoding="utf-8")
 
 
 def write_report(

@@ -65,7 +65,7 @@ def _same_text(explanations: Sequence[SlalomExplanation]) -> None:
 def comparison_rows(
     explanations: SlalomExplanation | Sequence[SlalomExplanation],
     *,
-    scores: Sequence[str] = ("value",),
+    scores: Sequence[str] = ("contribution",),
     labels: Sequence[str] | None = None,
 ) -> list[tuple[SlalomExplanation, str, str]]:
     """The rows of a comparison: every explanation with every score, as ``(exp, score, label)``.
@@ -108,7 +108,7 @@ def _faithfulness_line(figures: Mapping[str, float] | None) -> str:
 def compare_html(
     explanations: SlalomExplanation | Sequence[SlalomExplanation],
     *,
-    scores: Sequence[str] = ("value",),
+    scores: Sequence[str] = ("contribution",),
     labels: Sequence[str] | None = None,
     faithfulness: Sequence[Mapping[str, float] | None] | Mapping[str, Mapping[str, float]] | None = None,
     class_index: int | str | None = None,

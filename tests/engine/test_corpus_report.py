@@ -202,3 +202,36 @@ def test_the_index_names_classes_and_holds_no_absolute_path(site):
 def test_text_pages_rank_their_tokens(site):
     page = (site / _rows(site)[0][1]).read_text(encoding="utf-8")
     assert 'class="slx-top"' in page and "<table" in page
+
+
+def test_words_page_picture_and_summarize_pick_the_same_top_tokens(site, tmp_path, monkeypatch):
+    import shutil
+
+    from slalom_core import corpus
+    from slalom_core.cli.command import main
+    from slalom_core.corpus import report, top_words
+
+    run = tmp_path / "run"
+    shutil.copytree(site.parent / "run", run)
+    pictured = {}
+
+    def capture(name):
+        real = corpus.summary.plot_words
+
+        def plot(summary, **kw):
+            pictured[name] = list(summary.head(kw.get("top", 25)).index)
+            return real(summary, **kw)
+
+        return plot
+
+    monkeypatch.setattr(report, "plot_words", capture("report"))
+    monkeypatch.setattr(corpus, "plot_words", capture("summarize"))
+    write_report(CorpusRun(run), tmp_path / "site", min_texts=2, top=4, text_pages=False)
+    assert main(["summarize", str(run), "--min-texts", "2", "--top", "4"]) == 0
+    want = list(top_words(CorpusRun(run), top=4, min_texts=2).index)
+    assert len(want) == 4 and pictured == {"report": want, "summarize": want}
+    table = (tmp_path / "site" / "words.html").read_text(encoding="utf-8")
+    assert re.findall(r"<tr><td>([^<]*)</td>", table) == want
+    # A token seen in fewer texts than the minimum never enters, however large its mean.
+    counts = corpus.word_summary(CorpusRun(run), min_texts=1)["n_texts"]
+    assert all(counts[t] >= 2 for t in want) and (counts < 2).any()
