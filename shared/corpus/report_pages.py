@@ -183,8 +183,8 @@ def index_page(run, files: list[str], n_rows: int, columns: tuple[str, ...], *, 
         f"<h1>SLALOM corpus run: {n_rows} texts</h1>"
         f'<p class="meta">{_run_line(run)}</p>'
         '<nav><a href="words.html">word summary</a></nav>'
-        '<p class="meta">Click a column to sort; a text\'s id opens its two-channel view (value as colour, '
-        "importance as underline). Outputs are the model's log-odds (or centred logits) of the explained class; "
+        '<p class="meta">Click a column to sort; a text\'s id opens its page (what each token added '
+        "to the prediction; value and importance one tab away). Outputs are the model's log-odds (or centred logits) of the explained class; "
         "|gap| is what the surrogate misses on the full text.</p>"
         f'<div class="controls">{controls}</div>'
         '<div class="pager"><button id="prev">← previous</button><button id="next">next →</button>'
