@@ -258,7 +258,7 @@ def add_report(sub) -> None:
         "report",
         help="a corpus run as a static site (index of texts, one page per text, word summary) that opens offline",
         description="Write RUN's texts as a static site into --out: index.html (sortable, filterable, paged), one "
-        "two-channel page per text and a word summary. Links are relative and nothing is fetched: open "
+        "page per text (what each token added; value and importance one tab away) and a word summary. Links are relative and nothing is fetched: open "
         "OUT/index.html from the folder, or zip it.",
         formatter_class=DefaultsFormatter,
     )

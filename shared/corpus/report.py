@@ -3,7 +3,7 @@
     OUT/index.html              the texts: sortable, filterable, paged in the browser
     OUT/data/rows-NNN.js        the index's rows, a few thousand per file
     OUT/words.html, words.png   the word summary: value against importance, ± s.e.
-    OUT/texts/NN/N.html         one two-channel page per explained text
+    OUT/texts/NN/N.html         one page per explained text (:func:`slalom_core.views.to_html`)
 
 Every link is relative and nothing is fetched from outside the folder (each page's
 Content-Security-Policy allows no remote source), so the folder can be zipped, mailed

@@ -1,5 +1,5 @@
 """The pages of a corpus report (:mod:`.report`): the index with its script, the word
-summary, and the frame around each text's two-channel view.
+summary, and the frame around each text's view.
 
 The index is one small HTML file; its rows come in ``data/rows-NNN.js`` files loaded by
 ``<script src>``, which a browser reads from a plain folder (``fetch`` of a ``file://``

@@ -196,6 +196,7 @@ def scale_of(*values: np.ndarray) -> float:
 
 
 _NOT_DETERMINED = "\nimportance not determined by the data (SE ≥ 0.8 × the prior's sd): drawn neutral"
+_NO_SE = "\nimportance not determined by the data (this method gives no standard error): drawn neutral"
 
 
 def text_row(
@@ -243,7 +244,7 @@ def text_row(
         data += [f'data-{name}="{_num(vals[pos])}"' for name, vals in scores.items()]
         data += [f'data-{name}-se="{_num(vals[pos], signed=False)}"' for name, vals in ses.items()]
         if not determined[pos]:
-            data.append(f'data-note="{_esc(_NOT_DETERMINED)}"')
+            data.append(f'data-note="{_esc(_NOT_DETERMINED if exp.importance_se is not None else _NO_SE)}"')
         x = float(colour[pos])
         style = f"background-color: {css_rgb(diverging_rgb(x, scale=scale))}"
         if not channels:
@@ -303,13 +304,16 @@ def legend(exp: SlalomExplanation, *, score: str, scale: float, col: int | None 
         f'<span class="slx-tok slx-s{_step(q)}">{label}</span> s = {describe.fmt(v)}&emsp;'
         for q, v, label in ((0.0, lo, "lowest"), (0.5, (lo + hi) / 2, "middle"), (1.0, hi, "highest"))
     )
+    if not determined.any():
+        samples = ""  # no scale to show: every importance is drawn neutral
     samples += '<span class="slx-tok slx-sn">neutral</span> not determined'
     n_open = int((~determined).sum())
+    why = "SE ≥ 0.8 × the prior's sd" if exp.importance_se is not None else "this method gives no standard errors"
     return out + (
         f"<figure><div>{samples}</div><figcaption><b>Underline and weight: importance</b> s "
         f"({_esc(SCORES['importance'].formula)}, {_esc(SCORES['importance'].unit)}): how much weight the "
         "token takes from the others; sequential, from the text's lowest to its highest determined s. "
-        f"No underline: the data do not determine it (SE ≥ 0.8 × the prior's sd; {n_open} of "
+        f"No underline: the data do not determine it ({why}; {n_open} of "
         f"{exp.n_positions} positions).</figcaption></figure></div>"
     )
 
@@ -386,7 +390,7 @@ def explanation_fragment(
         summary += [name, sections.sum_line(exp, col), sections.force_bar(exp, col, score=score)]
         first += [name, text_row(exp, score=score, col=col, scale=scale, channels=False)]
         second += [name, text_row(exp, score="value", col=col, scale=v_scale)]
-    ranked = [sections.top_tokens(exp, col, score=score, k=top) for col in cols]
+    ranked = [sections.top_tokens(exp, col, score=score, k=top, named=len(cols) > 1) for col in cols]
     tabs = (
         f'<input type="radio" class="slx-tab slx-tab-a" name="{uid}" id="{uid}-a" checked>'
         f'<label for="{uid}-a">What each token did: {_esc(score)}</label>'

@@ -210,8 +210,11 @@ def unit_scores(exp: SlalomExplanation, col: int | None, score: str) -> list[tup
     return sorted(rows, key=lambda r: (-abs(r[1]) if np.isfinite(r[1]) else 0.0, r[3]))
 
 
-def top_tokens(exp: SlalomExplanation, col: int | None, *, score: str = "contribution", k: int = 10) -> str:
-    """The ``k`` tokens of largest |score| as a ranked list, each in its colour.
+def top_tokens(
+    exp: SlalomExplanation, col: int | None, *, score: str = "contribution", k: int = 10, named: bool = False
+) -> str:
+    """The ``k`` tokens of largest |score| as a ranked list, each in its colour (``named``:
+    the heading names the class column, for a page of several).
 
     Example:
         >>> 'class="slx-top"' in top_tokens(binary_exp, None)  # doctest: +SKIP
@@ -228,7 +231,8 @@ def top_tokens(exp: SlalomExplanation, col: int | None, *, score: str = "contrib
             f'<span class="slx-chip" style="background-color: {bg}">{_esc(token)}</span>{_esc(times)}</li>'
         )
     more = f" ({len(rows) - k} more in the table below)" if len(rows) > k else ""
-    head = f"Top {min(k, len(rows))} tokens by |{score}|{more}"
+    of = f" for {describe.class_name(exp, col)}" if named else ""
+    head = f"Top {min(k, len(rows))} tokens by |{score}|{of}{more}"
     return f'<h3>{_esc(head)}</h3><ol class="slx-top">{"".join(items)}</ol>'
 
 

@@ -723,6 +723,9 @@ def test_notebook_runs_with_small_settings():
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "NOTEBOOK OK" in text
+    # The importance has its own sequential legend, not Captum's Negative/Positive one.
+    html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
+    assert "importance, no sign" in html and html.count("Negative") == 1
 
 
 @pytest.mark.parametrize("prompt, target", [("", "bad plot"), ("the movie was", ""), ("the movie was", "   ")])

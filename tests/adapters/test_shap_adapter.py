@@ -742,7 +742,7 @@ def test_notebook_runs(tmp_path):
     assert "small run: True" in text
     assert "SLALOM-fidel" in text and "Partition" in text  # the benchmark table
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5  # the plots rendered
-    assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # shap.plots.text
+    assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # SLALOM's own page
 
 
 def test_default_seed_gives_identical_calls(gt, tok):
