@@ -158,13 +158,13 @@ def force_bar(exp: SlalomExplanation, col: int | None, *, score: str = "contribu
             at += abs(x)
             tip = f"{exp.tokens[i]} (position {i}): {score} {describe.fmt(x)}"
             parts.append(
-                f'<rect x="{x0:.1f}" y="30" width="{max(x1 - x0, 0.5):.1f}" height="22" fill="{css_rgb(rgb)}" '
+                f'<rect x="{x0:.1f}" y="34" width="{max(x1 - x0, 0.5):.1f}" height="22" fill="{css_rgb(rgb)}" '
                 f'stroke="#fff" stroke-width="1"><title>{_esc(tip)}</title></rect>'
             )
             if i in order and x1 - x0 > 9 * min(len(str(exp.tokens[i])), 12) and labelled < labels:
                 labelled += 1
                 parts.append(
-                    f'<text x="{(x0 + x1) / 2:.1f}" y="46" text-anchor="middle" style="fill:#fff">'
+                    f'<text x="{(x0 + x1) / 2:.1f}" y="50" text-anchor="middle" style="fill:#fff">'
                     f"{_esc(str(exp.tokens[i])[:12])}</text>"
                 )
     marks = [(b, "b", "#555", "4 3"), (big_f, "F(x)", "#000", "")]
@@ -172,17 +172,19 @@ def force_bar(exp: SlalomExplanation, col: int | None, *, score: str = "contribu
         marks.append((f, "f(x)", "#7a3e9d", "2 2"))
     for v, name, colour, dash in marks:
         x = x_of(v)
-        y_text = {"b": 12, "F(x)": 24, "f(x)": 70}[name]
+        # Three rows of labels (b above F(x) above the bar, f(x) below), so close ones never overlap.
+        y_text, y0, y1 = {"b": (11, 14, 60), "F(x)": (28, 31, 60), "f(x)": (78, 34, 66)}[name]
         anchor = "start" if x < 0.8 * width else "end"
         parts.append(
-            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{14 if name != "f(x)" else 26}" y2="{58 if name != "f(x)" else 60}" '
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}" '
             f'stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>'
             f'<text x="{x + (4 if anchor == "start" else -4):.1f}" y="{y_text}" text-anchor="{anchor}" '
-            f'style="fill:{colour}">{_esc(name)} = {_esc(describe.fmt(v))}</text>'
+            f'style="fill:{colour}; paint-order: stroke; stroke: #fff; stroke-width: 4px">'
+            f"{_esc(name)} = {_esc(describe.fmt(v))}</text>"
         )
     label = f"force plot: reference b {describe.fmt(b)}, surrogate output {describe.fmt(big_f)}"
     return (
-        f'<svg class="slx-force" viewBox="0 0 {width:.0f} 76" role="img" aria-label="{_esc(label)}" '
+        f'<svg class="slx-force" viewBox="0 0 {width:.0f} 84" role="img" aria-label="{_esc(label)}" '
         f">{''.join(parts)}</svg>"
     )
 

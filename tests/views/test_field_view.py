@@ -49,7 +49,7 @@ def test_sum_line_and_force_bar_add_up_from_b_to_the_surrogate(word_exp):
     for number in (b, big_f - b, big_f, float(word_exp.model_output)):
         assert fmt(number) in line
     svg = re.search(r'<svg class="slx-force".*?</svg>', html).group(0)
-    rects = re.findall(r'<rect x="([\d.]+)" y="30" width="([\d.]+)"[^>]*><title>([^<]*)</title>', svg)
+    rects = re.findall(r'<rect x="([\d.]+)" y="34" width="([\d.]+)"[^>]*><title>([^<]*)</title>', svg)
     assert len(rects) == int((c != 0).sum())
     # Widths are proportional to |contribution| (the SVG writes one decimal of 1000 units).
     widths = np.array([float(w) for _, w, _ in rects])
