@@ -235,3 +235,16 @@ def test_words_page_picture_and_summarize_pick_the_same_top_tokens(site, tmp_pat
     # A token seen in fewer texts than the minimum never enters, however large its mean.
     counts = corpus.word_summary(CorpusRun(run), min_texts=1)["n_texts"]
     assert all(counts[t] >= 2 for t in want) and (counts < 2).any()
+
+
+def test_a_report_never_replaces_the_folder_that_holds_its_run(tmp_path):
+    from slalom_core.corpus.report import MARKER
+
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / MARKER).write_text("", encoding="utf-8")  # even a folder marked as a report
+    run = _synthetic_run(out / "run", 3)
+    for target in (out, out / "run"):
+        with pytest.raises(FileExistsError, match="holds the run"):
+            write_report(run, target, text_pages=False)
+    assert (out / "run" / "manifest.json").exists()
