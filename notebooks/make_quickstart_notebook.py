@@ -76,6 +76,19 @@ cells = [
         "display(HTML(plots.highlight_html(exp, score='lin')))"
     ),
     nbf.v4.new_markdown_cell(
+        "## The page: `exp.to_html()`\n\n"
+        "One self-contained HTML page (it opens offline from a file; a notebook shows the same for `exp` "
+        "itself). First what each token did to this prediction: the sum from the reference point b through the "
+        "tokens' contributions to the surrogate's output F(x), beside the model's own f(x), as a sentence and a "
+        "force bar; the text coloured by contribution; the tokens ranked. One tab away: SLALOM's two channels, "
+        "value as colour and importance as underline (no underline where the data do not determine it). Last, a "
+        "table of every token with its standard errors."
+    ),
+    nbf.v4.new_code_cell(
+        "# Path('explanation.html').write_text(exp.to_html(), encoding='utf-8') writes it as a page.\n"
+        "HTML(exp.to_html(full_page=False))"
+    ),
+    nbf.v4.new_markdown_cell(
         "## The fitting methods\n\n"
         "`eff-slope` (the default) fits random samples of two or three tokens, with the importances' prior "
         "centred on a fitted slope times each token's |value|; `eff` fits random 2-token samples (the paper's "

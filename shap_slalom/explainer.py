@@ -32,6 +32,8 @@ ADDITIVE_SCORES = sc.ADDITIVE_SCORES
 #: is then the reference point plus the fit's residual f(x) − surrogate(x). "surrogate" = the
 #: surrogate's output; the base value is the reference point alone.
 ADDITIVITY = ("model", "surrogate")
+#: shap shows an explainer's progress bar only once a call has run this long (its show_progress).
+SHOW_PROGRESS_AFTER_S = 10.0
 
 #: What :meth:`SlalomExplainer.fit` gives per text (:func:`slalom_core.explain_outputs`):
 #: one engine fit; one per label (a tuple) for a multi-label model; None for a text with no
@@ -249,6 +251,13 @@ class SlalomExplainer(shap.Explainer):
         return list(self.class_names) if self.class_names is not None and np.size(outputs.model_output) > 1 else None
 
     # -- fitting ------------------------------------------------------------------------
+    def _progress_bar(self, total: int):
+        """shap's convention (``shap.utils.show_progress``): a bar named after the explainer
+        that shows only once the call has run 10 s, so a quick call prints nothing."""
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=f"{type(self).__name__} explainer", delay=SHOW_PROGRESS_AFTER_S)
+
     def fit(
         self,
         texts: str | Iterable[str],
@@ -272,7 +281,8 @@ class SlalomExplainer(shap.Explainer):
             texts: a string or a list of strings.
             max_evals: model evaluations per text ("auto": ``n_samples``).
             seed: overrides the explainer's seed.
-            silent: False shows a progress bar over model evaluations.
+            silent: False shows a progress bar over model evaluations once the call has
+                run 10 s (as shap's explainers do); True never.
             batch_size: sequences per forward pass for this call ("auto": the explainer's
                 ``batch_size``), as shap's explainers read it; scores do not depend on it.
 
@@ -295,7 +305,7 @@ class SlalomExplainer(shap.Explainer):
             method=self.method,
             n_samples=n_samples,
             seed=self.seed if seed is None else seed,
-            show_progress=not silent,
+            show_progress=False if silent else self._progress_bar,
             reference=self.reference,
             multiclass=self.multiclass,
             gamma=self.gamma,

@@ -97,11 +97,17 @@ def explain_batch(
     meter = UsageMeter(adapter, call, plans, seeds)
     with adapter.session():
         empty = _empty_input(adapter, call.reference)
-        bar = progress_bar(len(plans) + (empty is not None), show_progress, "SLALOM samples")
+        # The bar's total is planned up front (every text's samples, at most), so it moves
+        # steadily instead of growing each round; it ends at what the model really read
+        # (each distinct sample once: fewer than planned).
+        zero = len(plans) + (empty is not None)
+        bar = progress_bar(zero + len(plans) * call.n_samples, show_progress, "SLALOM model reads")
         scorer = SampleScorer(adapter, plans, bar)
+        scorer.planned = len(plans) * call.n_samples
         first = _round_zero(scorer, empty, call)
         results = _run_fits(scorer, call, plans, seeds, first)
         if bar is not None:
+            bar.total -= scorer.planned - scorer.read
             bar.close()
     api_usage = meter.call_usage()
     out = [assemble(p, results[i], seeds[i], call, first, api_usage) for i, p in enumerate(plans)]

@@ -79,7 +79,7 @@ def fit_problems(exp: SlalomExplanation) -> list[str]:
     if d.get("direction_agrees") is False:
         found.append("the surrogate moves from the reference point against the model's own move on the text")
     determined = exp.importance_determined
-    if determined is not None and len(determined) > 1 and not np.any(determined):
+    if exp.importance_se is not None and len(determined) > 1 and not np.any(determined):
         found.append("the data determine none of the importances (each is its prior's)")
     if d.get("ana_invalid_pairs", 0):
         found.append("ana met pairs whose importance ratio is not positive (the model is no SLALOM there)")

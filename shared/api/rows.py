@@ -355,7 +355,7 @@ class _SharedProgress:
     """
 
     def __init__(self, show: ProgressOption) -> None:
-        self.make = show if callable(show) else (lambda total: progress_bar(total, True, "SLALOM samples"))
+        self.make = show if callable(show) else (lambda total: progress_bar(total, True, "SLALOM model reads"))
         self.bar: Any = None
 
     def __call__(self, total: int) -> _ProgressView:

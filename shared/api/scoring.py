@@ -78,6 +78,8 @@ class SampleScorer:
 
     def __init__(self, adapter: ModelAdapter, plans: list[TextPlan], bar) -> None:
         self.adapter, self.plans, self.bar = adapter, plans, bar
+        # Sequences read and planned so far (round zero is counted by the driver).
+        self.read = self.planned = 0
         self._rows: dict[Key, torch.Tensor] = {}
         self._width: tuple[int, ...] = ()  # the outputs per sequence, known from round zero on
 
@@ -120,7 +122,12 @@ class SampleScorer:
     def _read(self, seqs: list[list[int]], paid: dict[int, list[Sequence[int]]]) -> torch.Tensor:
         """One model round over ``seqs``, checked and booked on the texts that pay for them."""
         if self.bar is not None:
-            self.bar.total += len(seqs)
+            # The bar starts at the planned reads (see driver.explain_batch); a fitter that
+            # reads more than planned grows it, never below what is already counted.
+            self.read += len(seqs)
+            if self.read > self.planned:
+                self.bar.total += self.read - self.planned
+                self.planned = self.read
         t0 = time.perf_counter()
         raw = score_in_chunks(self.adapter, seqs, self.bar)
         elapsed = time.perf_counter() - t0

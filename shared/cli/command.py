@@ -2,7 +2,7 @@
 
 ``slalom-xai demo`` explains a few sentences with the embedded default model (the packaged
 MiniLM with a small adapter trained for sentiment on IMDB reviews), prints a tokens × scores
-table and writes a value-vs-importance scatter (PNG) and the two-channel view (HTML) per sentence.
+table and writes a value-vs-importance scatter (PNG) and the explanation's page (HTML) per sentence.
 ``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
 ``slalom-xai explain`` explains a whole corpus into a Parquet run and ``slalom-xai summarize``
 draws its global picture, ``slalom-xai report`` writes its static site (:mod:`.corpus`).

@@ -239,15 +239,17 @@ def run_summarize(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..corpus import CorpusRun, compare_global_local, global_slalom, plot_words, word_summary
+    from ..corpus import CorpusRun, compare_global_local, global_slalom, plot_words, top_words, word_summary
 
     run = CorpusRun(args.run)
-    summary = word_summary(run, min_texts=args.min_texts)
+    summary = word_summary(run, min_texts=args.min_texts, sort_by="contribution")
     summary.to_csv(run.path / "words.csv")
-    fig = plot_words(summary, top=args.top)
+    # The report's words.html and words.png pick their tokens by the same rule.
+    head = top_words(summary, top=args.top, min_texts=args.min_texts)
+    fig = plot_words(head, top=args.top)
     fig.savefig(run.path / "words.png", dpi=120)
     plt.close(fig)
-    print(summary.head(args.top)[["n_texts", "value_mean", "importance_mean", "lin_mean", "lin_se"]].to_string())
+    print(head[["n_texts", "contribution_mean", "contribution_se", "value_mean", "importance_mean"]].to_string())
     print(f"wrote {run.path / 'words.csv'} and {run.path / 'words.png'}")
     if args.global_fit:
         model, tok = load_pair(args.model)
@@ -266,7 +268,7 @@ def add_report(sub) -> None:
         "report",
         help="a corpus run as a static site (index of texts, one page per text, word summary) that opens offline",
         description="Write RUN's texts as a static site into --out: index.html (sortable, filterable, paged), one "
-        "two-channel page per text and a word summary. Links are relative and nothing is fetched: open "
+        "page per text (what each token added; value and importance one tab away) and a word summary. Links are relative and nothing is fetched: open "
         "OUT/index.html from the folder, or zip it.",
         formatter_class=DefaultsFormatter,
     )
@@ -274,7 +276,7 @@ def add_report(sub) -> None:
     p.add_argument("--out", required=True, help="the site's folder")
     p.add_argument("--min-texts", type=int, default=5, help="word summary: only tokens seen in this many texts")
     p.add_argument("--top", type=int, default=30, help="word summary: how many tokens")
-    p.add_argument("--score", default="value", help="the score coloured on the text pages")
+    p.add_argument("--score", default="contribution", help="the score coloured first on the text pages")
     p.add_argument("--no-text-pages", action="store_true", help="only the index and the word summary")
     p.set_defaults(func=run_report)
 

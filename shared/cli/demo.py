@@ -1,6 +1,6 @@
 """``slalom-xai demo``: explain a few sentences with the embedded default model (or any
 Hugging Face classifier): a tokens × scores table on the console, and per sentence a
-value-vs-importance scatter (PNG) and the two-channel view (HTML)."""
+value-vs-importance scatter (PNG) and the page of each explanation (HTML)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from .rows import CorpusOptions, text_seed
 from .run import ENGINES, explain_corpus
 from .source import CorpusSource
 from .stored import CorpusRun
-from .summary import cohort_matrix, compare_global_local, global_slalom, plot_words, word_summary
+from .summary import cohort_matrix, compare_global_local, global_slalom, plot_words, top_words, word_summary
 
 __all__ = [
     "explain_corpus",
@@ -30,6 +30,7 @@ __all__ = [
     "ENGINES",
     "text_seed",
     "word_summary",
+    "top_words",
     "cohort_matrix",
     "global_slalom",
     "compare_global_local",

@@ -3,7 +3,7 @@
     OUT/index.html              the texts: sortable, filterable, paged in the browser
     OUT/data/rows-NNN.js        the index's rows, a few thousand per file
     OUT/words.html, words.png   the word summary: value against importance, ± s.e.
-    OUT/texts/NN/N.html         one two-channel page per explained text
+    OUT/texts/NN/N.html         one page per explained text (:func:`slalom_core.views.to_html`)
 
 Every link is relative and nothing is fetched from outside the folder (each page's
 Content-Security-Policy allows no remote source), so the folder can be zipped, mailed
@@ -14,6 +14,11 @@ chunk's positions, not the corpus.
 from __future__ import annotations
 
 import math
+import os
+import re
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +26,9 @@ import numpy as np
 from . import report_pages as pages
 from .restore import explanation_from_tables, json_cell
 from .stored import CorpusRun
-from .summary import plot_words, word_summary
+from .summary import plot_words, top_words
 
-__all__ = ["write_report", "INDEX_COLUMNS", "ROWS_PER_FILE"]
+__all__ = ["write_report", "INDEX_COLUMNS", "ROWS_PER_FILE", "MARKER", "natural_id_key"]
 
 #: The fields of each index row, in order (the page's script reads them by position).
 INDEX_COLUMNS = (
@@ -38,11 +43,41 @@ INDEX_COLUMNS = (
     "truncated",
     "status",
     "excerpt",
+    "predicted_index",
 )
 #: Index rows per data file (each well under a megabyte for texts of any length).
 ROWS_PER_FILE = 5000
 #: Poor fit: the thresholds the run's own warning uses.
 POOR_R2, POOR_GAP = 0.5, 1.0
+#: The file that marks a folder as a report this library wrote: only such a folder (or an
+#: empty or new one) is ever written over.
+MARKER = ".slalom-report"
+
+
+def natural_id_key(text_id: str) -> tuple:
+    """Sort key of a text id: ids of ASCII digits by their number, every other id after
+    them as a string ("2" < "10" < "a" < "²"; ``str.isdigit`` would take "²", int() not).
+
+    Example:
+        >>> sorted(["10", "b", "2", "²"], key=natural_id_key)
+        ['2', '10', 'b', '²']
+    """
+    if re.fullmatch(r"[0-9]+", text_id):
+        return (0, int(text_id), "")
+    return (1, 0, text_id)
+
+
+def _names_of(rows, run: CorpusRun | None) -> list | None:
+    """The class names a text's rows know: a joint fit's own, else the model's (recorded in
+    each fit's diagnostics, or in the run's manifest)."""
+    first = rows.iloc[0]
+    names = json_cell(first["class_names"], None)
+    if names is None:
+        names = json_cell(first["diagnostics"], {}).get("class_names")
+    if names is None and run is not None:
+        model = run.manifest.get("model")
+        names = model.get("class_names") if isinstance(model, dict) else None
+    return names
 
 
 def _num(x: object, digits: int = 4) -> float | None:
@@ -53,31 +88,33 @@ def _num(x: object, digits: int = 4) -> float | None:
     return None if math.isnan(x) else round(x, digits)
 
 
-def _predicted(rows) -> str | None:
+def _predicted(rows, run: CorpusRun | None = None) -> tuple[str | None, int | None]:
     """The model's predicted class from a text's rows of the texts table (outputs are
-    log-odds, or centred logits of a joint fit), as the per-text page states it."""
+    log-odds, or centred logits of a joint fit): its name where the model names its
+    classes (else "class k"), and its index k (None when the rows do not tell)."""
     first = rows.iloc[0]
-    names = json_cell(first["class_names"], None)
+    names = _names_of(rows, run)
     out = rows["model_output"].to_numpy(dtype=np.float64)
-    if names is not None and len(rows) > 1 and set(rows["explained_class"]) == set(names):
-        return str(rows["explained_class"].iloc[int(np.argmax(out))])
+    if names is not None and len(rows) > 1 and set(rows["explained_class"]) == {str(n) for n in names}:
+        name = str(rows["explained_class"].iloc[int(np.argmax(out))])
+        return name, [str(n) for n in names].index(name)
     n_outputs = json_cell(first["diagnostics"], {}).get("n_outputs")
     if len(rows) != 1 or n_outputs != 2:
-        return None
+        return None, None
     target = first["target"]
     explained = 1 if target is None or target != target else int(target)
     k = explained if out[0] >= 0 else 1 - explained
-    return str(names[k]) if names is not None and k < len(names) else str(k)
+    return (str(names[k]) if names is not None and k < len(names) else f"class {k}"), k
 
 
-def _index_row(text_id: str, rows, page: str | None) -> list:
+def _index_row(text_id: str, rows, page: str | None, run: CorpusRun | None = None) -> list:
     first = rows.iloc[0]
     gap = rows["full_text_gap"].abs().max()
     r2 = first["heldout_r2"]
     cut = int(first["truncated_positions"] or 0)
     poor = (r2 == r2 and r2 < POOR_R2) or gap > POOR_GAP or first["converged"] is False
     status = "poor fit" if poor else "ok"
-    predicted = _predicted(rows)
+    predicted, predicted_index = _predicted(rows, run)
     output = rows["model_output"].max() if len(rows) > 1 else first["model_output"]
     text = first["text"] if isinstance(first["text"], str) else ""
     gold = first["gold_label"]
@@ -93,11 +130,13 @@ def _index_row(text_id: str, rows, page: str | None) -> list:
         cut,
         status,
         " ".join(text.split())[:80],
+        predicted_index,
     ]
 
 
 def _failure_row(text_id: str, error: str, message: str) -> list:
-    return [text_id, None, None, None, None, None, None, None, 0, f"failed: {error}", " ".join(message.split())[:80]]
+    message = " ".join(message.split())[:80]
+    return [text_id, None, None, None, None, None, None, None, 0, f"failed: {error}", message, None]
 
 
 def _write_words(run: CorpusRun, out: Path, min_texts: int, top: int) -> None:
@@ -106,12 +145,13 @@ def _write_words(run: CorpusRun, out: Path, min_texts: int, top: int) -> None:
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    summary = word_summary(run, min_texts=min_texts, sort_by="contribution")
-    if len(summary) >= 1:
-        fig = plot_words(summary, top=top)
+    # One rule for the top tokens (top_words), shared with `slalom-xai summarize`.
+    head = top_words(run, top=top, min_texts=min_texts)
+    if len(head) >= 1:
+        fig = plot_words(head, top=top)
         fig.savefig(out / "words.png", dpi=110)
         plt.close(fig)
-    (out / "words.html").write_text(pages.words_page(summary.head(top), min_texts, run), encoding="utf-8")
+    (out / "words.html").write_text(pages.words_page(head, min_texts, run), encoding="utf-8")
 
 
 def write_report(
@@ -121,35 +161,103 @@ def write_report(
     min_texts: int = 5,
     top: int = 30,
     text_pages: bool = True,
-    score: str = "value",
+    score: str = "contribution",
 ) -> Path:
     """Write the static site of a corpus run into ``out``.
 
+    The site is written into a new folder beside ``out`` and renamed into place when it is
+    whole, so an earlier report of a larger run leaves no stale page, and a failed one
+    leaves the old report as it was. ``out`` must be new, empty, or a report this function
+    wrote (it holds the marker file :data:`MARKER`): a folder of the user's own files is
+    refused, never written over.
+
     Args:
         run: a :class:`CorpusRun` or its folder.
-        out: the site's folder (created; files of an earlier report are overwritten).
+        out: the site's folder (created; an earlier report there is replaced).
         min_texts: the word summary keeps tokens seen in at least this many texts.
-        top: tokens in the word summary (those of largest mean |contribution|).
+        top: tokens in the word summary (see :func:`~slalom_core.corpus.summary.top_words`).
         text_pages: write one page per text (False: the index and word summary only,
             e.g. to look at a huge run's index first).
-        score: the score coloured on the text pages (importance is the second channel).
+        score: the score coloured first on the text pages (default the additive
+            contribution; the value-and-importance view is one click away on each page).
 
     Returns:
         The path of ``index.html``.
+
+    Raises:
+        FileExistsError: ``out`` holds files this function did not write, or the run.
+        FileNotFoundError: a part of the run's tables is missing (named).
 
     Example:
         >>> write_report(CorpusRun("runs/imdb"), "runs/imdb-report")  # doctest: +SKIP
         PosixPath('runs/imdb-report/index.html')
     """
-    from ..views import to_html
-
     run = run if isinstance(run, CorpusRun) else CorpusRun(run)
     out = Path(out)
+    _check_out(out, run)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
+    try:
+        os.chmod(new, 0o777 & ~_umask())  # mkdtemp's 0700 would hide a shared report
+        _write_site(run, new, min_texts=min_texts, top=top, text_pages=text_pages, score=score)
+        (new / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
+        _replace(new, out)
+    finally:
+        if new.exists():
+            shutil.rmtree(new, ignore_errors=True)
+    return out / "index.html"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _check_out(out: Path, run: CorpusRun) -> None:
+    """Refuse an ``out`` that is not ours to replace: a file, a folder of other files, or
+    one that holds the run itself."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} is a file: give a new folder for the report (--out)")
+    here, data = out.resolve(), run.path.resolve()
+    if here == data or here in data.parents:
+        raise FileExistsError(f"{out} holds the run {run.path}: give another folder for the report (--out)")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise FileExistsError(
+            f"{out} holds files that slalom-xai report did not write; give a new or empty folder (--out), "
+            "so that none of them is written over"
+        )
+
+
+def _replace(new: Path, out: Path) -> None:
+    """Put the finished site ``new`` at ``out``; an earlier report there goes as a whole."""
+    if not out.exists():
+        new.rename(out)
+        return
+    old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+    out.rename(old)
+    new.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _positions_of(run: CorpusRun, key: str):
+    """The positions table of chunk ``key``; a missing part is named, never skipped."""
+    for _, table in run.parts("positions", [key]):
+        return table
+    raise FileNotFoundError(
+        f"{run.path / 'positions' / f'part-{key}.parquet'} is missing: the run's texts part {key} has no "
+        "positions (re-run `slalom-xai explain --resume`, or write the report with --no-text-pages)"
+    )
+
+
+def _write_site(run: CorpusRun, out: Path, *, min_texts: int, top: int, text_pages: bool, score: str) -> None:
+    from ..views import to_html
+
     (out / "data").mkdir(parents=True, exist_ok=True)
     index: list[list] = []
     n_page = 0
     for key, texts in run.parts("texts"):
-        positions = next(run.parts("positions", [key]))[1] if text_pages and len(texts) else None
+        positions = _positions_of(run, key) if text_pages and len(texts) else None
         for text_id, rows in texts.groupby("id", sort=False):
             page = None
             if positions is not None:
@@ -161,11 +269,10 @@ def write_report(
                 frag = to_html(exp, score=score, full_page=False)
                 (out / page).write_text(pages.text_page(body + frag, text_id), encoding="utf-8")
                 n_page += 1
-            index.append(_index_row(str(text_id), rows, page))
+            index.append(_index_row(str(text_id), rows, page, run))
     for _, failed in run.parts("failures"):
         index += [_failure_row(r.id, r.error, r.message) for r in failed.itertuples()]
-    # Row-number ids as numbers, other ids as strings: the order of the data for both.
-    index.sort(key=lambda r: (0, int(r[0]), "") if r[0].isdigit() else (1, 0, r[0]))
+    index.sort(key=lambda r: natural_id_key(r[0]))
     files = []
     for start in range(0, max(len(index), 1), ROWS_PER_FILE):
         name = f"data/rows-{start // ROWS_PER_FILE:03d}.js"
@@ -173,4 +280,3 @@ def write_report(
         files.append(name)
     _write_words(run, out, min_texts, top)
     (out / "index.html").write_text(pages.index_page(run, files, len(index), INDEX_COLUMNS), encoding="utf-8")
-    return out / "index.html"

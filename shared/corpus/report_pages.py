@@ -1,5 +1,5 @@
 """The pages of a corpus report (:mod:`.report`): the index with its script, the word
-summary, and the frame around each text's two-channel view.
+summary, and the frame around each text's view.
 
 The index is one small HTML file; its rows come in ``data/rows-NNN.js`` files loaded by
 ``<script src>``, which a browser reads from a plain folder (``fetch`` of a ``file://``
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
-__all__ = ["index_page", "rows_script", "text_page", "text_nav", "words_page", "CSP"]
+__all__ = ["index_page", "rows_script", "text_page", "text_nav", "words_page", "file_name", "CSP"]
 
 #: Scripts and images of the report's own folder only; nothing else may be fetched.
 CSP = (
@@ -58,7 +59,8 @@ function apply() {
     (!pred || r[C.predicted] === pred) && (!gold || r[C.gold] === gold) &&
     (!status || (status === "truncated" ? r[C.truncated] > 0 : status === "failed" ?
       String(r[C.status]).startsWith("failed") : r[C.status] === status)) &&
-    (!wrong || (r[C.gold] !== null && r[C.predicted] !== null && r[C.gold] !== r[C.predicted])) &&
+    (!wrong || (r[C.gold] !== null && r[C.predicted] !== null && r[C.gold] !== r[C.predicted] &&
+      r[C.gold] !== String(r[C.predicted_index]))) &&
     (isNaN(r2min) || (r[C.r2] !== null && r[C.r2] >= r2min)) &&
     (isNaN(gapmax) || (r[C.gap] !== null && r[C.gap] <= gapmax)) &&
     (!q || String(r[C.id]).toLowerCase().includes(q) || String(r[C.excerpt]).toLowerCase().includes(q)));
@@ -127,6 +129,18 @@ def rows_script(rows: list[list]) -> str:
     return f"(window.SLX_ROWS = window.SLX_ROWS || []).push(...{data});\n"
 
 
+def file_name(path: object) -> str:
+    """The last part of a path, so that a shared report shows no folder of the machine that
+    wrote it ("/home/me/data/imdb.jsonl" → "imdb.jsonl"; a Windows path too).
+
+    Example:
+        >>> file_name("/home/me/data/imdb.jsonl"), file_name(r"C:\\runs\\head"), file_name(None)
+        ('imdb.jsonl', 'head', 'None')
+    """
+    text = str(path).rstrip("/\\")
+    return re.split(r"[/\\]", text)[-1] or text
+
+
 def _run_line(run) -> str:
     m = run.manifest
     model, opts = m.get("model") or {}, m.get("options") or {}
@@ -135,10 +149,14 @@ def _run_line(run) -> str:
     how = f"{opts.get('n_samples')} samples, seed {opts.get('seed')}"
     if m.get("amortized"):  # an amortized run draws no samples: what its head learned from
         trained = m["amortized"].get("trained_on") or {}
-        how = f"head {m['amortized'].get('folder') or '(not saved)'}, learned from {trained.get('method')} at {trained.get('n_samples')} samples"
+        folder = m["amortized"].get("folder")
+        head = file_name(folder) if folder else "(not saved)"
+        how = f"head {head}, learned from {trained.get('method')} at {trained.get('n_samples')} samples"
+    # Names only: a model or data path would show the folders of the machine that wrote the run.
     return (
-        f"model {html.escape(str(name))} ({html.escape(str(cls))}) · method {html.escape(str(opts.get('method')))}, "
-        f"{html.escape(how)} · data {html.escape(str(m.get('input', {}).get('data')))}"
+        f"model {html.escape(file_name(name))} ({html.escape(str(cls))}) · method "
+        f"{html.escape(str(opts.get('method')))}, {html.escape(how)} · data "
+        f"{html.escape(file_name(m.get('input', {}).get('data')))}"
     )
 
 
@@ -165,8 +183,8 @@ def index_page(run, files: list[str], n_rows: int, columns: tuple[str, ...], *, 
         f"<h1>SLALOM corpus run: {n_rows} texts</h1>"
         f'<p class="meta">{_run_line(run)}</p>'
         '<nav><a href="words.html">word summary</a></nav>'
-        '<p class="meta">Click a column to sort; a text\'s id opens its two-channel view (value as colour, '
-        "importance as underline). Outputs are the model's log-odds (or centred logits) of the explained class; "
+        '<p class="meta">Click a column to sort; a text\'s id opens its page (what each token added '
+        "to the prediction; value and importance one tab away). Outputs are the model's log-odds (or centred logits) of the explained class; "
         "|gap| is what the surrogate misses on the full text.</p>"
         f'<div class="controls">{controls}</div>'
         '<div class="pager"><button id="prev">← previous</button><button id="next">next →</button>'

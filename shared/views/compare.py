@@ -65,7 +65,7 @@ def _same_text(explanations: Sequence[SlalomExplanation]) -> None:
 def comparison_rows(
     explanations: SlalomExplanation | Sequence[SlalomExplanation],
     *,
-    scores: Sequence[str] = ("value",),
+    scores: Sequence[str] = ("contribution",),
     labels: Sequence[str] | None = None,
 ) -> list[tuple[SlalomExplanation, str, str]]:
     """The rows of a comparison: every explanation with every score, as ``(exp, score, label)``.
@@ -108,7 +108,7 @@ def _faithfulness_line(figures: Mapping[str, float] | None) -> str:
 def compare_html(
     explanations: SlalomExplanation | Sequence[SlalomExplanation],
     *,
-    scores: Sequence[str] = ("value",),
+    scores: Sequence[str] = ("contribution",),
     labels: Sequence[str] | None = None,
     faithfulness: Sequence[Mapping[str, float] | None] | Mapping[str, Mapping[str, float]] | None = None,
     class_index: int | str | None = None,
@@ -116,8 +116,11 @@ def compare_html(
 ) -> str:
     """Stacked rows of one text, one per explanation and score, in the two-channel style.
 
-    Each row has its own symmetric colour scale (its largest |score|, stated in the row),
-    its explanation's importance as underline and weight, the fit's diagnostics and the
+    Rows of one score share one symmetric colour scale, pooled over them (the largest
+    |score|, at most three times the second largest, so that one extreme value does not whiten
+    every other row; a token beyond it is clipped and ringed), so equal colours mean equal
+    numbers down the page. Each row has its explanation's importance as underline and
+    weight (neutral where the data do not determine it), the fit's diagnostics and the
     faithfulness figures given for it.
 
     Args:
@@ -150,16 +153,23 @@ def compare_html(
     first = rows[0][0]
     pred = describe.prediction(first)
     title = f"Comparison · {describe.excerpt(first, 60)}" + (f" · predicted {pred}" if pred else "")
+    cols = [_shown_column(exp, class_index) for exp, _, _ in rows]
+    scales = {
+        score: scale_of(*(describe.position_scores(e, c)[score] for (e, s, _), c in zip(rows, cols) if s == score))
+        for score in dict.fromkeys(s for _, s, _ in rows)
+    }
     body = [
         f"<h2>{_esc(title)}</h2>",
-        '<p class="slx-meta">Colour: each row\'s score, red positive, blue negative, white 0, symmetric '
-        "around 0 up to the row's largest |score| (stated per row). Underline and weight: the row's "
-        "importance s, thin and light for the text's lowest, thick and bold for its highest. Hover or "
-        "focus a token for every score with its standard error.</p>",
+        '<p class="slx-meta">Colour: the row\'s score, red positive, blue negative, white 0, symmetric '
+        "around 0; one scale per score for every row ("
+        + _esc(", ".join(f"{k} ±{v:.3g}" for k, v in scales.items()))
+        + "): full colour at the largest |score| of the rows, at most three times the second largest; a ringed token "
+        "lies beyond (clipped). Underline and weight: the row's importance s, thin for the text's lowest, thick "
+        "and bold for its highest; no underline where the data do not determine it. Hover or focus a token for "
+        "every score with its standard error.</p>",
     ]
-    for (exp, score, label), figs in zip(rows, figures):
-        col = _shown_column(exp, class_index)
-        scale = scale_of(describe.position_scores(exp, col)[score])
+    for (exp, score, label), figs, col in zip(rows, figures, cols):
+        scale = scales[score]
         cls = f" · class {describe.class_name(exp, col)}" if col is not None else ""
         body.append(
             f'<section class="slx-row" data-label="{_esc(label)}" data-score="{_esc(score)}">'

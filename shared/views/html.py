@@ -1,20 +1,29 @@
-"""The two-channel view of one explanation: a self-contained HTML page or fragment.
+"""The view of one explanation: a self-contained HTML page or fragment.
 
-Each position of the text is one element showing its original spelling (see
-:mod:`.surface`) with two channels at once:
+What a reader sees first is what each token did to this prediction, in the field's usual
+terms (Captum's and SHAP's text plots): the sum from the reference point b through the
+tokens' additive ``contribution`` to the surrogate's output F(x), beside the model's own
+f(x), as a sentence and a force bar; the text coloured by contribution (red raises the
+explained output, blue lowers it, white 0, one symmetric scale); the top tokens ranked; a
+table of every position (see :mod:`.sections`).
 
-- its score (the value v by default) as the background colour, on a diverging scale
-  symmetric around 0: red positive, blue negative, white 0, full colour at the largest
-  |score| of the text, stated in the legend with the unit and the reference point;
-- its importance s as underline thickness, underline darkness and font weight, on a
-  sequential scale from the text's smallest to its largest importance.
+SLALOM's two channels are one click away on the same page (a tab drawn by CSS alone):
+
+- the value v as the background colour, on the same kind of diverging scale;
+- the importance s as underline thickness and font weight, on a sequential scale from the
+  text's smallest to its largest importance. An importance the data do not determine
+  (:attr:`~slalom_core.SlalomExplanation.importance_determined`) is drawn neutral (no
+  underline, normal weight) and its tooltip says so.
+
+Colour scales are full at the largest |score| but at most three times the second largest (one
+extreme value does not wash out the rest); a token beyond is clipped and ringed.
 
 Hover or keyboard focus (every token is a tab stop) shows every score of the score table
 with its standard error where the method gives one. Every token element carries the
 numbers as data attributes (``data-value``, ``data-importance``, ``data-lin``, ... and
 ``data-value-se``, ``data-importance-se``) to 6 significant digits, so tools can read them
 back (the tooltip is drawn by CSS from them; exact numbers: :meth:`SlalomExplanation.save`).
-A 300-token text makes a page of about 110 kB. Pages load nothing: inline CSS, no script, no external URL, and a
+Pages load nothing: inline CSS and SVG, no script, no external URL, and a
 Content-Security-Policy that forbids any request; all text is escaped.
 
 Example:
@@ -24,13 +33,14 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import html as _html
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..scores import SCORES, check_score
-from . import describe
+from . import describe, sections
 from .colours import MAX_MIX, css_rgb, diverging_rgb, sequential_level
 from .surface import layout
 
@@ -81,6 +91,16 @@ _BASE_STYLE = f"""
   box-shadow: 0 2px 6px rgba(0,0,0,0.25); pointer-events: none; }}
 .slx-row {{ border-top: 1px solid #ddd; padding: 0.3rem 0; }}
 .slx-row-label {{ font-weight: 600; font-size: 0.9rem; }}
+.slx-flat, .slx-sn {{ text-decoration-line: none; font-weight: 400; }}
+.slx-clip {{ box-shadow: 0 0 0 1.5px #222; }}
+.slx-tab {{ position: absolute; opacity: 0; pointer-events: none; }}
+.slx-tab + label {{ display: inline-block; padding: 0.25rem 0.7rem; margin: 0.5rem 0.2rem 0 0; border: 1px solid #999;
+  border-bottom: none; border-radius: 5px 5px 0 0; font-size: 0.85rem; cursor: pointer; background: #f3f3f3; }}
+.slx-tab:checked + label {{ background: #fff; font-weight: 600; }}
+.slx-tab:focus-visible + label {{ outline: 2px solid #000; }}
+.slx-panel {{ border-top: 1px solid #999; padding-top: 0.2rem; }}
+.slx-panel-b, .slx-tab-b:checked ~ .slx-panel-a {{ display: none; }}
+.slx-tab-b:checked ~ .slx-panel-b {{ display: block; }}
 """
 #: Steps of the importance scale (classes ``slx-s0`` .. ``slx-s8``): a class per token, not
 #: three inline properties, keeps long texts' pages small.
@@ -89,10 +109,12 @@ IMPORTANCE_STEPS = 9
 
 def _importance_rule(q: float) -> str:
     # Four weights: most system fonts have only a few, and the browser picks the nearest.
-    weight = (300, 400, 500, 700)[min(int(q * 4), 3)]
+    # The lowest is the normal weight with dark text: a low importance is a thin underline,
+    # never a greyed-out ("ignored") word.
+    weight = (400, 400, 600, 700)[min(int(q * 4), 3)]
     return (
-        f"font-weight: {weight}; text-decoration-thickness: {0.5 + 3.5 * q:.2f}px; "
-        f"text-decoration-color: rgba(0, 0, 0, {0.2 + 0.8 * q:.2f});"
+        f"font-weight: {weight}; text-decoration-thickness: {0.75 + 3.25 * q:.2f}px; "
+        f"text-decoration-color: rgba(0, 0, 0, {0.45 + 0.55 * q:.2f});"
     )
 
 
@@ -105,6 +127,7 @@ def _tooltip_rule(with_se: bool) -> str:
         if with_se and name in describe.STANDARD_ERRORS:
             part += f' " ± " attr(data-{name}-se) " (SE)"'
         parts.append(part)
+    parts.append("attr(data-note)")  # "importance not determined by the data", where it is not
     has_se = "".join(f"[data-{n}-se]" for n in describe.STANDARD_ERRORS)
     sel = f"[data-position]{has_se}" if with_se else f"[data-position]:not({has_se.split(']')[0]}])"
     return f".slx-tok{sel}:hover::after, .slx-tok{sel}:focus::after {{ content: {' '.join(parts)}; }}"
@@ -120,7 +143,7 @@ def style_sheet() -> str:
     steps = "\n".join(
         f".slx-s{k} {{ {_importance_rule(k / (IMPORTANCE_STEPS - 1))} }}" for k in range(IMPORTANCE_STEPS)
     )
-    return f"{_BASE_STYLE}{steps}\n{_tooltip_rule(True)}\n{_tooltip_rule(False)}\n"
+    return f"{_BASE_STYLE}{sections.SECTION_STYLE}{steps}\n{_tooltip_rule(True)}\n{_tooltip_rule(False)}\n"
 
 
 #: The style sheet as the score table stands at import (:func:`style_sheet` reads it anew).
@@ -160,29 +183,41 @@ def _step(q: float) -> int:
     return min(int(round(q * (IMPORTANCE_STEPS - 1))), IMPORTANCE_STEPS - 1)
 
 
-def scale_of(values: np.ndarray) -> float:
-    """The symmetric colour scale of a row: its largest finite |score| (1 if all are 0).
+def scale_of(*values: np.ndarray) -> float:
+    """The symmetric colour scale of one or more rows of a score, pooled: the largest finite
+    |score|, at most three times the second largest (1 if all are 0); see
+    :func:`.sections.robust_scale`.
 
     Example:
-        >>> scale_of(np.array([0.5, -2.0, np.nan]))
-        2.0
+        >>> scale_of(np.array([0.5, -1.0, np.nan])), scale_of(np.array([1.0, 3.0]), np.array([2037.0]))
+        (1.0, 9.0)
     """
-    finite = np.abs(values[np.isfinite(values)])
-    top = float(finite.max()) if finite.size else 0.0
-    return top if top > 0 else 1.0
+    return sections.robust_scale(*values)
+
+
+_NOT_DETERMINED = "\nimportance not determined by the data (SE ≥ 0.8 × the prior's sd): drawn neutral"
+_NO_SE = "\nimportance not determined by the data (this method gives no standard error): drawn neutral"
 
 
 def text_row(
-    exp: SlalomExplanation, *, score: str = "value", col: int | None = None, scale: float | None = None
+    exp: SlalomExplanation,
+    *,
+    score: str = "value",
+    col: int | None = None,
+    scale: float | None = None,
+    channels: bool = True,
 ) -> str:
-    """The text as HTML token elements in both channels, one class column: a ``<div>``.
+    """The text as HTML token elements, one class column: a ``<div>``.
 
     Args:
         exp: the explanation.
         score: the score coloured (any of the table but importance).
         col: the class column of a joint multi-class fit (see
             :func:`~.describe.class_columns`), None otherwise.
-        scale: the |score| drawn at full colour; default: the row's largest.
+        scale: the |score| drawn at full colour (larger ones are clipped and ringed);
+            default: the row's own (:func:`scale_of`).
+        channels: also draw the importance as underline and weight (SLALOM's second
+            channel; an importance the data do not determine neutral); False: colour only.
 
     Returns:
         ``<div class="slx-text">…</div>``: one ``span.slx-tok`` per position, in order.
@@ -196,7 +231,9 @@ def text_row(
     colour = scores[score]
     scale = scale_of(colour) if scale is None else float(scale)
     s = scores["importance"]
-    lo, hi = (float(np.min(s)), float(np.max(s))) if s.size else (0.0, 0.0)
+    determined = exp.importance_determined
+    shown_s = s[determined] if determined.any() else s
+    lo, hi = (float(np.min(shown_s)), float(np.max(shown_s))) if shown_s.size else (0.0, 0.0)
     parts = []
     for shown, pos in layout(exp.tokens, exp.granularity, exp.text):
         if pos is None:
@@ -206,13 +243,23 @@ def text_row(
         data = [f'data-position="{pos}"', f'data-token="{_esc(token)}"']
         data += [f'data-{name}="{_num(vals[pos])}"' for name, vals in scores.items()]
         data += [f'data-{name}-se="{_num(vals[pos], signed=False)}"' for name, vals in ses.items()]
-        style = f"background-color: {css_rgb(diverging_rgb(float(colour[pos]), scale=scale))}"
-        cls = f"slx-tok slx-s{_step(sequential_level(float(s[pos]), low=lo, high=hi))}"
+        if not determined[pos]:
+            data.append(f'data-note="{_esc(_NOT_DETERMINED if exp.importance_se is not None else _NO_SE)}"')
+        x = float(colour[pos])
+        style = f"background-color: {css_rgb(diverging_rgb(x, scale=scale))}"
+        if not channels:
+            cls = "slx-tok slx-flat"
+        elif determined[pos]:
+            cls = f"slx-tok slx-s{_step(sequential_level(float(s[pos]), low=lo, high=hi))}"
+        else:
+            cls = "slx-tok slx-sn"
+        cls += " slx-clip" if np.isfinite(x) and abs(x) > scale * (1 + 1e-12) else ""
         # A piece with no character of its own is drawn by CSS (not text), so the page's
         # text stays the explained text exactly.
         cls += " slx-empty" if not shown else ""
         parts.append(f'<span class="{cls}" tabindex="0" {" ".join(data)} style="{style}">{_esc(shown)}</span>')
-    return f'<div class="slx-text">{"".join(parts)}</div>'
+    view = "channels" if channels else "score"
+    return f'<div class="slx-text" data-view="{view}" data-score="{_esc(score)}">{"".join(parts)}</div>'
 
 
 def _reference_note(exp: SlalomExplanation, score: str, col: int | None) -> str:
@@ -227,34 +274,47 @@ def _reference_note(exp: SlalomExplanation, score: str, col: int | None) -> str:
     return f"0 = the reference point b = {describe.fmt(base)}, {where}"
 
 
-def legend(exp: SlalomExplanation, *, score: str, scale: float, col: int | None = None) -> str:
-    """The two legends: the colour scale of ``score`` (unit, reference point, ±scale) and the
-    importance scale (the text's smallest to largest s).
+def legend(exp: SlalomExplanation, *, score: str, scale: float, col: int | None = None, channels: bool = True) -> str:
+    """The legends: the colour scale of ``score`` (unit, reference point, ±scale) and, with
+    ``channels``, the importance scale (the text's smallest to largest determined s, and
+    the neutral look of an undetermined one).
 
     Example:
         >>> legend(binary_exp, score="value", scale=1.5)  # doctest: +SKIP
     """
     info = SCORES[score]
-    s = exp.importance
+    shade = f"{int(100 * MAX_MIX)}%"
+    what = "what the token added to this prediction" if info.additive else "the token's own score"
+    out = (
+        '<div class="slx-legend">'
+        '<figure><div class="slx-bar" role="img" aria-label="colour scale"></div>'
+        f'<div class="slx-ticks"><span>{describe.fmt(-scale)}</span><span>0</span>'
+        f"<span>{describe.fmt(scale)}</span></div>"
+        f"<figcaption><b>Colour: {_esc(score)}</b> ({_esc(info.formula)}; {what}), in {_esc(info.unit)}; "
+        f"{_esc(_reference_note(exp, score, col))}. Red = raises the explained output, blue = lowers it; "
+        f"symmetric scale, full colour ({shade} tint) at ±{describe.fmt(scale).lstrip('+')}; a ringed token "
+        "lies beyond it (clipped).</figcaption></figure>"
+    )
+    if not channels:
+        return out + "</div>"
+    determined = exp.importance_determined
+    s = exp.importance[determined] if determined.any() else exp.importance
     lo, hi = (float(np.min(s)), float(np.max(s))) if s.size else (0.0, 0.0)
     samples = "".join(
         f'<span class="slx-tok slx-s{_step(q)}">{label}</span> s = {describe.fmt(v)}&emsp;'
         for q, v, label in ((0.0, lo, "lowest"), (0.5, (lo + hi) / 2, "middle"), (1.0, hi, "highest"))
     )
-    shade = f"{int(100 * MAX_MIX)}%"
-    return (
-        '<div class="slx-legend">'
-        '<figure><div class="slx-bar" role="img" aria-label="colour scale"></div>'
-        f'<div class="slx-ticks"><span>{describe.fmt(-scale)}</span><span>0</span>'
-        f"<span>{describe.fmt(scale)}</span></div>"
-        f"<figcaption><b>Colour: {_esc(score)}</b> ({_esc(info.formula)}), in {_esc(info.unit)}; "
-        f"{_esc(_reference_note(exp, score, col))}. Red = raises the explained output, blue = lowers it; "
-        f"symmetric scale, full colour ({shade} tint) at ±{describe.fmt(scale).lstrip('+')}, "
-        f"the text's largest |{_esc(score)}|.</figcaption></figure>"
+    if not determined.any():
+        samples = ""  # no scale to show: every importance is drawn neutral
+    samples += '<span class="slx-tok slx-sn">neutral</span> not determined'
+    n_open = int((~determined).sum())
+    why = "SE ≥ 0.8 × the prior's sd" if exp.importance_se is not None else "this method gives no standard errors"
+    return out + (
         f"<figure><div>{samples}</div><figcaption><b>Underline and weight: importance</b> s "
         f"({_esc(SCORES['importance'].formula)}, {_esc(SCORES['importance'].unit)}): how much weight the "
-        "token takes from the others; sequential scale from the text's lowest to its highest s.</figcaption>"
-        "</figure></div>"
+        "token takes from the others; sequential, from the text's lowest to its highest determined s. "
+        f"No underline: the data do not determine it ({why}; {n_open} of "
+        f"{exp.n_positions} positions).</figcaption></figure></div>"
     )
 
 
@@ -273,18 +333,37 @@ def _heading(exp: SlalomExplanation, score: str) -> str:
     return out
 
 
+def _uid(exp: SlalomExplanation, score: str, cols: list[int | None]) -> str:
+    """A name for the fragment's tab controls, from its content: two fragments on one page
+    (a notebook) keep their own tabs, and the same explanation always makes the same page."""
+    h = hashlib.sha1(f"{score}|{cols}|{exp.text}|{list(exp.tokens)}".encode("utf-8", "replace"))
+    h.update(np.ascontiguousarray(exp.contribution, dtype=np.float64).tobytes())
+    return "slx" + h.hexdigest()[:10]
+
+
 def explanation_fragment(
-    exp: SlalomExplanation, *, score: str = "value", class_index: int | str | None = None, include_style: bool = True
+    exp: SlalomExplanation,
+    *,
+    score: str = "contribution",
+    class_index: int | str | None = None,
+    include_style: bool = True,
+    top: int = 10,
 ) -> str:
-    """One text's two-channel view as an HTML fragment (a ``<div>``), for a notebook or a page.
+    """One text's view as an HTML fragment (a ``<div>``), for a notebook or a page.
+
+    First what each token did to this prediction: the sum b → F(x) beside f(x), the force
+    bar, the text coloured by ``score``, the ``top`` tokens; SLALOM's two channels (value
+    colour, importance underline) in a second tab; a table of every position last.
 
     Args:
         exp: the explanation.
-        score: the score coloured (default the value v); any of the score table but importance.
+        score: the score coloured first (default the additive contribution); any of the
+            score table but importance.
         class_index: for a joint multi-class fit, one class (index or name) to show; default
             every class, each under its name.
         include_style: put the style sheet (:func:`style_sheet`) in the fragment; a page that shows
             many fragments includes it once.
+        top: tokens in the ranked list.
 
     Returns:
         ``<div class="slx-view">…</div>`` (with a ``<style>`` first when ``include_style``).
@@ -296,14 +375,32 @@ def explanation_fragment(
     cols = describe.class_columns(exp)
     if class_index is not None:
         cols = [_pick_class(exp, class_index)]
-    rows = {col: describe.position_scores(exp, col)[score] for col in cols}
-    # One scale for every class, so equal colours mean equal numbers across the blocks.
-    scale = max(scale_of(v) for v in rows.values())
-    body = [_heading(exp, score), legend(exp, score=score, scale=scale, col=cols[0] if len(cols) == 1 else None)]
+    one = cols[0] if len(cols) == 1 else None
+    # One scale per score for every class, so equal colours mean equal numbers across the blocks.
+    scale = scale_of(*(describe.position_scores(exp, col)[score] for col in cols))
+    v_scale = scale_of(*(describe.position_scores(exp, col)["value"] for col in cols))
+    uid = _uid(exp, score, cols)
+    first, second = (
+        [legend(exp, score=score, scale=scale, col=one, channels=False)],
+        [legend(exp, score="value", scale=v_scale, col=one)],
+    )
+    summary = []
     for col in cols:
-        if col is not None:
-            body.append(f"<h3>{_esc(describe.class_name(exp, col))}</h3>")
-        body.append(text_row(exp, score=score, col=col, scale=scale))
+        name = f"<h3>{_esc(describe.class_name(exp, col))}</h3>" if col is not None else ""
+        summary += [name, sections.sum_line(exp, col), sections.force_bar(exp, col, score=score)]
+        first += [name, text_row(exp, score=score, col=col, scale=scale, channels=False)]
+        second += [name, text_row(exp, score="value", col=col, scale=v_scale)]
+    ranked = [sections.top_tokens(exp, col, score=score, k=top, named=len(cols) > 1) for col in cols]
+    tabs = (
+        f'<input type="radio" class="slx-tab slx-tab-a" name="{uid}" id="{uid}-a" checked>'
+        f'<label for="{uid}-a">What each token did: {_esc(score)}</label>'
+        f'<input type="radio" class="slx-tab slx-tab-b" name="{uid}" id="{uid}-b">'
+        f'<label for="{uid}-b">SLALOM\'s two channels: value and importance</label>'
+        f'<div class="slx-panel slx-panel-a">{"".join(first)}</div>'
+        f'<div class="slx-panel slx-panel-b">{"".join(second)}</div>'
+    )
+    body = [_heading(exp, score), *summary, f'<div class="slx-tabs">{tabs}</div>', *ranked]
+    body.append(sections.score_table(exp, cols))
     style = f"<style>{style_sheet()}</style>" if include_style else ""
     return f'{style}<div class="slx-view" data-score="{_esc(score)}">{"".join(body)}</div>'
 
@@ -338,13 +435,14 @@ def document(body: str, *, title: str) -> str:
 
 
 def to_html(
-    exp: SlalomExplanation, *, score: str = "value", class_index: int | str | None = None, full_page: bool = True
+    exp: SlalomExplanation, *, score: str = "contribution", class_index: int | str | None = None, full_page: bool = True
 ) -> str:
-    """The two-channel view of ``exp``: a whole offline page, or a fragment.
+    """The view of ``exp`` (see :func:`explanation_fragment`): a whole offline page, or a fragment.
 
     Args:
         exp: the explanation.
-        score: the score coloured (default the value v).
+        score: the score coloured first (default the additive contribution; the value
+            and importance are one tab away).
         class_index: for a joint multi-class fit, one class to show (default every class).
         full_page: a whole document (True) or a fragment as :func:`explanation_fragment`.
 

@@ -474,10 +474,11 @@ def test_engine_accepts_a_progress_factory():
 
     class Bar:
         def __init__(self, total):
-            self.total, self.n, self.closed = total, 0, False
+            self.total, self.n, self.closed, self.planned = total, 0, False, total
 
         def update(self, n):
             self.n += n
+            assert self.n <= self.total  # the plan is never overrun unseen
 
         def close(self):
             self.closed = True
@@ -500,6 +501,9 @@ def test_engine_accepts_a_progress_factory():
     assert [b.total for b in bars] == read
     assert read[0] == 2 * 3 - 1 + 2 and read[1] < 40 + 2
     assert all(b.n == b.total and b.closed for b in bars)
+    # The bar starts at the planned reads (the samples, the full text, the empty input), so it
+    # moves steadily rather than jumping from 0/2 to the end; it ends at what was read.
+    assert bars[1].planned == 40 + 2
 
 
 # ----------------------------------------------------------------------------------------
@@ -729,6 +733,9 @@ def test_notebook_runs_with_small_settings():
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "NOTEBOOK OK" in text
+    # The importance has its own sequential legend, not Captum's Negative/Positive one.
+    html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
+    assert "importance, no sign" in html and html.count("Negative") == 1
 
 
 @pytest.mark.parametrize("prompt, target", [("", "bad plot"), ("the movie was", ""), ("the movie was", "   ")])
@@ -796,3 +803,21 @@ def test_a_random_forward_declared_so_reads_every_sample():
     assert set(read_once) == set(read_every)
     # tol: exact up to rounding: the same distinct rows, read once or every time, give the same fit
     torch.testing.assert_close(once, every, atol=1e-8, rtol=0)
+
+
+def test_importance_is_drawn_without_a_sign_legend():
+    from captum_slalom import importance_html, importance_record
+
+    s = [0.4, -0.2, 0.1, 0.9, 0.0]
+    rec = importance_record(
+        s, ["a", "b", "c", "d", "[SEP]"], pred_prob=0.8, pred_class="POS", attr_class="POS",
+        determined=[True, True, True, False, True], features=[True, True, True, True, False],
+    )  # fmt: skip
+    level = rec.word_attributions.tolist()
+    # Sequential: the determined features' order kept, lowest 0.1 and highest 1.0; the
+    # undetermined "d" and the special token white (0), not "lowest".
+    assert level[1] == pytest.approx(0.1) and level[0] == pytest.approx(1.0) and level[1] < level[2] < level[0]
+    assert level[3] == 0.0 and level[4] == 0.0
+    page = importance_html([rec])
+    assert "Negative" not in page and "Positive" not in page and "no sign" in page
+    assert "not determined by the data" in page

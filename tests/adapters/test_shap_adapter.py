@@ -809,7 +809,7 @@ def test_notebook_runs(tmp_path):
     assert "small run: True" in text
     assert "SLALOM-fidel" in text and "Partition" in text  # the benchmark table
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5  # the plots rendered
-    assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # shap.plots.text
+    assert any("wonderful" in o.get("data", {}).get("text/html", "") for o in outputs)  # SLALOM's own page
 
 
 def test_default_seed_gives_identical_calls(gt, tok):
@@ -960,3 +960,29 @@ def test_max_evals_and_n_samples_must_be_counts(bad):
     with pytest.raises(ValueError, match=rf"n_samples must be a positive int.*, got {bad!r}"):
         SlalomExplainer(f, shap.maskers.Text(), n_samples=bad)
     assert ex(["a good film"], max_evals=50, silent=True).values.shape == (1, 3, 2)
+
+
+def test_a_quick_call_through_a_pipeline_prints_nothing(pipe_explainer, capfd):
+    # shap's convention: silent=False (the default of __call__) shows a bar only once a call
+    # has run 10 s; before, the engine's bar jumped from 0/2 to the final count at once.
+    capfd.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)  # a random tiny model fits poorly
+        pipe_explainer(["a good film", "a bad plot"], max_evals=40)
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_loading_the_packaged_model_is_quiet_and_leaves_transformers_settings(capfd):
+    from slalom_core.packaged.demo_model import load_default_model
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_info()
+    try:
+        capfd.readouterr()
+        load_default_model()
+        _, err = capfd.readouterr()
+        assert "Loading weights" not in err and "%|" not in err
+        assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.set_verbosity_warning()

@@ -133,3 +133,118 @@ def test_an_index_of_25000_texts_stays_light_and_usable(tmp_path):
     assert seen.remote_requests == []
     assert "texts 1–100 of 25000 shown (25000 in the run)" in seen.dom
     assert seen.dom.count("<tr") == 101  # the header and one page of rows: the document stays small
+
+
+def _index_ids(site: Path) -> list[str]:
+    return [r[0] for r in _rows(site)]
+
+
+def test_a_report_never_writes_into_a_folder_it_did_not_write(tmp_path):
+    run = _synthetic_run(tmp_path / "run", 4)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "index.html").write_text("my own page", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="mine"):
+        write_report(run, out, text_pages=False)
+    assert (out / "index.html").read_text(encoding="utf-8") == "my own page"
+    assert sorted(p.name for p in out.iterdir()) == ["index.html"]
+
+
+def test_rewriting_our_own_report_leaves_no_stale_page(tmp_path, monkeypatch):
+    from slalom_core.corpus import report
+
+    monkeypatch.setattr(report, "ROWS_PER_FILE", 3)
+    out = tmp_path / "site"
+    write_report(_synthetic_run(tmp_path / "big", 10), out, text_pages=False)
+    assert len(list((out / "data").glob("rows-*.js"))) == 4
+    write_report(_synthetic_run(tmp_path / "small", 4), out, text_pages=False)
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["rows-000.js", "rows-001.js"]
+    assert _index_ids(out) == ["0", "1", "2", "3"]
+    assert not [p for p in tmp_path.iterdir() if p.name not in ("big", "small", "site")]  # nothing left beside
+
+
+def test_ids_sort_in_natural_order_and_a_superscript_digit_is_a_string(tmp_path):
+    run = _synthetic_run(tmp_path / "run", 5)
+    # Rename the ids in place: "²" passes str.isdigit() but int() refuses it.
+    import pyarrow.parquet as pq
+
+    part = next((tmp_path / "run" / "texts").glob("part-*.parquet"))
+    table = pq.read_table(part).to_pandas()
+    table["id"] = ["10", "²", "2", "b", "a"]
+    table.to_parquet(part)
+    site = write_report(run, tmp_path / "site", text_pages=False).parent
+    assert _index_ids(site) == ["2", "10", "a", "b", "²"]
+
+
+def test_a_run_missing_a_positions_part_names_it(site, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(site.parent / "run", run)
+    part = sorted((run / "positions").glob("part-*.parquet"))[1]
+    part.unlink()
+    with pytest.raises(FileNotFoundError, match=part.name):
+        write_report(CorpusRun(run), tmp_path / "site")
+
+
+def test_the_index_names_classes_and_holds_no_absolute_path(site):
+    rows = _rows(site)
+    # The tiny BERT's config names its classes LABEL_0 and LABEL_1: shown, not 0/1.
+    assert {r[2] for r in rows if r[2] is not None} <= {"LABEL_0", "LABEL_1"}
+    assert any(r[2] is not None for r in rows)
+    root = str(site.parent)
+    for f in site.rglob("*"):
+        if f.is_file() and f.suffix in (".html", ".js"):
+            assert root not in f.read_text(encoding="utf-8"), f"{f.name} holds an absolute path"
+    assert "c.jsonl" in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_text_pages_rank_their_tokens(site):
+    page = (site / _rows(site)[0][1]).read_text(encoding="utf-8")
+    assert 'class="slx-top"' in page and "<table" in page
+
+
+def test_words_page_picture_and_summarize_pick_the_same_top_tokens(site, tmp_path, monkeypatch):
+    import shutil
+
+    from slalom_core import corpus
+    from slalom_core.cli.command import main
+    from slalom_core.corpus import report, top_words
+
+    run = tmp_path / "run"
+    shutil.copytree(site.parent / "run", run)
+    pictured = {}
+
+    def capture(name):
+        real = corpus.summary.plot_words
+
+        def plot(summary, **kw):
+            pictured[name] = list(summary.head(kw.get("top", 25)).index)
+            return real(summary, **kw)
+
+        return plot
+
+    monkeypatch.setattr(report, "plot_words", capture("report"))
+    monkeypatch.setattr(corpus, "plot_words", capture("summarize"))
+    write_report(CorpusRun(run), tmp_path / "site", min_texts=2, top=4, text_pages=False)
+    assert main(["summarize", str(run), "--min-texts", "2", "--top", "4"]) == 0
+    want = list(top_words(CorpusRun(run), top=4, min_texts=2).index)
+    assert len(want) == 4 and pictured == {"report": want, "summarize": want}
+    table = (tmp_path / "site" / "words.html").read_text(encoding="utf-8")
+    assert re.findall(r"<tr><td>([^<]*)</td>", table) == want
+    # A token seen in fewer texts than the minimum never enters, however large its mean.
+    counts = corpus.word_summary(CorpusRun(run), min_texts=1)["n_texts"]
+    assert all(counts[t] >= 2 for t in want) and (counts < 2).any()
+
+
+def test_a_report_never_replaces_the_folder_that_holds_its_run(tmp_path):
+    from slalom_core.corpus.report import MARKER
+
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / MARKER).write_text("", encoding="utf-8")  # even a folder marked as a report
+    run = _synthetic_run(out / "run", 3)
+    for target in (out, out / "run"):
+        with pytest.raises(FileExistsError, match="holds the run"):
+            write_report(run, target, text_pages=False)
+    assert (out / "run" / "manifest.json").exists()

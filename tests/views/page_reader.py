@@ -1,4 +1,9 @@
-"""Read the two-channel views back: each token element's attributes and text, in order."""
+"""Read the views back: each token element's attributes and text, in order.
+
+A page shows its text in two views (``div.slx-text`` with ``data-view="score"``: the score
+alone, first; ``data-view="channels"``: value and importance); :func:`read` keeps one view,
+by default the first the page shows.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,11 @@ class TokenReader(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.tokens: list[dict] = []
         self.texts: list[str] = []
+        self.text_views: list[str | None] = []
         self.tags: list[str] = []
         self._in_token: dict | None = None
         self._depth = 0  # nesting inside the current div.slx-text
+        self._view: str | None = None
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
@@ -23,10 +30,12 @@ class TokenReader(HTMLParser):
         if self._depth:
             self._depth += tag == "div"
         if tag == "div" and a.get("class") == "slx-text":
+            self._view = a.get("data-view")
             self.texts.append("")
+            self.text_views.append(self._view)
             self._depth = 1
-        if tag == "span" and "data-position" in a:
-            self._in_token = {**a, "text": ""}
+        if tag == "span" and "data-position" in a and self._depth:
+            self._in_token = {**a, "text": "", "view": self._view}
             self.tokens.append(self._in_token)
 
     def handle_endtag(self, tag):
@@ -42,8 +51,12 @@ class TokenReader(HTMLParser):
             self.texts[-1] += data
 
 
-def read(page: str) -> TokenReader:
+def read(page: str, view: str | None = None) -> TokenReader:
+    """The page's tokens and texts of one view (default: the first the page shows)."""
     reader = TokenReader()
     reader.feed(page)
     reader.close()
+    view = view if view is not None else (reader.text_views[0] if reader.text_views else None)
+    reader.tokens = [t for t in reader.tokens if t["view"] == view]
+    reader.texts = [t for t, v in zip(reader.texts, reader.text_views) if v == view]
     return reader

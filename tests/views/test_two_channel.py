@@ -9,6 +9,7 @@ from conftest import BERT_TEXT, GPT2_TEXT, WORD_TEXT
 from page_reader import read
 from slalom_core.scores import SCORES, Score
 from slalom_core.views import compare_html, explanation_fragment
+from slalom_core.views.html import scale_of
 from slalom_core.views.surface import align, layout, pieces
 
 
@@ -46,16 +47,27 @@ def test_a_newly_registered_score_appears_without_a_change_to_the_views(word_exp
 
 
 def test_colour_is_the_chosen_score_and_importance_the_underline(word_exp):
-    page = read(word_exp.to_html(score="contribution"))
+    html = word_exp.to_html(score="contribution")
+    page = read(html)
     c = word_exp.contribution
     styles = [t["style"] for t in page.tokens]
     strongest = int(np.argmax(np.abs(c)))
     red, blue = "rgb(224, 93, 94)", "rgb(87, 153, 199)"  # full tint of red and of blue
     assert (red if c[strongest] > 0 else blue) in styles[strongest]
-    s = word_exp.importance
-    classes = [t["class"].split() for t in page.tokens]
-    assert "slx-s8" in classes[int(np.argmax(s))] and "slx-s0" in classes[int(np.argmin(s))]
-    assert ".slx-s8 { font-weight: 700; text-decoration-thickness: 4.00px" in word_exp.to_html()
+    # The first view is the score alone; the second is the value with the importance.
+    assert all("slx-flat" in t["class"] for t in page.tokens)
+    channels = read(html, view="channels")
+    v = word_exp.value
+    strongest = int(np.argmax(np.abs(v)))
+    assert (red if v[strongest] > 0 else blue) in channels.tokens[strongest]["style"]
+    s, determined = word_exp.importance, word_exp.importance_determined
+    assert determined.any()
+    classes = [t["class"].split() for t in channels.tokens]
+    top, low = (int(np.flatnonzero(determined)[f(s[determined])]) for f in (np.argmax, np.argmin))
+    assert "slx-s8" in classes[top] and "slx-s0" in classes[low]
+    assert ".slx-s8 { font-weight: 700; text-decoration-thickness: 4.00px" in html
+    # The lowest importance is a thin underline on normal, dark text, not a greyed-out word.
+    assert ".slx-s0 { font-weight: 400;" in html
     with pytest.raises(ValueError, match="second channel"):
         word_exp.to_html(score="importance")
     with pytest.raises(ValueError, match="unknown score"):
@@ -64,7 +76,7 @@ def test_colour_is_the_chosen_score_and_importance_the_underline(word_exp):
 
 def test_legend_states_scale_unit_and_reference_point(word_exp):
     html = word_exp.to_html(score="lin")
-    top = float(np.max(np.abs(word_exp.lin)))
+    top = scale_of(word_exp.lin)
     assert f"±{top:.3g}" in html
     assert SCORES["lin"].unit in html and "reference point b" in html
     assert "Underline and weight: importance" in html
@@ -121,6 +133,7 @@ def test_fragment_and_notebook_repr(word_exp):
     frag = word_exp._repr_html_()
     assert frag.startswith("<style>") and "<html" not in frag
     assert explanation_fragment(word_exp, include_style=False).startswith('<div class="slx-view"')
+    assert 'id="slx' in frag  # tabs work in a notebook: the fragment's controls have their own names
     page = word_exp.to_html()
     assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page
     assert "http://" not in page and "https://" not in page
