@@ -25,7 +25,7 @@ from . import describe
 from .colours import NEGATIVE_RGB, POSITIVE_RGB, css_rgb, diverging_rgb
 
 if TYPE_CHECKING:
-    from ..explanation import SlalomExplanation
+    from ..explained import Explained as SlalomExplanation  # the protocol: views look down
 
 __all__ = [
     "CLIP_FACTOR",

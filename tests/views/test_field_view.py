@@ -55,12 +55,12 @@ def test_sum_line_and_force_bar_add_up_from_b_to_the_surrogate(word_exp):
     widths = np.array([float(w) for _, w, _ in rects])
     sizes = np.sort(np.abs(c[c != 0]))
     per_unit = widths.sum() / sizes.sum()
-    assert np.allclose(np.sort(widths), sizes * per_unit, atol=0.1)
+    assert np.allclose(np.sort(widths), sizes * per_unit, atol=0.1)  # tol: the SVG's rounding to 0.1 of 1000 units
     # Red ends at F(x) from the left, blue starts there: the mark of F(x) is where they meet.
     f_mark = float(re.search(r'<line x1="([\d.]+)"[^>]*stroke="#000"', svg).group(1))
     red = [(float(x), float(w)) for (x, w, _), col in zip(rects, re.findall(r'fill="([^"]+)"', svg)) if "214" in col]
     if red:
-        assert abs(max(x + w for x, w in red) - f_mark) < 0.2
+        assert abs(max(x + w for x, w in red) - f_mark) < 0.2  # tol: two positions each rounded to 0.1
 
 
 def test_ranked_tokens_are_distinct_tokens_by_summed_contribution(word_exp):
@@ -73,8 +73,9 @@ def test_ranked_tokens_are_distinct_tokens_by_summed_contribution(word_exp):
     order = present[np.argsort(-np.abs(sums[present]), kind="stable")]
     assert len(items) == min(10, len(present))
     got_units = [int(units[int(pos)]) for pos, _ in items]
+    # tol: exact up to float64 rounding of the same bincount sums
     assert np.allclose(np.abs(sums[got_units]), np.abs(sums[order[: len(items)]]), rtol=0, atol=1e-12)
-    assert [float(x) for _, x in items] == pytest.approx(sums[got_units], rel=1e-2)  # 3 significant digits
+    assert [float(x) for _, x in items] == pytest.approx(sums[got_units], rel=1e-2)  # tol: rounding to 3 significant digits
 
 
 def test_table_lists_every_position_with_standard_errors(word_exp):
