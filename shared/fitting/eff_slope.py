@@ -56,7 +56,8 @@ class EffSlopeFitter(HybridFitter):
     OPTIONS = {
         k: v
         for k, v in HybridFitter.OPTIONS.items()
-        if k not in ("context_share", "context", "context_weight", "max_delete_fraction", "anchor_weight")
+        if k
+        not in ("context_share", "min_context", "context", "context_weight", "max_delete_fraction", "anchor_weight")
     }
 
     def __init__(

@@ -17,6 +17,7 @@ from .constants import (
     LEARNING_RATE,
     MAX_DELETE_FRACTION,
     MAX_ITER,
+    MIN_CONTEXT,
     PRIOR_SD,
     RIDGE_WEIGHT,
     SLOPE_AXIS,
@@ -75,6 +76,9 @@ class HybridFitter(EffFitter):
         context_share: share of ``n_samples`` spent on samples in context (0: none; the
             values then come from the short samples and the importances from the same
             samples under the slope's prior, see :class:`EffSlopeFitter`).
+        min_context: the fewest samples in context whenever ``context_share`` > 0 (budget
+            permitting: at most ``n_samples`` − 1), so that a small budget still reads enough
+            of the text in context to set the importances.
         context: "deletions" (the text with up to ``max_delete_fraction`` of its positions
             deleted, fidel's design) or "subsets" (``k`` positions kept in order, ``k``
             log-uniform from 2 to n − 1; shorter, so cheaper, see
@@ -113,6 +117,7 @@ class HybridFitter(EffFitter):
     OPTIONS = {
         **{k: v for k, v in EffFitter.OPTIONS.items() if k not in ("design", "singletons", "deletion_share")},
         "context_share": (Interval(float, 0, 1, "left"),),
+        "min_context": (Interval(int, 1, None),),
         "context": (OneOf(*_CONTEXTS),),
         "context_weight": (Interval(float, 0, 1, "neither"), OneOf(None)),
         "max_delete_fraction": (Interval(float, 0, 1, "right"),),
@@ -124,6 +129,7 @@ class HybridFitter(EffFitter):
     def __init__(
         self,
         context_share: float = CONTEXT_SHARE,
+        min_context: int = MIN_CONTEXT,
         context: str = "deletions",
         context_weight: float | None = CONTEXT_WEIGHT,
         max_delete_fraction: float = MAX_DELETE_FRACTION,
@@ -163,6 +169,7 @@ class HybridFitter(EffFitter):
             check_samples=check_samples,
         )
         self.context_share = float(context_share)
+        self.min_context = int(min_context)
         self.context = context
         self.context_weight = None if context_weight is None else float(context_weight)
         self.max_delete_fraction = float(max_delete_fraction)
@@ -186,7 +193,7 @@ class HybridFitter(EffFitter):
         """How many of ``n_samples`` are drawn in context (none for a one-position text)."""
         if n_positions < 2 or self.context_share == 0:
             return 0
-        return min(max(1, int(round(self.context_share * n_samples))), n_samples - 1)
+        return min(max(self.min_context, int(round(self.context_share * n_samples))), n_samples - 1)
 
     def design(self, rng, position_units, n_units, n_samples):
         n_ctx = self.n_context(n_samples, len(position_units))

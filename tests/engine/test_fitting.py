@@ -49,6 +49,11 @@ def test_sampled_fits_reach_high_heldout_r2(method, vocab, n_classes):
     # fidel's deletion samples all contain most of the text, so each carries less
     # information about single units than eff's short samples: it needs more of them.
     n = max(600, (8 if method == "fidel" else 4) * vocab)
+    if method == "hybrid":
+        # its ~1 % of samples in context carry 75 % of the weight and count as few effective
+        # samples: on 120 units with three classes the data outweigh the importances' prior
+        # from about 20 of them (measured: held-out R² 0.83 at 600 samples, 0.93 at 1000, 1.0 at 2000)
+        n = max(600, 16 * vocab)
     # eff: the generator draws s ~ N(0, 1), so the prior says so (the default, 0.25, is
     # tuned on real models and shrinks these s visibly at ~5 samples per unit).
     opts = {"prior_sd": 1.0}
@@ -115,8 +120,9 @@ def test_hybrid_design_layout_and_weights():
     fitter = sc.get_fitter("hybrid", context_share=0.1, context_weight=0.4)
     samples = fitter.design(rng, pos, 9, 100)
     assert len(samples) == 100
-    # pairs first, then 10 deletion samples: the text in order with 1 to 5 positions removed
-    assert all(len(x) == 2 for x in samples[:90])
+    # triples of distinct units first, then 10 deletion samples: the text in order with 1 to
+    # 5 positions removed
+    assert all(len(x) == 3 and len(set(x)) == 3 for x in samples[:90])
     assert all(5 <= len(x) <= 9 and _is_subsequence(x, pos) for x in samples[90:])
     w = fitter.design_weights(samples, len(pos))
     assert w.sum() == pytest.approx(100)
@@ -186,7 +192,8 @@ def test_hybrid_recovers_a_true_slalom_and_matches_its_text(value_sd):
     assert abs(exp.full_text_gap) < 0.05 * (1 + abs(exp.model_output))
     # 600 samples + the full text (reference=0.0: no empty input), each distinct one read once
     assert exp.diagnostics["model_evaluations"] == len(reads) == len(set(reads)) <= 601
-    assert exp.diagnostics["n_context"] == 24 and exp.diagnostics["design"] == "576 short samples + 24 deletions"
+    # 1 % of 600 is 6: the design reads at least min_context = 10 in context
+    assert exp.diagnostics["n_context"] == 10 and exp.diagnostics["design"] == "590 short samples + 10 deletions"
 
 
 def test_eff_prior_shrinks_noisy_importances_but_not_exact_ones():
@@ -488,9 +495,11 @@ class _ReadsLongTextsOtherwise(torch.nn.Module):
 @pytest.mark.parametrize("method", ["eff-slope", "hybrid"])
 def test_default_top_tokens_do_not_depend_on_the_seed(method):
     """Five strongly polar tokens among 75 near-neutral ones, one of them repeated ten times;
-    the model's long-text output is not a SLALOM's. The top-5 by |contribution| are the five
-    polar ones at every seed, for the default and for hybrid (before the effective-sample
-    prior, hybrid gave 4 of the top 5 to the repeated neutral token at seeds 0 and 2)."""
+    the model's long-text output is not a SLALOM's. The top-5 by |contribution| are the same
+    at every seed and never the repeated neutral token (before the effective-sample prior,
+    hybrid gave 4 of the top 5 to it at seeds 0 and 2). eff-slope's are the five polar
+    tokens; the default's hold the three that agree with the model's move on the text (its
+    slope axis gives the weight to them: a polar token against the move takes less)."""
     rng = np.random.default_rng(3)
     v = rng.normal(0, 0.3, 80)
     v[:5] = [3.0, -2.8, 2.5, -2.2, 2.0]
@@ -498,16 +507,20 @@ def test_default_top_tokens_do_not_depend_on_the_seed(method):
     # token 5 is a near-neutral word repeated ten times (as `the`, `it` in a review)
     ids = rng.permutation(np.r_[np.arange(80), rng.integers(6, 80, 30), np.full(10, 5)])
     model = sc.TorchClassifier(_ReadsLongTextsOtherwise(v, s))
+    tops = []
     for seed in range(3):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", sc.SlalomFitWarning)
             exp = sc.explain(model, ids, method=method, n_samples=1000, seed=seed, reference=0.0, output="logits")
         top = np.argsort(-np.abs(exp.scores("contribution")))[:5]
-        assert sorted(int(exp.token_ids[i][0]) for i in top) == [0, 1, 2, 3, 4], seed
+        tops.append(sorted(int(exp.token_ids[i][0]) for i in top))
+    assert tops[0] == tops[1] == tops[2] and 5 not in tops[0], tops
+    assert exp.model_output > exp.base_value  # the model moves up: tokens 0, 2, 4 agree with it
+    assert {0, 2, 4} <= set(tops[0]) if method == "hybrid" else tops[0] == [0, 1, 2, 3, 4]
 
 
-def test_default_importance_errors_cover_the_truth():
-    """On noisy true SLALOMs whose importances follow |value| (as the default's prior expects)
+def test_eff_slope_importance_errors_cover_the_truth():
+    """On noisy true SLALOMs whose importances follow |value| (as eff-slope's prior expects)
     plus a token's own deviation, ±2 SE covers the true mean-zero importance of ~85 % of the
     tokens, and their z-scores spread like N(0, 1) (sd ≤ 1.6)."""
     cover, spread = [], []
@@ -521,6 +534,7 @@ def test_default_importance_errors_cover_the_truth():
             exp = sc.explain(
                 sc.TorchClassifier(NoisySlalom(v, s, 0.3), deterministic=False),
                 ids,
+                method="eff-slope",
                 n_samples=1000,
                 seed=0,
                 reference=0.0,
@@ -536,8 +550,38 @@ def test_default_importance_errors_cover_the_truth():
     assert max(spread) <= 1.6, spread
 
 
-def test_eff_slope_is_the_default_and_takes_no_context_options():
-    assert sc.DEFAULT_METHOD == "eff-slope"
+def test_default_importance_errors_hold_across_seeds():
+    """The default's standard errors say how far another seed's importance may lie: the
+    seed-to-seed differences over their combined SE spread with sd ≤ 1.5 (1 when calibrated;
+    below 1, conservative). They are not a coverage of a SLALOM's true importances: the
+    default's prior (a slope along each token's effect towards the text's output) pulls the
+    importances of a SLALOM that does not follow it, a bias no SE covers (docs/results.md §22)."""
+    rng = np.random.default_rng(0)
+    v = rng.normal(0, 1.5, 40)
+    s = 0.8 * (np.abs(v) + v) + 0.25 * rng.normal(size=40)
+    ids = rng.permutation(np.r_[np.arange(40), rng.integers(0, 40, 20)])
+    model = sc.TorchClassifier(NoisySlalom(v, s, 0.3), deterministic=False)
+    runs = []
+    for seed in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sc.SlalomFitWarning)
+            exp = sc.explain(model, ids, n_samples=1000, seed=seed, reference=0.0, output="logits")
+        _, first = np.unique(np.array([t[0] for t in exp.token_ids]), return_index=True)
+        runs.append((exp.importance[first], exp.importance_se[first]))
+    z = [(a - b) / np.sqrt(sa**2 + sb**2) for i, (a, sa) in enumerate(runs) for (b, sb) in runs[i + 1 :]]
+    assert np.std(np.concatenate(z)) <= 1.5
+
+
+def test_hybrid_is_the_default():
+    assert sc.DEFAULT_METHOD == "hybrid"
+    fitter = sc.get_fitter(sc.DEFAULT_METHOD)
+    assert isinstance(fitter, sc.HybridFitter) and fitter.sample_length == 3 and fitter.slope_axis == "agreement"
+    # 1 % of the budget in context, never fewer than min_context, never the whole budget
+    assert fitter.n_context(1000, 150) == 10 and fitter.n_context(300, 150) == 10 and fitter.n_context(5, 150) == 4
+    assert fitter.n_context(1000, 1) == 0  # a one-position text has no context to sample
+
+
+def test_eff_slope_takes_no_context_options():
     fitter = sc.get_fitter("eff-slope")
     assert isinstance(fitter, sc.EffSlopeFitter) and fitter.sample_length == 3 and fitter.value_sd is None
     samples = fitter.design(np.random.default_rng(0), np.arange(40), 40, 200)
@@ -546,13 +590,14 @@ def test_eff_slope_is_the_default_and_takes_no_context_options():
     # a text with too few distinct triples to pin its 2U − 1 parameters gets shorter sets too
     short = fitter.design(np.random.default_rng(0), np.arange(4), 4, 200)
     assert {len(x) for x in short} == {1, 2, 3} and all(len(set(x.tolist())) == len(x) for x in short)
-    for bad in ("context_share", "anchor_weight", "max_delete_fraction"):
+    for bad in ("context_share", "min_context", "anchor_weight", "max_delete_fraction"):
         with pytest.raises(TypeError, match=bad):
             sc.get_fitter("eff-slope", **{bad: 0.1})
     with pytest.raises(ValueError, match="importance_slope=True is a prior"):
         sc.get_fitter("hybrid", importance_slope=True, value_sd=None, l2_importance=0.1)
     v, s = random_slalom(12, seed=3)
-    exp = sc.explain(sc.TorchClassifier(SlalomModel(v, s)), list(range(12)), n_samples=300, seed=0, reference=0.0)
+    model = sc.TorchClassifier(SlalomModel(v, s))
+    exp = sc.explain(model, list(range(12)), method="eff-slope", n_samples=300, seed=0, reference=0.0)
     assert exp.diagnostics["method"] == "eff-slope"
     # a true SLALOM with importances unrelated to |v|: the slope is fitted near 0, nothing lost
     from scipy.stats import spearmanr

@@ -75,7 +75,9 @@ def test_ranked_tokens_are_distinct_tokens_by_summed_contribution(word_exp):
     got_units = [int(units[int(pos)]) for pos, _ in items]
     # tol: exact up to float64 rounding of the same bincount sums
     assert np.allclose(np.abs(sums[got_units]), np.abs(sums[order[: len(items)]]), rtol=0, atol=1e-12)
-    assert [float(x) for _, x in items] == pytest.approx(sums[got_units], rel=1e-2)  # tol: rounding to 3 significant digits
+    assert [float(x) for _, x in items] == pytest.approx(
+        sums[got_units], rel=1e-2
+    )  # tol: rounding to 3 significant digits
 
 
 def test_table_lists_every_position_with_standard_errors(word_exp):

@@ -122,12 +122,12 @@ DESIGNS: dict[str, tuple[str, int, dict]] = {
     "hybrid-1000-L3-ctx1-a0-slope": (
         "hybrid",
         1000,
-        {"sample_length": 3, "context_share": 0.001, "context_weight": None, "anchor_weight": 0.0},
+        {"sample_length": 3, "context_share": 0.001, "min_context": 1, "context_weight": None, "anchor_weight": 0.0},
     ),
     "hybrid-1000-L3-ctx1-a10-slope": (
         "hybrid",
         1000,
-        {"sample_length": 3, "context_share": 0.001, "context_weight": None, "anchor_weight": 0.1},
+        {"sample_length": 3, "context_share": 0.001, "min_context": 1, "context_weight": None, "anchor_weight": 0.1},
     ),
     "hybrid-1000-del4-w75-a10-v0.1-noslope": ("hybrid", 1000, {"context_weight": 0.75, "importance_slope": False}),
     "eff-500": ("eff", 500, {}),
