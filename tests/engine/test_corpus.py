@@ -734,3 +734,22 @@ def test_ray_runs_an_api_classifier_and_refuses_its_budget(tmp_path):
         ray.shutdown()
     assert dist.complete and list(dist.texts()["id"]) == ["2", "100000000000000000000"]
     assert_same_scores(local, dist, atol=0)
+
+
+def test_resume_refuses_an_edited_call_function(tmp_path):
+    # Known by name only, an edited prompt (a global the call reads) resumed the run: its
+    # rows then held answers of two prompts.
+    def user_call(prompt: str):
+        namespace = {"__name__": "user_prompts", "PROMPT": prompt}
+        exec("def call(text):\n    return [0.0, float(len(PROMPT.format(text=text)) % 5)]\n", namespace)
+        return namespace["call"]
+
+    path = write_jsonl(tmp_path / "c.jsonl", ["a good film", "a bad plot", "good good fun"])
+    kw = dict(chunk_size=1, method="ana", output="logits", show_progress=False, seed=0)
+    explain_corpus(sc.APIClassifier(user_call("Review: {text}")), path, tmp_path / "r", **kw)
+    with pytest.raises(ValueError, match=r"explained with the model .*code"):
+        explain_corpus(sc.APIClassifier(user_call("Film review: {text}")), path, tmp_path / "r", resume=True, **kw)
+    # The same call, defined again, resumes.
+    assert explain_corpus(
+        sc.APIClassifier(user_call("Review: {text}")), path, tmp_path / "r", resume=True, **kw
+    ).complete
