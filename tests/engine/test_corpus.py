@@ -753,3 +753,41 @@ def test_resume_refuses_an_edited_call_function(tmp_path):
     assert explain_corpus(
         sc.APIClassifier(user_call("Review: {text}")), path, tmp_path / "r", resume=True, **kw
     ).complete
+
+
+def test_global_fit_uses_the_runs_own_model_or_refuses_another(bert, corpus, tmp_path, capsys):
+    import copy
+
+    from slalom_core.cli.command import main
+
+    model, tok = bert
+    run = explain_corpus(model, corpus, tmp_path / "r", tok, limit=4, **FAST)
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        next(other.parameters()).add_(0.01)
+    with pytest.raises(ValueError, match="explained with the model"):
+        global_slalom(other, run, tok, top=5, min_texts=1, n_samples=40)
+    assert len(global_slalom(copy.deepcopy(model), run, tok, top=5, min_texts=1, n_samples=40)) >= 2
+    # The command line: the run was made in Python with a model in memory, so --model
+    # (the demo model by default) is another model: refused, exit status 2, no file written.
+    status = main(["summarize", str(run.path), "--global-fit", "--min-texts", "1"])
+    assert status == 2 and "explained with the model" in capsys.readouterr().err
+    assert not (run.path / "global_slalom.csv").exists()
+
+
+def test_summarize_global_fit_loads_the_model_the_run_names(bert, corpus, tmp_path, capsys):
+    from slalom_core.cli.command import main
+
+    model, tok = bert
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    out = tmp_path / "r"
+    argv = ["explain", "--model", str(folder), "--data", str(corpus), "--out", str(out), "--limit", "3"]
+    assert main([*argv, "--n-samples", "60", "--no-progress"]) == 0
+    # No --model: the run's own model (its folder, from the manifest), not the demo model.
+    assert main(["summarize", str(out), "--global-fit", "--min-texts", "1", "--top", "4"]) == 0
+    assert (out / "global_slalom.csv").exists()
+    capsys.readouterr()
+    assert main(["summarize", str(out), "--global-fit", "--min-texts", "1", "--model", "default"]) == 2
+    assert "explained with the model" in capsys.readouterr().err
