@@ -175,10 +175,14 @@ def _fails_only_on_empty(adapter: ModelAdapter, seqs: list[list[int]]) -> bool:
 
     Not every model can be called on an input with no tokens; then a reference point is
     the fix. Any other fault (a flaky model, rows that disagree in width) is the model's
-    own, and advice about the reference would hide it.
+    own, and advice about the reference would hide it. An output that is not one row per
+    text is raised as such: the empty input's batch (the shortest, read first) may have
+    failed before it with an error of the model's own that says nothing about the rows.
     """
     try:
         adapter.score(seqs[:-1])
+    except OutputShapeError:
+        raise
     except Exception:
         return False
     try:
