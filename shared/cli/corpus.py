@@ -211,6 +211,16 @@ def run_explain(args: argparse.Namespace) -> int:
         **dict(args.option),
     )
     texts, failures = run.texts(), run.failures()
+    if len(texts) == 0 and len(failures):
+        # Nothing explained: whatever failed every text (a device, a target, a broken
+        # model) is an error of the command, not a run to report as done.
+        first = failures.iloc[0]
+        print(
+            f"slalom-xai explain: error: every text failed ({len(failures)} of {len(failures)}); the first, "
+            f"{first['id']!r}: {first['error']}: {first.get('message', '')} (all in {run.path / 'failures'})",
+            file=sys.stderr,
+        )
+        return 1
     cut = int((texts.drop_duplicates("id")["truncated_positions"] > 0).sum())
     print(
         f"{run.path}: {texts['id'].nunique()} texts explained, {len(failures)} failed, of "

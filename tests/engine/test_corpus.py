@@ -791,3 +791,49 @@ def test_summarize_global_fit_loads_the_model_the_run_names(bert, corpus, tmp_pa
     capsys.readouterr()
     assert main(["summarize", str(out), "--global-fit", "--min-texts", "1", "--model", "default"]) == 2
     assert "explained with the model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--target", "7"], "target"),  # a binary model has classes 0 and 1
+        (["--device", "cuda:7"], "device"),  # no such GPU here (none at all on a CPU machine)
+    ],
+)
+def test_an_option_that_fails_every_text_is_refused_up_front(bert, corpus, tmp_path, capsys, extra, says):
+    from slalom_core.cli.command import main
+
+    model, tok = bert
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    capsys.readouterr()  # the saving's own progress bar
+    argv = ["explain", "--model", str(folder), "--data", str(corpus), "--out", str(tmp_path / "r"), "--limit", "2"]
+    status = main([*argv, "--n-samples", "40", "--no-progress", *extra])
+    err = capsys.readouterr().err
+    assert status != 0 and says in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_run_whose_every_text_failed_exits_non_zero(bert, corpus, tmp_path, capsys, monkeypatch):
+    from slalom_core.cli import corpus as cli_corpus
+    from slalom_core.cli.command import main
+
+    model, tok = bert
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+    load_pair = cli_corpus.load_pair
+
+    def broken(spec):  # loads, then fails on every forward (a fault no check foresees)
+        m, t = load_pair(spec)
+        m.forward = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("the GPU fell off the bus"))
+        return m, t
+
+    monkeypatch.setattr(cli_corpus, "load_pair", broken)
+    argv = ["explain", "--model", str(folder), "--data", str(corpus), "--out", str(tmp_path / "r"), "--limit", "2"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        status = main([*argv, "--n-samples", "40", "--no-progress"])
+    assert status == 1 and "every text failed" in capsys.readouterr().err
