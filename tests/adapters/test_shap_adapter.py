@@ -892,3 +892,9 @@ def test_max_evals_and_n_samples_must_be_counts(bad):
     with pytest.raises(ValueError, match=rf"n_samples must be a positive int.*, got {bad!r}"):
         SlalomExplainer(f, shap.maskers.Text(), n_samples=bad)
     assert ex(["a good film"], max_evals=50, silent=True).values.shape == (1, 3, 2)
+
+
+def test_load_says_that_it_unpickles():
+    # Like shap's own load it runs pickle on the stream: its docstring must warn about it.
+    doc = " ".join(SlalomExplainer.load.__doc__.split())
+    assert "unpickles" in doc and "trust" in doc
