@@ -120,10 +120,12 @@ def explain_corpus(
     """Explain every text of a corpus into a Parquet dataset, chunk by chunk.
 
     Texts are read in chunks of ``chunk_size`` and each chunk is explained with one
-    :func:`~slalom_core.explain_batch` call (shared model batches), then written to
-    ``out`` (layout: :mod:`slalom_core.corpus.store`). Memory is bounded by the chunk. Each
-    text's seed is a hash of ``seed`` and its id, so its scores depend neither on the
-    chunking nor on the engine, worker count or order. Every input row ends in the texts
+    :func:`~slalom_core.explain_batch` call, then written to ``out`` (layout:
+    :mod:`slalom_core.corpus.store`). Memory is bounded by the chunk. Each text's seed is a
+    hash of ``seed`` and its id, and each text's samples are read and its fit solved apart
+    from the other texts of its chunk, so its scores depend neither on the chunking nor on
+    the engine, worker count or order (on one kind of machine: another CPU or a GPU rounds
+    the forward differently). Every input row ends in the texts
     table or the failures table (bad text, duplicate id, over-length text without
     ``truncate``, a model error).
 
