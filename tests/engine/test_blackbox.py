@@ -447,3 +447,14 @@ def test_an_edited_lambda_closure_or_default_refuses_the_cache(tmp_path):
         _score_one(sc.APIClassifier(old, cache_file=path), "good film")
         with pytest.raises(ValueError, match="code"):
             sc.APIClassifier(new, cache_file=path)
+
+
+def test_estimate_for_several_texts_is_what_a_plain_model_reads():
+    # Two texts that share samples ("good", "film"): each text reads its own (its scores
+    # must not depend on its neighbours), the input with no tokens is read once for both.
+    clf = sc.StringClassifier(lambda texts: [Counter()(t) for t in texts])
+    texts = ["good film", "good bad film"]
+    est = sc.estimate_cost(clf, texts, method="eff", n_samples=60, seed=[0, 1])
+    exps = sc.explain_batch(clf, texts, method="eff", n_samples=60, seed=[0, 1])
+    assert est["calls"] == sum(e.diagnostics["model_evaluations"] for e in exps)
+    assert est["input_tokens"] == sum(e.diagnostics["tokens_evaluated"] for e in exps)
