@@ -223,11 +223,10 @@ def test_ray_engine_matches_local(bert, corpus, tmp_path):
     finally:
         ray.shutdown()
     assert dist.complete
-    # Chunks of 4 locally, of 3 on Ray's workers: each text's samples are read and its fit
-    # solved apart from its chunk, so the same operations run in the same order (the
-    # forward's rounding does not depend on torch's thread count here): 1e-9 leaves room
-    # for nothing else. They were up to 5.6e-3 apart when texts shared batches and solves.
-    assert_same_scores(local, dist, atol=1e-9, rtol=1e-12)
+    # Chunks of 4 locally, of 3 on Ray's workers: each text is read and solved apart from its
+    # chunk, so what remains is the forward's float32 rounding in another process (its own
+    # thread count): ~4e-7 of a score's size, well inside rtol 1e-5.
+    assert_same_scores(local, dist)
     cols = ["id", "explained_class", "gold_label", "text", "n_positions", "method", "seed", "options"]
     pd.testing.assert_frame_equal(local.texts()[cols], dist.texts()[cols])
 
