@@ -209,6 +209,17 @@ class SlalomExplainer(shap.Explainer):
     ) -> Any:
         """Read an explainer written by :meth:`save`, with its SLALOM settings.
 
+        Security: like ``shap.Explainer.load``, this unpickles the model and the masker
+        from the stream (shap saves them with ``pickle``), and unpickling runs whatever code
+        the file names. Load only files you wrote yourself or otherwise trust; never a file
+        from an untrusted source.
+
+        Args:
+            in_file: a binary stream written by :meth:`save`.
+            model_loader, masker_loader: as in ``shap.Explainer.load`` (callables that read
+                the model and the masker; default: shap's, which unpickle).
+            instantiate: True (default) returns the explainer; False, its keyword arguments.
+
         Example:
             >>> explainer = SlalomExplainer.load(open("explainer.bin", "rb"))  # doctest: +SKIP
             >>> explainer.method, explainer.n_samples, explainer.seed  # doctest: +SKIP

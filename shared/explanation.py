@@ -355,44 +355,13 @@ class SlalomExplanation:
 
         Besides the per-position scores it holds what :meth:`from_dict` needs to rebuild the
         explanation exactly (``format_version``, ``unit_index``, ``surrogate``, the per-unit
-        standard errors, ``class_index``, ``text``); see :mod:`slalom_core.saving`.
+        standard errors, ``class_index``, ``text``); see :func:`slalom_core.saving.explanation_dict`.
+
+        Example:
+            >>> exp.to_dict()["format_version"]  # doctest: +SKIP
+            1
         """
-
-        def plain(x):
-            if isinstance(x, np.ndarray):
-                return x.tolist()
-            if isinstance(x, (np.floating, np.integer)):
-                return x.item()
-            return x
-
-        return {
-            "format": saving.FORMAT,
-            "format_version": saving.FORMAT_VERSION,
-            "tokens": list(self.tokens),
-            "token_ids": [list(t) for t in self.token_ids],
-            "method": self.method,
-            "granularity": self.granularity,
-            "target": self.target,
-            "class_names": self.class_names,
-            **{name: plain(self.scores(name)) for name in _scores.STORED_SCORES},
-            "model_output": plain(self.model_output),
-            "base_value": plain(self.base_value),
-            "value_se": plain(self.value_se),
-            "importance_se": plain(self.importance_se),
-            "surrogate_output": plain(self.surrogate_output),
-            "units": self.unit_table(),
-            "diagnostics": {k: plain(v) for k, v in self.diagnostics.items()},
-            "text": self.text,
-            "class_index": self.class_index,
-            "unit_index": plain(np.asarray(self.unit_index, dtype=np.int64)),
-            "surrogate": {
-                "value": plain(self.surrogate.value),
-                "importance": plain(self.surrogate.importance),
-                "gamma": float(self.surrogate.gamma),
-            },
-            "unit_value_se": plain(self.unit_value_se),
-            "unit_importance_se": plain(self.unit_importance_se),
-        }
+        return saving.explanation_dict(self)
 
     # -- views and files (the work is done in views/ and saving.py) -----------------------
     def to_html(
@@ -430,7 +399,10 @@ class SlalomExplanation:
         Example:
             >>> SlalomExplanation.from_dict(exp.to_dict()).value  # doctest: +SKIP
         """
-        return cls(**saving.explanation_fields(d))
+        explanation = cls(**saving.explanation_fields(d))
+        # The scores the dict also holds must be those it rebuilds: else it was edited.
+        saving.check_stored_scores(explanation, d)
+        return explanation
 
     def to_pandas(self):
         """One row per position: token, every score of the table and the standard errors.
@@ -529,9 +501,16 @@ def load_explanation(path: str | os.PathLike) -> SlalomExplanation:
     """The explanation saved at ``path`` (by :meth:`SlalomExplanation.save`), without a model.
 
     Raises:
-        ValueError: not a SLALOM explanation, or a format this version cannot read (why).
+        ValueError: not a SLALOM explanation, a format this version cannot read, or a file
+            that fails a check (see :mod:`slalom_core.saving`); the message names the file
+            and says why.
+        FileNotFoundError: no file at ``path``.
 
     Example:
         >>> exp = load_explanation("review.slalom.json")  # doctest: +SKIP
     """
-    return SlalomExplanation.from_dict(saving.read_explanation_dict(path))
+    d = saving.read_explanation_dict(path)
+    try:
+        return SlalomExplanation.from_dict(d)
+    except (ValueError, TypeError, KeyError, IndexError) as err:
+        raise ValueError(f"{os.fspath(path)}: {err}") from None

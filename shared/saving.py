@@ -12,8 +12,16 @@ gives back every score exactly (floats are written with full precision). The per
 scores in the file are for readers without this library; loading recomputes them.
 
 Format versions: 1 (this one). A dict without a version is the ``to_dict`` of earlier
-releases: it is rebuilt from its unit table where that is exact, and refused with the
+releases: it is rebuilt from its unit table where that is exact (its ``gamma``, which it
+does not name, is the sum of the table's importances, normalised so), and refused with the
 reason where it is not. A newer version is refused with a message to upgrade.
+
+What decides a file's meaning is checked before it is believed: the ``unit_index`` (one
+unit per position, in range, positions of one unit holding one token and each unit used),
+the surrogate's shapes and ``gamma`` (the importances sum to it), and the per-position
+scores the file also holds (they must be those the surrogate gives). A file that fails a
+check is refused with the field named: a tampered or hand-edited file never loads as other
+scores than its own.
 
 Example:
     >>> exp.save("review.slalom.json")  # doctest: +SKIP
@@ -25,7 +33,9 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .diagnostics import Diagnostics
-from .scores import SCORES
+from .scores import SCORES, STORED_SCORES
 from .surrogate import SlalomSurrogate
 
 if TYPE_CHECKING:
@@ -45,7 +55,9 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "save_explanation",
+    "explanation_dict",
     "read_explanation_dict",
+    "check_stored_scores",
     "explanation_fields",
     "explanation_frame",
 ]
@@ -56,6 +68,62 @@ FORMAT_VERSION = 1
 _STANDARD_ERRORS = {"value": "value_se", "importance": "importance_se"}
 # Diagnostics entries that explain_batch stores as arrays (one per class); JSON makes lists of them.
 _ARRAY_DIAGNOSTICS = ("model_output", "surrogate_output", "full_text_gap")
+# Stored per-position scores are recomputed on loading from the same floats, by the same
+# code: they agree to the last bit unless the file was edited. The slack only absorbs an
+# unversioned file's gamma, re-summed from its importances (rounding of a sum of ~100 terms).
+_SCORE_RTOL, _SCORE_ATOL = 1e-9, 1e-9
+
+
+def _plain(x: Any) -> Any:
+    """A numpy array or scalar as plain Python (what JSON writes)."""
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    return x
+
+
+def explanation_dict(explanation: SlalomExplanation) -> dict:
+    """The plain (JSON-serialisable) dict of ``explanation`` in format version :data:`FORMAT_VERSION`
+    (what :meth:`SlalomExplanation.to_dict` returns and :func:`save_explanation` writes).
+
+    Besides the per-position scores it holds what :func:`explanation_fields` needs to
+    rebuild the explanation exactly: ``format_version``, ``unit_index``, ``surrogate`` (with
+    its ``gamma``), the per-unit standard errors, ``class_index`` and ``text``.
+
+    Example:
+        >>> explanation_dict(exp)["surrogate"]["gamma"]  # doctest: +SKIP
+        0.0
+    """
+    e = explanation
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "tokens": list(e.tokens),
+        "token_ids": [list(t) for t in e.token_ids],
+        "method": e.method,
+        "granularity": e.granularity,
+        "target": e.target,
+        "class_names": e.class_names,
+        **{name: _plain(e.scores(name)) for name in STORED_SCORES},
+        "model_output": _plain(e.model_output),
+        "base_value": _plain(e.base_value),
+        "value_se": _plain(e.value_se),
+        "importance_se": _plain(e.importance_se),
+        "surrogate_output": _plain(e.surrogate_output),
+        "units": e.unit_table(),
+        "diagnostics": {k: _plain(v) for k, v in e.diagnostics.items()},
+        "text": e.text,
+        "class_index": e.class_index,
+        "unit_index": _plain(np.asarray(e.unit_index, dtype=np.int64)),
+        "surrogate": {
+            "value": _plain(e.surrogate.value),
+            "importance": _plain(e.surrogate.importance),
+            "gamma": float(e.surrogate.gamma),
+        },
+        "unit_value_se": _plain(e.unit_value_se),
+        "unit_importance_se": _plain(e.unit_importance_se),
+    }
 
 
 def _array(x: Any, dtype: type = np.float64) -> np.ndarray | None:
@@ -107,6 +175,80 @@ def _units_of_version_0(d: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return unit_index, value, importance
 
 
+def _unit_index(d: Mapping, n_units: int) -> np.ndarray:
+    """The file's ``unit_index``, checked: one unit per position, in range, every unit used,
+    and positions of one unit holding the same token ids (units are unique tokens)."""
+    raw = d.get("unit_index")
+    n = len(d["tokens"])
+    if not isinstance(raw, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+        raise ValueError("'unit_index' must be a list of integers, one per position")
+    if len(raw) != n:
+        raise ValueError(f"'unit_index' has {len(raw)} entries for {n} positions ('tokens')")
+    idx = np.asarray(raw, dtype=np.int64).reshape(-1)
+    if n and (idx.min() < 0 or idx.max() >= n_units):
+        raise ValueError(
+            f"'unit_index' holds {int(idx.min())}..{int(idx.max())}; the surrogate has units 0..{n_units - 1}"
+        )
+    if len(np.unique(idx)) != n_units:
+        raise ValueError(f"'unit_index' uses {len(np.unique(idx))} of the surrogate's {n_units} units")
+    ids_of: dict[int, tuple] = {}
+    unit_of: dict[tuple, int] = {}
+    for pos, (u, ids) in enumerate(zip(idx.tolist(), d["token_ids"])):
+        ids = tuple(ids)
+        if ids_of.setdefault(u, ids) != ids or unit_of.setdefault(ids, u) != u:
+            raise ValueError(
+                f"'unit_index' is inconsistent with 'token_ids' at position {pos}: a unit is one unique token, "
+                "so positions share a unit exactly when they hold the same token ids"
+            )
+    return idx
+
+
+def _surrogate_arrays(sur: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """(value, importance, gamma) of a version-1 file's ``surrogate``, their shapes and gamma checked."""
+    if not isinstance(sur, Mapping) or not {"value", "importance", "gamma"} <= set(sur):
+        raise ValueError("'surrogate' must hold 'value', 'importance' and 'gamma'")
+    try:
+        value = np.asarray(sur["value"], dtype=np.float64)
+        importance = np.asarray(sur["importance"], dtype=np.float64)
+        gamma = float(sur["gamma"])
+    except (TypeError, ValueError):
+        raise ValueError("'surrogate' holds values that are not numbers") from None
+    if importance.ndim != 1 or value.ndim not in (1, 2) or len(value) != len(importance) or not len(importance):
+        raise ValueError(
+            f"'surrogate' shapes disagree: value {value.shape}, importance {importance.shape} (one entry per unit)"
+        )
+    # The importances are stored normalised to sum to gamma: a gamma they do not sum to is
+    # not the one they were fitted with.
+    total = float(importance.sum())
+    if not math.isfinite(gamma) or abs(total - gamma) > 1e-9 * max(1.0, abs(gamma), float(np.abs(importance).sum())):
+        raise ValueError(f"'surrogate.gamma' is {gamma!r} but the importances sum to {total!r}")
+    return value, importance, gamma
+
+
+def check_stored_scores(explanation: SlalomExplanation, d: Mapping) -> None:
+    """Raise unless the per-position scores ``d`` holds are those ``explanation`` gives.
+
+    The scores in a file are for readers without this library; loading recomputes them.
+    When they disagree the file was edited (or its meaning lost, e.g. a gamma that an
+    unversioned file does not name): the first score that disagrees is named.
+    """
+    for name in STORED_SCORES:
+        if d.get(name) is None:
+            continue
+        try:
+            stored = np.asarray(d[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"the stored {name!r} scores are not numbers") from None
+        ours = np.asarray(explanation.scores(name), dtype=np.float64)
+        if stored.shape != ours.shape or not np.allclose(
+            stored, ours, rtol=_SCORE_RTOL, atol=_SCORE_ATOL, equal_nan=True
+        ):
+            raise ValueError(
+                f"the stored {name!r} scores disagree with those the file's surrogate and 'unit_index' give: "
+                "the file was edited, or it is not what this library wrote"
+            )
+
+
 def _unit_se(per_position: Any, unit_index: np.ndarray, n_units: int) -> np.ndarray | None:
     """Per-unit standard errors from per-position ones (every position of a unit has its unit's)."""
     if per_position is None:
@@ -146,21 +288,22 @@ def explanation_fields(d: Mapping) -> dict[str, Any]:
     missing = [k for k in ("tokens", "token_ids", "method") if k not in d]
     if missing:
         raise ValueError(f"not a SLALOM explanation dict: missing {missing}")
+    if len(d["token_ids"]) != len(d["tokens"]):
+        raise ValueError(f"'token_ids' has {len(d['token_ids'])} entries for {len(d['tokens'])} positions ('tokens')")
     if version == 0:
         unit_index, value, importance = _units_of_version_0(d)
-        gamma, class_index = 0.0, None
+        # Earlier releases did not write gamma, but normalised the importances to sum to it.
+        gamma, class_index = float(importance.sum()), None
         value_se = _unit_se(d.get("value_se"), unit_index, len(importance))
         importance_se = _unit_se(d.get("importance_se"), unit_index, len(importance))
     else:
-        sur = d["surrogate"]
-        unit_index = np.asarray(d["unit_index"], dtype=np.int64)
-        value, importance, gamma = sur["value"], sur["importance"], float(sur["gamma"])
+        value, importance, gamma = _surrogate_arrays(d.get("surrogate"))
+        unit_index = _unit_index(d, len(importance))
         class_index = d.get("class_index")
         value_se, importance_se = _array(d.get("unit_value_se")), _array(d.get("unit_importance_se"))
     surrogate = SlalomSurrogate(np.asarray(value, dtype=np.float64), np.asarray(importance, dtype=np.float64), gamma)
-    if version >= 1:
-        # The file holds the normalised importances: normalising again may move the last bit.
-        surrogate.importance = np.asarray(importance, dtype=np.float64)
+    # The file holds the normalised importances: normalising again may move the last bit.
+    surrogate.importance = np.asarray(importance, dtype=np.float64)
     diagnostics = Diagnostics(d.get("diagnostics") or {})
     for key in _ARRAY_DIAGNOSTICS:
         if key in diagnostics:
@@ -203,8 +346,43 @@ def save_explanation(explanation: SlalomExplanation, path: str | os.PathLike) ->
     path = Path(path)
     # NaN (a standard error the fit could not give) is written as JSON's NaN extension,
     # which Python's json reads back; strict JSON has no way to write it.
-    path.write_text(json.dumps(explanation.to_dict(), ensure_ascii=False), encoding="utf-8")
+    text = json.dumps(explanation_dict(explanation), ensure_ascii=False)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        # E.g. a lone surrogate (json.loads gives one for an escaped "\ud800"). Encoded
+        # before the file is touched: an existing file stays as it was.
+        raise ValueError(
+            f"cannot save the explanation to {path}: its text holds {text[err.start : err.end]!r}, "
+            "which UTF-8 cannot encode (a lone surrogate); nothing was written"
+        ) from None
+    write_atomically(path, data)
     return path
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` beside ``path`` and rename it over: ``path`` is either the old file or the new one.
+
+    The new file gets the old one's permissions (or the umask's default for a new file).
+    """
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_explanation_dict(path: str | os.PathLike) -> dict:
@@ -225,10 +403,22 @@ def read_explanation_dict(path: str | os.PathLike) -> dict:
         1
     """
     path = Path(path)
+    raw = path.read_bytes()  # a missing file: FileNotFoundError, which names it
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte {err.start}: {raw[err.start : err.start + 1]!r}); "
+            "SLALOM explanation files are UTF-8 JSON (Latin-1 or UTF-16 files are not read)"
+        ) from None
+    try:
+        d = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not a JSON file: {err}") from None
+    except RecursionError:
+        raise ValueError(f"{path} is not a SLALOM explanation: its JSON is nested too deeply to read") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} is not a SLALOM explanation: it holds a JSON {type(d).__name__}, not an object")
     return d
 
 

@@ -45,17 +45,28 @@ class UsageMeter:
 
 
 def planned_cost(adapter, fitter, plans, n_samples, seeds, fixed_reference) -> dict[str, int]:
-    """The adapter's cost estimate for the samples explain_batch will score (no model call)."""
-    known = [p.token_sequence(p.position_units) for p in plans]
+    """The adapter's cost estimate for the samples explain_batch will score (no model call).
+
+    For a deterministic model the sequences are those the driver reads: each text's
+    distinct ones once (its full text included), the input with no tokens once for all.
+    """
+    known: list = []
+    shared: set[tuple[int, ...]] = set()
     if fixed_reference is None:
         empty = adapter.empty_sequence()
-        known += [empty] if empty is not None else []
+        if empty is not None:
+            known.append(empty)
+            shared.add(tuple(empty))
     bounds: list[list[int]] = []
     for p, seed in zip(plans, seeds):
         lengths = np.array([len(u) for u in p.units])
         # The same generator state as the fit's own: eff's and fidel's samples exactly.
         k, b = fitter.planned_samples(np.random.default_rng(seed), p.position_units, len(p.units), n_samples, lengths)
-        known += p.token_sequences(list(k))
+        full = p.token_sequence(p.position_units)
+        mine = [full] + p.token_sequences(list(k))
+        if adapter.deterministic:
+            mine = [s for s in {tuple(s): s for s in mine}.values() if tuple(s) not in shared]
+        known += mine
         bounds += p.token_sequences(list(b))
     return adapter.estimate_cost(known, bounds)
 

@@ -1,7 +1,7 @@
 """``explain`` and ``explain_batch``: text in, :class:`SlalomExplanation` out.
 
-The driver segments each text, hands the fitters' sample requests to the model adapter in
-shared batches, converts raw outputs to log-odds (:mod:`slalom_core.link`) and assembles
+The driver segments each text, hands the fitters' sample requests to the model adapter
+(each text's in calls of its own), converts raw outputs to log-odds (:mod:`slalom_core.link`) and assembles
 the results.
 """
 
@@ -70,14 +70,15 @@ def explain_batch(
     show_progress: ProgressOption = False,
     **fit_options: object,
 ) -> list[SlalomExplanation]:
-    """Explain several texts; their model calls share batches.
+    """Explain several texts in one call (one model session, one check of the options).
 
     Each text gets the random stream of ``seed``, so ``explain_batch(m, texts, seed=s)[i]``
-    is ``explain(m, texts[i], seed=s)`` up to floating-point effects of batching (the fits
-    are unique optima, so these stay within the fit's tolerance). A sequence of seeds gives
-    text i the stream of ``seed[i]`` (what a corpus run uses, so that a text's scores do not
-    depend on which texts share its batch). The input with no tokens is scored once for all
-    texts. Other arguments are those of :func:`explain`.
+    is ``explain(m, texts[i], seed=s)``: a text's samples are read in model calls of its
+    own and its fit is solved alone, so its scores do not depend on the texts beside it
+    (not even by float rounding, on one machine). A sequence of seeds gives text i the
+    stream of ``seed[i]`` (what a corpus run uses, so that a text's scores do not depend on
+    which chunk it falls in). The input with no tokens is scored once for all texts. Other
+    arguments are those of :func:`explain`.
 
     The steps: :func:`check_call` and :func:`~.plan.prepare_texts` (every check and the segmentation,
     before any model call), :func:`_round_zero` (the full texts and the empty input: what
@@ -136,14 +137,28 @@ def _round_zero(scorer: SampleScorer, empty: list[int] | None, call: CheckedCall
     adapter, plans, bar = scorer.adapter, scorer.plans, scorer.bar
     seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
     t0 = time.perf_counter()
-    try:
-        raw = adapter.score(seqs)
-    except Exception as err:
-        if empty is None or isinstance(err, OutputShapeError) or not _fails_only_on_empty(adapter, seqs):
+    # Each sequence in a model call of its own: a text's output (what it explains, and its
+    # fit's anchor) must not depend on the texts beside it (see SampleScorer).
+    parts = [adapter.score([s]) for s in seqs[: len(plans)]]
+    if empty is not None:
+        try:
+            parts.append(adapter.score([empty]))
+        except OutputShapeError:
             raise
-        raise NoEmptyInputError(
-            NO_EMPTY_INPUT_ADVICE.format(why=f"scoring it failed ({type(err).__name__}: {err})")
-        ) from err
+        except Exception as err:
+            raise NoEmptyInputError(
+                NO_EMPTY_INPUT_ADVICE.format(why=f"scoring it failed ({type(err).__name__}: {err})")
+            ) from err
+    for part in parts:
+        check_rows(part, 1)
+    widths = sorted({tuple(part.shape[1:]) for part in parts})
+    if len(widths) > 1:
+        raise OutputShapeError(
+            f"the model returned rows of different widths {[w[0] if len(w) == 1 else w for w in widths]} "
+            f"for the {'texts and the input with no tokens' if empty is not None else 'texts'}: one score per "
+            "class for every input is needed"
+        )
+    raw = torch.cat(parts)
     check_rows(raw, len(seqs))
     if bar is not None:
         bar.update(len(seqs))
@@ -168,26 +183,12 @@ def _round_zero(scorer: SampleScorer, empty: list[int] | None, call: CheckedCall
     if empty is not None:
         paid[0].append(empty)
     book_round(adapter, plans, paid, elapsed)
-    scorer.remember(seqs, raw)  # a fitter that asks for the text or the empty input again reuses them
+    # A fitter that asks for its full text or the empty input again reuses them.
+    for i in range(len(plans)):
+        scorer.remember(i, seqs[i : i + 1], raw[i : i + 1])
+    if empty is not None:
+        scorer.remember(None, seqs[-1:], raw[-1:])
     return RoundZero(link, kind, how, base)
-
-
-def _fails_only_on_empty(adapter: ModelAdapter, seqs: list[list[int]]) -> bool:
-    """Whether the texts score alone and the empty input (the last sequence) does not.
-
-    Not every model can be called on an input with no tokens; then a reference point is
-    the fix. Any other fault (a flaky model, rows that disagree in width) is the model's
-    own, and advice about the reference would hide it.
-    """
-    try:
-        adapter.score(seqs[:-1])
-    except Exception:
-        return False
-    try:
-        adapter.score(seqs[-1:])
-    except Exception:
-        return True
-    return False
 
 
 def _run_fits(
@@ -195,10 +196,9 @@ def _run_fits(
 ) -> list[FitResult]:
     """Drive every text's fitter generator (:meth:`Fitter.steps`) to its result.
 
-    A round answers every open request at once: the fit requests of all texts in one
-    batched solve (:func:`_solve_fits`), the sample requests of all others in shared model
-    batches (:func:`_score_samples`). So n texts cost about the solver calls and model
-    batches of one text, not n times as many.
+    A round answers every open request: the fit requests each in a solve of its own
+    (:func:`_solve_fits`), the sample requests each text's in model calls of its own
+    (:func:`_score_samples`), so that a text's scores do not depend on the texts beside it.
     """
     fitter = call.fitter
     gens = [
@@ -224,26 +224,26 @@ def _run_fits(
 def _solve_fits(
     fitter: Fitter, plans: list[TextPlan], requests: dict[int, object], device: torch.device | None
 ) -> dict[int, object]:
-    """Answer this round's fit requests in one batched solve, each text booked an equal share.
+    """Answer this round's fit requests, each text's in a solve of its own.
 
-    Fits run where the model runs (float64 there too); a black box fits on the CPU.
+    Not one batched solve: padded beside other texts, a fit's float64 rounding changes, and
+    the default fit carries such a change far along a flat direction (the value of a unit
+    of low importance), so a text's scores depended on its neighbours by up to 1e-2. Fits
+    run where the model runs (float64 there too); a black box fits on the CPU.
     """
-    fits = sorted(i for i, r in requests.items() if isinstance(r, FitRequest))
-    if not fits:
-        return {}
-    t0 = time.perf_counter()
+    answers = {}
     with single_threaded_fits():
-        solved = fitter.solve_batch([requests[i] for i in fits], device=device)
-    share = (time.perf_counter() - t0) / len(fits)
-    for i in fits:
-        plans[i].fit_seconds += share
-    return dict(zip(fits, solved))
+        for i in sorted(i for i, r in requests.items() if isinstance(r, FitRequest)):
+            t0 = time.perf_counter()
+            answers[i] = fitter.solve_batch([requests[i]], device=device)[0]
+            plans[i].fit_seconds += time.perf_counter() - t0
+    return answers
 
 
 def _score_samples(
     scorer: SampleScorer, plans: list[TextPlan], requests: dict[int, list[np.ndarray]], first: RoundZero
 ) -> dict[int, np.ndarray]:
-    """Score this round's sample requests in shared model batches: targets measured from the reference."""
+    """Score this round's sample requests, each text's apart: targets measured from the reference."""
     raw = scorer.score({i: plans[i].token_sequences(requests[i]) for i in sorted(requests)})
     return {i: as_2d(first.link.transform(r)) - first.base for i, r in raw.items()}
 

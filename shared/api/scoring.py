@@ -4,9 +4,11 @@ A fitter asks for samples of a text's units; two requests can be the same token 
 Short texts repeat samples outright (a text of 6 unique tokens has 20 triples, so 1,000
 random triples repeat each about 50 times), and a fitter may ask again for the full text
 or the empty input, which round zero has read. A deterministic model answers a sequence
-the same way every time, so each distinct sequence is read once per call: across the texts
-of a batch and across a fitter's rounds. The texts' diagnostics count what the model read (``model_evaluations``,
-``tokens_evaluated``): the first text to ask for a sequence pays for it.
+the same way every time, so each distinct sequence is read once per text and call, across
+a fitter's rounds. A text's sequences are read in model calls of their own, so that its
+scores do not depend on the texts that share its call, chunk or engine (see
+:class:`SampleScorer`). The texts' diagnostics count what the model read
+(``model_evaluations``, ``tokens_evaluated``).
 """
 
 from __future__ import annotations
@@ -64,7 +66,14 @@ def book_round(
 
 
 class SampleScorer:
-    """The raw outputs of every distinct sequence read in one ``explain_batch`` call.
+    """The raw outputs of every distinct sequence each text reads in one ``explain_batch`` call.
+
+    A text's sequences are read in model calls of their own, never in a batch shaped by
+    the other texts of the call: a forward's float32 result moves (~1e-7) with the batch's
+    padding and size, and the fit can carry such a difference far along a flat direction.
+    So a text's scores do not depend on which texts share its call, chunk or engine. Within
+    a text each distinct sequence is read once (across the fitter's rounds too); the input
+    with no tokens, read once alone, serves every text.
 
     Args:
         adapter: the model adapter, inside its session.
@@ -73,51 +82,45 @@ class SampleScorer:
 
     Example:
         >>> scorer = SampleScorer(adapter, plans, None)  # doctest: +SKIP
-        >>> raw = scorer.score({0: [[101, 7], [7]], 1: [[7]]})  # doctest: +SKIP  # reads 2 sequences
+        >>> raw = scorer.score({0: [[101, 7], [7]], 1: [[7]]})  # doctest: +SKIP  # two model calls
     """
 
     def __init__(self, adapter: ModelAdapter, plans: list[TextPlan], bar) -> None:
         self.adapter, self.plans, self.bar = adapter, plans, bar
         # Sequences read and planned so far (round zero is counted by the driver).
         self.read = self.planned = 0
-        self._rows: dict[Key, torch.Tensor] = {}
+        self._rows: dict[int, dict[Key, torch.Tensor]] = {}  # per text
+        self._shared: dict[Key, torch.Tensor] = {}  # read alone: the same for every text
         self._width: tuple[int, ...] = ()  # the outputs per sequence, known from round zero on
 
-    def remember(self, seqs: Sequence[Sequence[int]], raw: torch.Tensor) -> None:
-        """Keep outputs read elsewhere (the full texts, the empty input) for later requests."""
+    def remember(self, text: int | None, seqs: Sequence[Sequence[int]], raw: torch.Tensor) -> None:
+        """Keep outputs read elsewhere for later requests: text ``text``'s own (its full
+        text), or, with ``text=None``, ones read alone that every text may reuse (the empty input)."""
         self._width = tuple(raw.shape[1:])
         if self.adapter.deterministic:
+            rows = self._shared if text is None else self._rows.setdefault(text, {})
             for s, row in zip(seqs, raw):
-                self._rows.setdefault(tuple(s), row)
+                rows.setdefault(tuple(s), row)
 
     def score(self, requests: dict[int, list[list[int]]]) -> dict[int, torch.Tensor]:
-        """Raw outputs (n, K) per text for its token sequences, each new sequence read once.
+        """Raw outputs (n, K) per text for its token sequences, each new one read once per text.
 
         A model declared not deterministic reads every sequence asked for, repeats included.
         """
-        order = sorted(requests)
-        if not self.adapter.deterministic and any(requests[i] for i in order):
-            paid = {i: requests[i] for i in order if requests[i]}
-            raw = self._read([s for i in order for s in requests[i]], paid)
-            starts = np.cumsum([0] + [len(requests[i]) for i in order])
-            return {i: raw[starts[k] : starts[k + 1]] for k, i in enumerate(order)}
-        paid_keys: dict[int, list[Key]] = {}
-        new: dict[Key, None] = {}  # insertion-ordered: the model reads them in request order
-        for i in order:
-            for s in requests[i]:
-                key = tuple(s)
-                if key not in self._rows and key not in new:
-                    new[key] = None
-                    paid_keys.setdefault(i, []).append(key)
-        if new:
-            seqs = [list(k) for k in new]
-            self.remember(seqs, self._read(seqs, paid_keys))
-        return {
-            i: torch.stack([self._rows[tuple(s)] for s in requests[i]])
-            if requests[i]
-            else torch.empty((0, *self._width), dtype=torch.float64)
-            for i in order
-        }
+        out: dict[int, torch.Tensor] = {}
+        for i in sorted(requests):
+            seqs = requests[i]
+            if not seqs:
+                out[i] = torch.empty((0, *self._width), dtype=torch.float64)
+            elif not self.adapter.deterministic:
+                out[i] = self._read([list(s) for s in seqs], {i: seqs})
+            else:
+                rows = self._rows.setdefault(i, {})
+                new = list(dict.fromkeys(k for k in map(tuple, seqs) if k not in rows and k not in self._shared))
+                if new:
+                    self.remember(i, new, self._read([list(k) for k in new], {i: new}))
+                out[i] = torch.stack([rows[k] if k in rows else self._shared[k] for k in map(tuple, seqs)])
+        return out
 
     def _read(self, seqs: list[list[int]], paid: dict[int, list[Sequence[int]]]) -> torch.Tensor:
         """One model round over ``seqs``, checked and booked on the texts that pay for them."""

@@ -42,6 +42,22 @@ def _model_name(spec: str | None) -> str:
     return str(Path(spec).resolve()) if Path(spec).exists() else str(spec)
 
 
+def _run_model_name(run) -> str:
+    """The model a run's manifest names, if the command line can load it by that name."""
+    from pathlib import Path
+
+    from ..packaged.demo_model import MODEL_NAMES
+
+    recorded = run.manifest.get("model")
+    name = recorded.get("name") if isinstance(recorded, dict) else recorded
+    if isinstance(name, str) and (name in MODEL_NAMES or Path(name).exists() or "/" in name):
+        return name
+    raise ValueError(
+        f"{str(run.path)!r} was explained with the model {name!r}, which the command line cannot load by name "
+        "(a model given in Python): give it with --model (a folder or Hub id), or call global_slalom(model, run)"
+    )
+
+
 def _not_a_length_notice(record) -> bool:
     # The tokenizer's notice that a text is longer than the model takes: the run cuts such
     # texts itself (or fails them, with --no-truncate) and says so per text and once per run.
@@ -205,6 +221,16 @@ def run_explain(args: argparse.Namespace) -> int:
         **dict(args.option),
     )
     texts, failures = run.texts(), run.failures()
+    if len(texts) == 0 and len(failures):
+        # Nothing explained: whatever failed every text (a device, a target, a broken
+        # model) is an error of the command, not a run to report as done.
+        first = failures.iloc[0]
+        print(
+            f"slalom-xai explain: error: every text failed ({len(failures)} of {len(failures)}); the first, "
+            f"{first['id']!r}: {first['error']}: {first.get('message', '')} (all in {run.path / 'failures'})",
+            file=sys.stderr,
+        )
+        return 1
     cut = int((texts.drop_duplicates("id")["truncated_positions"] > 0).sum())
     print(
         f"{run.path}: {texts['id'].nunique()} texts explained, {len(failures)} failed, of "
@@ -228,7 +254,11 @@ def add_summarize(sub) -> None:
     p.add_argument("--min-texts", type=int, default=5, help="only tokens seen in at least this many texts")
     p.add_argument("--top", type=int, default=25, help="tokens in the plot and the printed table")
     p.add_argument("--global-fit", action="store_true", help="also fit a global SLALOM (needs the model)")
-    p.add_argument("--model", default="default", help="the run's model, for --global-fit")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the model for --global-fit (default: the run's own, as its manifest names it); another model is refused",
+    )
     p.set_defaults(func=run_summarize)
 
 
@@ -242,6 +272,12 @@ def run_summarize(args: argparse.Namespace) -> int:
     from ..corpus import CorpusRun, compare_global_local, global_slalom, plot_words, top_words, word_summary
 
     run = CorpusRun(args.run)
+    if args.global_fit:
+        # Loaded and checked before anything is written: a fit of another model is refused.
+        from ..corpus.summary import check_run_model
+
+        model, tok = load_pair(args.model if args.model is not None else _run_model_name(run))
+        check_run_model(run, model, tok)
     summary = word_summary(run, min_texts=args.min_texts, sort_by="contribution")
     summary.to_csv(run.path / "words.csv")
     # The report's words.html and words.png pick their tokens by the same rule.
@@ -252,7 +288,6 @@ def run_summarize(args: argparse.Namespace) -> int:
     print(head[["n_texts", "contribution_mean", "contribution_se", "value_mean", "importance_mean"]].to_string())
     print(f"wrote {run.path / 'words.csv'} and {run.path / 'words.png'}")
     if args.global_fit:
-        model, tok = load_pair(args.model)
         g = global_slalom(model, run, tok, top=max(args.top, 100), min_texts=args.min_texts)
         g.to_csv(run.path / "global_slalom.csv")
         rho = compare_global_local(g, run)

@@ -5,7 +5,9 @@ chunks are kept, so another model (or an edited data file) would leave a run who
 mix two models (or explain texts no longer in the file). :func:`model_fingerprint`
 identifies the model by content: a torch model by its weights (names, shapes, dtypes,
 bytes) and config, a tokenizer by its vocabulary and settings, any other black box by its
-class and the repr of its public settings. :func:`cell_digest` identifies one row's text;
+class and the repr of its public settings, a function among them by its code and settings
+(:func:`~slalom_core.models.code_digest.callable_digest`: resuming after editing a call
+function's body, prompt or labels is refused, as the API cache refuses its answers). :func:`cell_digest` identifies one row's text;
 the store hashes a chunk's ids with their texts' digests into the chunk's fingerprint.
 
 Everything hashed must be the same in every process: nothing here uses ``hash()`` or a
@@ -17,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+
+from ..models.code_digest import callable_digest
 
 __all__ = ["model_fingerprint", "cell_digest", "DUPLICATE"]
 
@@ -98,14 +102,19 @@ def _feed(h, obj: object, depth: int) -> None:
         return
     if hasattr(obj, "func") and hasattr(obj, "args") and hasattr(obj, "keywords"):  # functools.partial
         h.update(_qualname(obj.func).encode())
-        _feed(h, list(obj.args), depth + 1)
-        _feed(h, dict(obj.keywords), depth + 1)
+        h.update(callable_digest(obj).encode())
         return
-    if hasattr(obj, "__self__") and hasattr(obj, "__func__"):  # a bound method: its function's name
+    if hasattr(obj, "__self__") and hasattr(obj, "__func__"):  # a bound method: its function (its object is fed)
         h.update(_qualname(obj.__func__).encode())
+        if hasattr(obj.__func__, "__code__"):
+            h.update(callable_digest(obj.__func__).encode())
         return
-    if isinstance(obj, type) or hasattr(obj, "__code__") or (callable(obj) and not hasattr(obj, "__dict__")):
-        # A function or class by its name (a lambda is only "<lambda>": name a function to tell two apart).
+    if hasattr(obj, "__code__"):
+        # A function by its name and its code and settings (two lambdas differ by their code).
+        h.update(_qualname(obj).encode())
+        h.update(callable_digest(obj).encode())
+        return
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "__dict__")):
         h.update(_qualname(obj).encode())
         return
     settings = getattr(obj, "__dict__", None)

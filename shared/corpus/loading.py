@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..packaged.demo_model import check_model_path
+
 __all__ = ["ModelLoader", "load_model", "model_name", "check_model_path"]
 
 
@@ -37,34 +39,6 @@ def model_name(model: object) -> str | None:
     if isinstance(model, Path) or (isinstance(model, str) and Path(model).exists()):
         return str(Path(model).resolve())
     return model if isinstance(model, str) else None
-
-
-def check_model_path(spec: str | Path) -> None:
-    """Refuse a model named by a local folder that is not there, in one line.
-
-    A Hub id is ``name`` or ``owner/name``; anything else (``./model``, ``/a/b/c``, ``~/m``)
-    can only be a folder, and Hugging Face's message for a missing one is about repo ids.
-
-    Args:
-        spec: what the model was named by (a ``--model`` value, or ``explain_corpus``'s).
-
-    Returns:
-        None; a FileNotFoundError names the missing folder.
-
-    Example:
-        >>> check_model_path("./no_such_dir")  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        FileNotFoundError: no model folder at .../no_such_dir; give a Hub id or an existing folder
-    """
-    path = Path(spec).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path.resolve()} is a file, not a model folder; give its folder or a Hub id")
-        return
-    text = str(spec)
-    if isinstance(spec, Path) or text.startswith((".", "/", "~", "\\")) or text.count("/") > 1 or "\\" in text:
-        raise FileNotFoundError(f"no model folder at {path.resolve()}; give a Hub id or an existing folder")
 
 
 def load_model(model: object, tokenizer: object | None) -> tuple[object, object | None]:

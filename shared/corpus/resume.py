@@ -64,7 +64,12 @@ def _other_model(out: Path, old: object, new: dict) -> str:
             return f"{m!r}, recorded without a fingerprint by an older slalom-xai"
         return f"{m.get('name')!r} ({m.get('class')}, fingerprint {m.get('digest')})"
 
-    what = "weights, config, tokenizer or settings" if isinstance(old, dict) else "model"
+    what = (
+        "weights, config, tokenizer or settings, a call function's code, defaults, closure or the globals it reads "
+        "(e.g. a prompt) included"
+        if isinstance(old, dict)
+        else "model"
+    )
     return (
         f"cannot resume {str(out)!r}: it was explained with the model {said(old)}, this call's is {said(new)} "
         f"(their {what} differ); resume with the run's own model, or explain with this one into a new "

@@ -17,6 +17,7 @@ from ..api import (
 )
 from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
+from ..models.session import check_device
 from ..warn import warn_user
 from . import store
 from .fingerprint import cell_digest, model_fingerprint
@@ -48,6 +49,32 @@ def _check_options(opts: CorpusOptions, chunk_size: int, engine: str, per_text: 
     if not isinstance(seed, int):
         # Each text's seed is derived from the run's one seed and its id (rows.text_seed).
         raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
+
+
+def _check_device(device: object, engine: str) -> None:
+    """A device this machine lacks fails every text: refused up front (locally; a Ray
+    driver may hold no GPU that its workers have)."""
+    if device is None:
+        return
+    dev = check_device(device)
+    if engine != "local" or dev.type != "cuda":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if dev.index is not None and dev.index >= count or count == 0:
+        raise ValueError(
+            f"device={str(device)!r}: torch sees {count} CUDA GPU(s) here"
+            + ("" if count == 0 else f" (cuda:0..cuda:{count - 1})")
+            + "; use device='cpu' or leave it unset"
+        )
+
+
+def _check_target(model: object, target: int | None) -> None:
+    """A target beyond the model's classes (as its config states them) fails every text: refused up front."""
+    n = getattr(getattr(model, "config", None), "num_labels", None)
+    if target is None or not isinstance(n, int) or isinstance(target, bool) or not isinstance(target, int):
+        return
+    if not -n <= target < n:
+        raise ValueError(f"target={target}: the model has {n} classes (targets 0..{n - 1}, as its config states)")
 
 
 def _bar(show: bool, total: int, done: int, desc: str, file=None):
@@ -92,10 +119,12 @@ def explain_corpus(
     """Explain every text of a corpus into a Parquet dataset, chunk by chunk.
 
     Texts are read in chunks of ``chunk_size`` and each chunk is explained with one
-    :func:`~slalom_core.explain_batch` call (shared model batches), then written to
-    ``out`` (layout: :mod:`slalom_core.corpus.store`). Memory is bounded by the chunk. Each
-    text's seed is a hash of ``seed`` and its id, so its scores depend neither on the
-    chunking nor on the engine, worker count or order. Every input row ends in the texts
+    :func:`~slalom_core.explain_batch` call, then written to ``out`` (layout:
+    :mod:`slalom_core.corpus.store`). Memory is bounded by the chunk. Each text's seed is a
+    hash of ``seed`` and its id, and each text's samples are read and its fit solved apart
+    from the other texts of its chunk, so its scores depend neither on the chunking nor on
+    the engine, worker count or order (on one kind of machine: another CPU or a GPU rounds
+    the forward differently). Every input row ends in the texts
     table or the failures table (bad text, duplicate id, over-length text without
     ``truncate``, a model error).
 
@@ -182,6 +211,7 @@ def explain_corpus(
         amortized = check_source(amortized)
         opts = amortized.run_options(opts)
     _check_options(opts, chunk_size, engine, per_text=amortized is None)
+    _check_device(device, engine)
     source = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
     ).scan()
@@ -195,6 +225,7 @@ def explain_corpus(
     # model (a resume must use the same one); the local engine explains with this copy,
     # the Ray engine drops it and each worker loads its own.
     loaded, loaded_tokenizer = load_model(model, tokenizer)
+    _check_target(loaded, target)
     fingerprint = model_fingerprint(loaded, loaded_tokenizer, name=model_name(model))
     manifest = {
         "version": __version__,

@@ -19,6 +19,7 @@ from ..link import OutputLink, config_output_kind, resolve_output
 from ..models import as_adapter
 from ..scores import SCORES, STORED_SCORES
 from ..surrogate import SlalomSurrogate
+from .fingerprint import model_fingerprint
 from .loading import load_model
 from .stored import CorpusRun
 
@@ -230,13 +231,14 @@ def global_slalom(
     """
     import pandas as pd
 
+    model, tokenizer = load_model(model, tokenizer)
+    check_run_model(run, model, tokenizer)
     pos = _positions(run)
     summary = word_summary(pos, min_texts=min_texts, sort_by="n_texts").head(top)
     if len(summary) < 2:
         raise ValueError(f"the run has {len(summary)} token(s) in at least {min_texts} texts; a global fit needs 2")
     first_ids = pos.drop_duplicates("token").set_index("token")["token_ids"]
     units = [tuple(int(i) for i in first_ids[t]) for t in summary.index]
-    model, tokenizer = load_model(model, tokenizer)
     adapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
     fitter = get_fitter("eff", sample_length=sample_length, **fit_options)
     n_units = len(units)
@@ -275,6 +277,32 @@ def global_slalom(
     )
     out.attrs.update(fit.diagnostics, base_value=float(base.ravel()[0]), model_evaluations=evaluations, output=how)
     return out
+
+
+def check_run_model(run, model: object, tokenizer: object | None) -> None:
+    """Raise unless ``model`` (loaded) is the model ``run`` was explained with (its manifest's fingerprint).
+
+    A global fit of another model would not describe the run. A table (not a run) carries
+    no fingerprint and is not checked.
+
+    Example:
+        >>> check_run_model("runs/imdb", model, tok)  # doctest: +SKIP
+    """
+    import pandas as pd
+
+    if isinstance(run, pd.DataFrame):
+        return
+    run = CorpusRun(run) if isinstance(run, (str, Path)) else run
+    recorded = (getattr(run, "manifest", None) or {}).get("model")
+    if not isinstance(recorded, dict) or "digest" not in recorded:
+        return  # an older run, recorded without a fingerprint
+    mine = model_fingerprint(model, tokenizer)
+    if mine["digest"] != recorded["digest"]:
+        raise ValueError(
+            f"{str(run.path)!r} was explained with the model {recorded.get('name')!r} ({recorded.get('class')}, "
+            f"fingerprint {recorded['digest']}), this one is {mine['class']} (fingerprint {mine['digest']}): a "
+            "global fit of another model would not describe the run; give the run's own model"
+        )
 
 
 def compare_global_local(global_fit, run, *, label: str | None = None) -> dict:

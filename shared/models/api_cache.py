@@ -42,9 +42,17 @@ def read_cache(path: Path, key: object, identity: dict, class_names: list[str] |
     theirs = data.get("identity")
     if theirs is not None and theirs != mine:
         differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        said = [f"{k} {theirs.get(k)!r}, not {mine.get(k)!r}" for k in differ if k != "call_code"]
+        if "call_code" in differ:
+            said.append(
+                "the call function's code or settings (its body, defaults, closure or the globals it reads, "
+                "such as a prompt) differ from those that wrote it"
+                if theirs.get("call_code") is not None
+                else "it was written by an older slalom-xai that did not record the call function's code"
+            )
         raise ValueError(
             f"the cache file {path} holds answers of another classifier: its "
-            + "; ".join(f"{k} {theirs.get(k)!r}, not {mine.get(k)!r}" for k in differ)
+            + "; ".join(said)
             + ". Use another cache_file (answers of one model, prompt or label set must not stand in for another's)"
         )
     widths = {len(v) for v in entries.values()}

@@ -31,6 +31,7 @@ import numpy as np
 
 from .api_cache import read_cache, write_cache
 from .api_errors import APIError, BudgetExceededError, TransientAPIError, redact_secrets, retry_after
+from .code_digest import callable_digest
 from .reading import OutputShapeError
 from .strings import StringClassifier
 
@@ -57,11 +58,14 @@ class APIClassifier(StringClassifier):
         cache_file: a JSON file of answers: read if it exists, rewritten atomically after
             each batch of new answers. ``cache_key`` (e.g. model name and prompt version)
             is stored with it, and so is what else shapes an answer: ``class_names``, the
-            number of scores, the call's name and its ``cache_identity`` attribute (a
-            JSON-able dict of settings, e.g. endpoint, model, prompt and labels, as
+            number of scores, the call's name, a digest of its code and settings (its
+            bytecode, defaults, closure and the globals it reads, such as a prompt string;
+            see :func:`~slalom_core.models.code_digest.callable_digest`, taken when the
+            classifier is made) and its ``cache_identity`` attribute (a JSON-able dict of
+            settings, e.g. endpoint, model, prompt and labels, as
             :func:`~slalom_core.experiments.openai_chat.chat_label_logprobs` sets it). A
-            file that differs in any of them is refused, so answers of one model, prompt or
-            label set never stand in for another's. Processes may share one file: each
+            file that differs in any of them is refused, so answers of one model, prompt,
+            label set or edited call function never stand in for another's. Processes may share one file: each
             write takes an exclusive lock on ``<cache_file>.lock`` (``fcntl.flock``; POSIX
             only, elsewhere writes are unlocked), re-reads the file and writes the union of
             its answers and this process's.
@@ -140,6 +144,9 @@ class APIClassifier(StringClassifier):
         self._sleep = sleep
         self.cache_file = Path(cache_file) if cache_file is not None else None
         self.cache_key = str(cache_key)
+        # Taken once: what the call computes with now (its state changing later, e.g. a
+        # counter it keeps, is not a new call).
+        self._call_digest = callable_digest(call)
         # Shared by shallow copies (explain copies adapters): one cache, one ledger.
         self._cache: dict[str, list[float]] = {}
         self._ledger = {"calls": 0, "cache_hits": 0, "input_tokens": 0, "retries": 0, "failed_calls": 0}
@@ -149,8 +156,10 @@ class APIClassifier(StringClassifier):
 
     def cache_identity(self) -> dict:
         """What shapes this classifier's answers besides the text: recorded in, and checked
-        against, its cache file. A call function's ``cache_identity`` attribute (a JSON-able
-        dict) stands for its settings; without one, its module and name do.
+        against, its cache file: the cache key, the class names and their number, the call's
+        name and the digest of its code and settings (``call_code``: see
+        :func:`~slalom_core.models.code_digest.callable_digest`) and its
+        ``cache_identity`` attribute (a JSON-able dict of settings), if it has one.
 
         Example:
             >>> def call(text):
@@ -164,6 +173,8 @@ class APIClassifier(StringClassifier):
             "cache_key": self.cache_key,
             "class_names": self.class_names,
             "call": f"{getattr(self.call, '__module__', '?')}.{name}",
+            "call_code": self._call_digest,
+            "n_labels": None if self.class_names is None else len(self.class_names),
             "call_settings": json.loads(json.dumps(settings, default=str)) if settings is not None else None,
         }
 

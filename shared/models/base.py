@@ -260,12 +260,11 @@ class ModelAdapter(ABC):
         """What scoring would cost, without scoring: ``calls``, ``cache_hits``, ``input_tokens``.
 
         ``known`` are the sequences a method will score; ``bounds`` one upper-bound sequence
-        per sample that is not known before the model answers. Here each distinct known
-        sequence is one model evaluation (every one, if the model is not
-        :attr:`deterministic`); adapters with a cache (API black boxes) count what it answers.
+        per sample that is not known before the model answers. Here every known sequence is
+        one model evaluation (the driver's plan lists each sequence it reads once: see
+        :func:`~slalom_core.api.cost.planned_cost`); adapters with a cache (API black boxes)
+        count what it answers.
         """
-        if self.deterministic:  # the driver reads each distinct sample once
-            known = list({tuple(s): s for s in known}.values())
         return {
             "calls": len(known) + len(bounds),
             "cache_hits": 0,

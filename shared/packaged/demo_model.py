@@ -51,6 +51,7 @@ __all__ = [
     "load_adapter_model",
     "load_default_model",
     "load_model",
+    "check_model_path",
     "default_adapter",
 ]
 
@@ -430,6 +431,34 @@ def default_adapter(name: str = DEFAULT_MODEL, **kwargs: object):
     return HFClassifier(model, tokenizer, **kwargs)
 
 
+def check_model_path(spec: str | Path) -> None:
+    """Refuse a model named by a local folder that is not there, in one line.
+
+    A Hub id is ``name`` or ``owner/name``; anything else (``./model``, ``/a/b/c``, ``~/m``)
+    can only be a folder, and Hugging Face's message for a missing one is about repo ids.
+
+    Args:
+        spec: what the model was named by (a ``--model`` value, or ``explain_corpus``'s).
+
+    Returns:
+        None; a FileNotFoundError names the missing folder.
+
+    Example:
+        >>> check_model_path("./no_such_dir")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: no model folder at .../no_such_dir; give a Hub id or an existing folder
+    """
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path.resolve()} is a file, not a model folder; give its folder or a Hub id")
+        return
+    text = str(spec)
+    if isinstance(spec, Path) or text.startswith((".", "/", "~", "\\")) or text.count("/") > 1 or "\\" in text:
+        raise FileNotFoundError(f"no model folder at {path.resolve()}; give a Hub id or an existing folder")
+
+
 def load_model(
     spec: str | Path | None = None, *, device: torch.device | str | None = None, local_files_only: bool = False
 ) -> tuple[torch.nn.Module, object, str]:
@@ -449,5 +478,6 @@ def load_model(
     if name in MODEL_NAMES:
         model, tok = load_default_model(name, device=device)
         return model, tok, MODEL_DESCRIPTIONS[name]
+    check_model_path(name)  # a missing folder named as such, not as a malformed Hub id
     model, tok = zeroshot.load_sequence_classifier(name, device=device, local_files_only=local_files_only)
     return model, tok, name

@@ -986,3 +986,9 @@ def test_loading_the_packaged_model_is_quiet_and_leaves_transformers_settings(ca
         assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.set_verbosity_warning()
+
+
+def test_load_says_that_it_unpickles():
+    # Like shap's own load it runs pickle on the stream: its docstring must warn about it.
+    doc = " ".join(SlalomExplainer.load.__doc__.split())
+    assert "unpickles" in doc and "trust" in doc

@@ -385,3 +385,79 @@ def test_estimate_is_what_a_plain_model_reads(method, deterministic):
     d = sc.explain(clf, TEXT, method=method, n_samples=200, seed=0).diagnostics
     assert est["calls"] == d["model_evaluations"] and est["input_tokens"] == d["tokens_evaluated"]
     assert (est["calls"] < 200) == deterministic  # a 10-token text's samples repeat
+
+
+def _user_call(source: str):
+    """``call`` as a user's module defines it (its globals are the module's)."""
+    namespace = {"__name__": "user_prompts"}
+    exec(source, namespace)
+    return namespace["call"]
+
+
+CALL_SOURCE = """
+PROMPT = "Is this review positive? {text}"
+LABELS = ["neg", "pos"]
+
+def score(prompt):
+    return [0.0, float(len(prompt) % 7)]
+
+def call(text):
+    return score(PROMPT.format(text=text))
+"""
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda s: s.replace("Is this review positive?", "Is this review negative?"),  # the prompt (a global)
+        lambda s: s.replace("len(prompt) % 7", "len(prompt) % 5"),  # a helper's body
+        lambda s: s.replace("return score(", "return [0.0, 1.0] or score("),  # the call's own body
+    ],
+)
+def test_editing_the_call_function_refuses_its_cache(tmp_path, edit):
+    path = tmp_path / "cache.json"
+    first = sc.APIClassifier(_user_call(CALL_SOURCE), class_names=["neg", "pos"], cache_file=path)
+    _score_one(first, "good film")
+    # The same code and settings, defined again (another process would do the same): served.
+    again = sc.APIClassifier(_user_call(CALL_SOURCE), class_names=["neg", "pos"], cache_file=path)
+    _score_one(again, "good film")
+    assert again.usage()["calls"] == 0
+    # A comment changes no answer: still served.
+    commented = _user_call(CALL_SOURCE.replace("def call(text):", "def call(text):  # edited comment"))
+    assert sc.APIClassifier(commented, class_names=["neg", "pos"], cache_file=path).usage()["calls"] == 0
+    with pytest.raises(ValueError, match="code"):
+        sc.APIClassifier(_user_call(edit(CALL_SOURCE)), class_names=["neg", "pos"], cache_file=path)
+
+
+def test_an_edited_lambda_closure_or_default_refuses_the_cache(tmp_path):
+    def make(scale):
+        return lambda text: [0.0, scale * len(text)]
+
+    def with_default(text, scale=1.0):
+        return [0.0, scale * len(text)]
+
+    def with_default_2(text, scale=2.0):
+        return [0.0, scale * len(text)]
+
+    with_default_2.__name__ = with_default_2.__qualname__ = with_default.__qualname__
+    cases = [
+        (lambda t: [0.0, 1.0], lambda t: [0.0, 2.0]),  # an edited lambda
+        (make(1.0), make(2.0)),  # the same code, another value in its closure
+        (with_default, with_default_2),  # the same name, another default
+    ]
+    for k, (old, new) in enumerate(cases):
+        path = tmp_path / f"cache{k}.json"
+        _score_one(sc.APIClassifier(old, cache_file=path), "good film")
+        with pytest.raises(ValueError, match="code"):
+            sc.APIClassifier(new, cache_file=path)
+
+
+def test_estimate_for_several_texts_is_what_a_plain_model_reads():
+    # Two texts that share samples ("good", "film"): each text reads its own (its scores
+    # must not depend on its neighbours), the input with no tokens is read once for both.
+    clf = sc.StringClassifier(lambda texts: [Counter()(t) for t in texts])
+    texts = ["good film", "good bad film"]
+    est = sc.estimate_cost(clf, texts, method="eff", n_samples=60, seed=[0, 1])
+    exps = sc.explain_batch(clf, texts, method="eff", n_samples=60, seed=[0, 1])
+    assert est["calls"] == sum(e.diagnostics["model_evaluations"] for e in exps)
+    assert est["input_tokens"] == sum(e.diagnostics["tokens_evaluated"] for e in exps)

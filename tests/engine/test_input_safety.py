@@ -278,3 +278,15 @@ def test_a_model_whose_weights_are_on_meta_is_named_before_any_call(tok_dir):
     for model, kw in [(tiny_classifier("bert", tok).to("meta"), dict(tokenizer=tok)), (TorchClassifier(net), {})]:
         with pytest.raises(ValueError, match=r"weights are on the meta device.*load the weights first"):
             slalom_core.explain(model, [5, 6, 7], n_samples=50, seed=0, **kw)
+
+
+def test_a_forward_that_returns_extra_rows_is_named_not_the_models_reshape_error(tmp_path):
+    # A BERT that cannot read zero tokens, behind a forward that returns twice the rows: the
+    # empty input's batch failed first (BERT's reshape error) and hid the clear one.
+    tok = bert_tokenizer(tmp_path)
+    model = tiny_classifier("bert", tok)
+    clf = TorchClassifier(
+        lambda ids, mask: torch.cat([model(input_ids=ids, attention_mask=mask).logits] * 2), tokenizer=tok
+    )
+    with pytest.raises(slalom_core.models.OutputShapeError, match="rows of scores for"):
+        slalom_core.explain(clf, "a good film with a bad plot", n_samples=40, seed=0)
