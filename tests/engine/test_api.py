@@ -373,4 +373,5 @@ def test_a_texts_scores_do_not_depend_on_its_neighbours_on_the_packaged_model():
     alone = [sc.explain_batch(model, [t], tokenizer=tok, seed=[s], n_samples=300)[0] for t, s in zip(texts, seeds)]
     for a, b in zip(together, alone):
         for name in ("value", "importance", "contribution"):
+            # tol: the same float64 operations in the same order: only the last bits may differ
             np.testing.assert_allclose(a.scores(name), b.scores(name), rtol=0, atol=1e-12, err_msg=name)

@@ -150,7 +150,7 @@ def pair_samples(n_units: int, *, seed: int, n: int = 300) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("method,fits", [("eff", 2), ("hybrid", 4)])
-def test_explain_batch_fits_in_one_batched_optimisation(monkeypatch, method, fits):
+def test_explain_batch_fits_each_text_alone_as_a_loop_does(monkeypatch, method, fits):
     calls = []
     real = fitting.EffFitter.solve_batch
 
@@ -165,8 +165,9 @@ def test_explain_batch_fits_in_one_batched_optimisation(monkeypatch, method, fit
     texts = [rng.integers(0, 30, size=n) for n in (5, 12, 25, 40)]
     exps = sc.explain_batch(model, texts, method=method, n_samples=400, seed=0, prior_sd=1.0)
     # eff: two fits per text (held-out, then final); hybrid: each after a fit of its values
-    # on the pairs. Every round is one batched optimisation over the four texts.
-    assert calls == [4] * fits
+    # on the short samples. Each text's fit is solved alone, so that its scores do not depend
+    # on which texts share its batch (padding changes float64 rounding in a flat valley).
+    assert calls == [1] * fits * 4
     calls.clear()
     loop = [sc.explain(model, t, method=method, n_samples=400, seed=0, prior_sd=1.0) for t in texts]
     assert calls == [1] * fits * 4

@@ -124,8 +124,9 @@ def test_unversioned_dict_of_a_gamma_fit_keeps_its_gamma(gamma_exp):
     # up to 2.19. The unit table's importances sum to the fit's gamma (they are normalised
     # so); reading gamma from them gives every score back to rounding of that sum (1e-12).
     again = sc.SlalomExplanation.from_dict(_unversioned(gamma_exp))
-    assert again.surrogate.gamma == pytest.approx(2.0, abs=1e-9)
+    assert again.surrogate.gamma == pytest.approx(2.0, abs=1e-9)  # tol: float64 rounding of a sum of importances
     for name in ("value", "importance", "lin", "contribution", "removal"):
+        # tol: float64 rounding of that sum (see above)
         np.testing.assert_allclose(again.scores(name), gamma_exp.scores(name), rtol=0, atol=1e-12)
 
 
