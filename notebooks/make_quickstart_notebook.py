@@ -10,7 +10,7 @@ cells = [
         "SLALOM gives every token two scores: a **value** (its effect on the log-odds when it stands alone) "
         "and an **importance** (how much weight it takes from the other tokens). This notebook explains the "
         "packaged MiniLM (offline, with a small adapter trained for IMDB sentiment) with the default method "
-        "(`eff-slope`) and the other fitting methods, shows the derived scores and draws the paper's "
+        "(`hybrid`) and the other fitting methods, shows the derived scores and draws the paper's "
         "value-vs-importance scatter.\n\n"
         "Set `SLALOM_NOTEBOOK_SMALL=1` for a fast run (fewer samples)."
     ),
@@ -41,12 +41,12 @@ cells = [
         "model, tok = load_default_model()"
     ),
     nbf.v4.new_markdown_cell(
-        "## Explain one sentence (the default method, `eff-slope`)\n\n"
+        "## Explain one sentence (the default method, `hybrid`)\n\n"
         "`sc.explain` returns a `SlalomExplanation`: one row per token, every score from one fit."
     ),
     nbf.v4.new_code_cell(
         "text = 'The acting was wonderful, but the plot was painfully slow.'\n"
-        "exp = sc.explain(model, text, tokenizer=tok, n_samples=N_SAMPLES, seed=0)  # method='eff-slope'\n"
+        "exp = sc.explain(model, text, tokenizer=tok, n_samples=N_SAMPLES, seed=0)  # method='hybrid'\n"
         "print(exp)\n"
         "display(pd.DataFrame({name: exp.scores(name) for name in ('value', 'importance', 'lin', 'removal', 'contribution')},\n"
         "                     index=exp.tokens).round(3))\n"
@@ -56,11 +56,12 @@ cells = [
         "      f\"{d['model_evaluations']} model calls\")"
     ),
     nbf.v4.new_markdown_cell(
-        "The surrogate misses the model's log-odds on this very sentence (`exp.full_text_gap`; beyond 1 "
-        "log-odds every call also raises a `SlalomFitWarning`, silenced above because the notebook prints the "
-        "gap): `eff-slope` fits random samples of two or three of the text's tokens, so it describes each "
-        "token across short contexts, not the full sentence's output (`fidel`, below, fits deletions from the "
-        "full text; `hybrid` adds a few of them to the short samples).\n\n"
+        "The surrogate meets the model's log-odds on this very sentence closely (`exp.full_text_gap`): the "
+        "default, `hybrid`, fits each token's value on random triples of the text's tokens and reads a few "
+        "deletions from the full text, and the text itself, to set the importances. `eff-slope` (below) fits "
+        "the triples alone: it ranks tokens as well, at fewer model tokens, but misses the sentence's output. "
+        "A `SlalomFitWarning` says when an explanation would mislead (e.g. a surrogate moving against the "
+        "model).\n\n"
         "The scatter (paper Fig. 5): tokens to the right push towards *positive*, tokens high up dominate the "
         "softmax weighting. Colour shows `lin` = v·exp(s)."
     ),
@@ -90,8 +91,9 @@ cells = [
     ),
     nbf.v4.new_markdown_cell(
         "## The fitting methods\n\n"
-        "`eff-slope` (the default) fits random samples of two or three tokens, with the importances' prior "
-        "centred on a fitted slope times each token's |value|; `eff` fits random 2-token samples (the paper's "
+        "`hybrid` (the default) adds a few deletions of the full text to random triples; `eff-slope` fits the "
+        "triples alone, with the importances' prior centred on a fitted slope times each token's |value|; "
+        "`eff` fits random 2-token samples (the paper's "
         "Algorithm 1); `fidel` fits deletions from the full text (all three with a Gaussian prior on the "
         "importances; `solver='als'` gives fidel's alternating least squares); `ana` uses exactly 2U − 1 "
         "passes. Their `lin` scores rank tokens similarly but not identically: each is a different local fit. "
@@ -99,7 +101,7 @@ cells = [
     ),
     nbf.v4.new_code_cell(
         "fits = {m: sc.explain(model, text, tokenizer=tok, method=m, n_samples=N_SAMPLES, seed=0)\n"
-        "        for m in ('eff-slope', 'eff', 'fidel', 'ana')}\n"
+        "        for m in ('hybrid', 'eff-slope', 'eff', 'fidel', 'ana')}\n"
         "for m, e in fits.items():\n"
         "    d = e.diagnostics\n"
         "    top = [e.tokens[i] for i in np.argsort(-np.abs(e.lin))[:4]]\n"
@@ -111,8 +113,8 @@ cells = [
     ),
     nbf.v4.new_markdown_cell(
         "## Word granularity and batches\n\n"
-        "`granularity='word'` samples, deletes and scores a word's sub-tokens together; `explain_batch` shares "
-        "model batches across texts."
+        "`granularity='word'` samples, deletes and scores a word's sub-tokens together; `explain_batch` explains "
+        "several texts in one call (each read and fitted apart from the others)."
     ),
     nbf.v4.new_code_cell(
         "texts = ['An unforgettable, heartwarming masterpiece.', 'Unwatchable: clumsy editing and lifeless performances.']\n"
