@@ -397,10 +397,22 @@ def test_hf_model_with_tokenizer_equals_pipeline(pipe, tok):
     np.testing.assert_allclose(d.values, b.values, atol=1e-9)
     adapter = sc.HFClassifier(pipe.model, tok)
     before = adapter.batch_size
-    e = SlalomExplainer(adapter, n_samples=200, seed=0, batch_size=7)(TEXT, silent=True)
-    # tol: float32 forward passes: batch_size=7 pads the rows differently (reduction order, ~1e-7 on logits)
-    np.testing.assert_allclose(e.values, b.values, atol=1e-6)
+    e = SlalomExplainer(adapter, n_samples=200, seed=0, batch_size=7)
+    # Across batch sizes compare what the data determine (a fit's predictions), not scores
+    # that a flat direction of the fit may leave free.
+    # tol: float32 forward passes padded otherwise (~1e-7 on logits) move predictions far less than the solver's stop
+    np.testing.assert_allclose(
+        _determined(e.fit(TEXT)[0]), _determined(SlalomExplainer(pipe, n_samples=200, seed=0).fit(TEXT)[0]), atol=1e-4
+    )
     assert adapter.batch_size == before != 7  # the caller's adapter is left alone
+
+
+def _determined(fit) -> np.ndarray:
+    """What the data determine of a fit: its predictions on every pair of the text's units
+    and on the text itself (the parameters along a flat direction of the fit are not)."""
+    n = fit.surrogate.n_units
+    pairs = [[i, j] for i in range(n) for j in range(i + 1, n)] or [[0]]
+    return np.r_[np.ravel(fit.surrogate.predict_sequences(pairs)), np.ravel(fit.surrogate_output)]
 
 
 def test_call_batch_size_sets_sequences_per_forward_pass(pipe, tok):
@@ -416,16 +428,18 @@ def test_call_batch_size_sets_sequences_per_forward_pass(pipe, tok):
         a = explainer(TEXT, silent=True, batch_size=5)
         assert sizes and max(sizes) == 5
         sizes.clear()
-        b = explainer(TEXT, silent=True)  # "auto": the adapter's own 64
+        explainer(TEXT, silent=True)  # "auto": the adapter's own 64
         assert max(sizes) > 5
         sizes.clear()
         row = explainer.explain_row(TEXT, max_evals=200, batch_size=3)
         assert max(sizes) == 3
     finally:
         hook.remove()
-    # Batching does not change a score; float32 sums over padded batches of other sizes
-    # may round differently in the last bits of a logit, and the fit follows them.
-    np.testing.assert_allclose(a.values, b.values, atol=1e-6)
+    # Batching does not change what the data determine; float32 sums over padded batches of
+    # other sizes may round differently in the last bits of a logit, and the fit follows them.
+    fits = [explainer.fit(TEXT, batch_size=k)[0] for k in (5, "auto")]
+    # tol: float32 forward rounding (~1e-7 on logits) moves predictions far less than the solver's stop
+    np.testing.assert_allclose(_determined(fits[0]), _determined(fits[1]), atol=1e-4)
     assert row["values"].shape == a.values[0].shape
     for bad in (0, 2.5, True, "big"):
         with pytest.raises(ValueError, match="batch_size must be a positive int"):

@@ -203,8 +203,8 @@ def test_binary_target_zero_flips_sign(bert):
     pos = sc.explain(model, "a very good film", tokenizer=tok, method="ana")
     neg = sc.explain(model, "a very good film", tokenizer=tok, method="ana", target=0)
     # tol: float32 logits of the same forward passes: target 0 flips the sign of float32 differences
-    np.testing.assert_allclose(neg.value, -pos.value, atol=1e-6)
-    np.testing.assert_allclose(neg.importance, pos.importance, atol=1e-6)
+    np.testing.assert_allclose(neg.value, -pos.value, atol=1e-6)  # tol: float32 logits, as above
+    np.testing.assert_allclose(neg.importance, pos.importance, atol=1e-6)  # tol: float32 logits, as above
 
 
 def test_diagnostics_and_dict(bert):

@@ -57,6 +57,8 @@ def scores(run):
 
 
 def assert_same_scores(a, b, atol=1e-4, rtol=1e-5):
+    """Two runs' scores agree. tol: the default atol 1e-4 is the fits' gradient stop (GRAD_TOL)
+    over float32 forward rounding; callers pass atol=0 only where both runs made the same calls."""
     a, b = scores(a), scores(b)
     assert a.index.equals(b.index)
     # Relative too: lin = v·exp(s) reaches ±85 on the tiny random BERT, where the fit's
