@@ -10,6 +10,7 @@ from functools import partial
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
+from ..models.quiet import quiet_transformers
 from .format import DefaultsFormatter, option_value
 
 
@@ -65,15 +66,11 @@ def _not_a_length_notice(record) -> bool:
 
 
 def _quiet_weight_loading() -> None:
-    """No "Loading weights" bar from transformers (the run's own bar counts texts), and no
-    tokenizer notice about over-length texts (the run reports them itself)."""
+    """No tokenizer notice about over-length texts (the run reports them itself). The
+    "Loading weights" bar is silenced around the run by ``quiet_transformers``, which gives
+    transformers' settings back afterwards."""
     import logging
 
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover - a model without transformers
-        return
-    hf_logging.disable_progress_bar()
     logger = logging.getLogger("transformers.tokenization_utils_base")
     if _not_a_length_notice not in logger.filters:
         logger.addFilter(_not_a_length_notice)
@@ -194,32 +191,33 @@ def run_explain(args: argparse.Namespace) -> int:
         import ray
 
         ray.init(address=args.ray)
-    run = explain_corpus(
-        model,
-        args.data,
-        args.out,
-        tokenizer,
-        text_column=args.text_column,
-        id_column=id_column,
-        label_column=label_column,
-        limit=args.limit,
-        chunk_size=args.chunk_size,
-        resume=args.resume,
-        truncate=args.truncate,
-        engine=engine,
-        num_workers=args.workers,
-        num_gpus_per_worker=args.gpus_per_worker,
-        method=args.method,
-        n_samples=args.n_samples,
-        granularity=args.granularity,
-        target=args.target,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        show_progress=not args.no_progress,
-        amortized=None if args.amortized is None else CorpusHead(args.amortized),
-        **dict(args.option),
-    )
+    with quiet_transformers():  # no "Loading weights" bar: the run's own bar counts texts
+        run = explain_corpus(
+            model,
+            args.data,
+            args.out,
+            tokenizer,
+            text_column=args.text_column,
+            id_column=id_column,
+            label_column=label_column,
+            limit=args.limit,
+            chunk_size=args.chunk_size,
+            resume=args.resume,
+            truncate=args.truncate,
+            engine=engine,
+            num_workers=args.workers,
+            num_gpus_per_worker=args.gpus_per_worker,
+            method=args.method,
+            n_samples=args.n_samples,
+            granularity=args.granularity,
+            target=args.target,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            device=args.device,
+            show_progress=not args.no_progress,
+            amortized=None if args.amortized is None else CorpusHead(args.amortized),
+            **dict(args.option),
+        )
     texts, failures = run.texts(), run.failures()
     if len(texts) == 0 and len(failures):
         # Nothing explained: whatever failed every text (a device, a target, a broken
