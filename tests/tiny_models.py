@@ -7,6 +7,7 @@ models from configs with random (seeded) weights.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -282,3 +283,9 @@ def record_reads(module: torch.nn.Module) -> Iterator[list[tuple[int, ...]]]:
         yield reads
     finally:
         handle.remove()
+
+
+def write_jsonl(path: Path, texts: list[str]) -> Path:
+    """``texts`` as a JSON-lines corpus with ids r0, r1, … (what the corpus tests read)."""
+    path.write_text("".join(json.dumps({"id": f"r{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    return path

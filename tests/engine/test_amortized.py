@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 from slalom_core import scores
 from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning
 from slalom_core.corpus import explain_corpus
-from tiny_models import SHORT_REVIEWS, bert_tokenizer, tiny_classifier
+from tiny_models import SHORT_REVIEWS, bert_tokenizer, tiny_classifier, write_jsonl
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("safetensors")
@@ -24,11 +24,6 @@ FAST = dict(n_samples=150, show_progress=False)
 def bert(tmp_path_factory):
     tok = bert_tokenizer(tmp_path_factory.mktemp("bert"))
     return tiny_classifier("bert", tok, initializer_range=0.2), tok
-
-
-def write_jsonl(path, texts):
-    path.write_text("".join(json.dumps({"id": f"r{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    return path
 
 
 @pytest.fixture(scope="module")

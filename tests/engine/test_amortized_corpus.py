@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning, CorpusHead
 from slalom_core.corpus import CorpusRun, explain_corpus
-from tiny_models import bert_tokenizer, tiny_classifier
+from tiny_models import bert_tokenizer, tiny_classifier, write_jsonl
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("safetensors")
@@ -27,11 +27,6 @@ TRAIN = [
 # New texts: an empty one (fails, as a per-text explanation does) and one of unseen tokens.
 NEW = ["the film was great fun", "", "a bad plot , a boring film", "films boringly", "i loved the actor"]
 QUIET = dict(show_progress=False)
-
-
-def write_jsonl(path, texts):
-    path.write_text("".join(json.dumps({"id": f"r{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    return path
 
 
 @pytest.fixture(scope="module")

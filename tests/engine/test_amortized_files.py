@@ -15,15 +15,10 @@ from slalom_core.amortized import AmortizedExplainer
 from slalom_core.cli.command import main
 from slalom_core.cli.corpus import load_pair
 from slalom_core.corpus import explain_corpus
-from tiny_models import SHORT_REVIEWS, bert_tokenizer, tiny_classifier
+from tiny_models import SHORT_REVIEWS, bert_tokenizer, tiny_classifier, write_jsonl
 
 pytest.importorskip("pyarrow")
 safetensors = pytest.importorskip("safetensors.torch")
-
-
-def write_jsonl(path, texts):
-    path.write_text("".join(json.dumps({"id": f"r{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    return path
 
 
 @pytest.fixture(scope="module")

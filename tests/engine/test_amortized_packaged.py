@@ -12,6 +12,7 @@ from slalom_core.amortized import AmortizedExplainer, AmortizedFewTextsWarning, 
 from slalom_core.cli.command import main
 from slalom_core.corpus import CorpusRun, explain_corpus
 from slalom_core.packaged.demo_model import load_default_model
+from tiny_models import write_jsonl
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("safetensors")
@@ -29,11 +30,6 @@ TRAIN = [
     "a weak story",
 ]
 LONG = "a wonderful film , " * 160  # about 640 tokens: over the model's 512
-
-
-def write_jsonl(path, texts):
-    path.write_text("".join(json.dumps({"id": f"r{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    return path
 
 
 @pytest.mark.slow
