@@ -46,11 +46,19 @@ __all__ = [
     "run_lock",
     "holds_no_results",
     "TABLES",
+    "SIDECARS",
+    "QUALITY",
 ]
 
 TABLES = ("positions", "texts", "failures")
 #: What a run leaves before its first chunk: nothing another run would lose.
 _NO_RESULTS = {"manifest.json", "manifest.json.tmp", "ray-driver.log", "done", *TABLES}
+#: What a pipeline keeps beside the run's own tables (the amortized pipeline's label run,
+#: head and audit run in ``auto/``; its per-text flags in ``quality.parquet``): written
+#: before the run's first chunk, so they do not make the folder one that holds results.
+SIDECARS = ("auto", "quality.parquet")
+#: The per-text quality table (:meth:`CorpusRun.quality`).
+QUALITY = "quality.parquet"
 
 
 @contextlib.contextmanager
@@ -98,7 +106,7 @@ def holds_no_results(out: Path) -> bool:
     """
     if not out.is_dir():
         return True
-    entries = list(out.iterdir())
+    entries = [p for p in out.iterdir() if p.name not in SIDECARS]
     if any(p.name not in _NO_RESULTS for p in entries) or markers(out):
         return False
     if any(p.is_dir() and any(p.iterdir()) for p in entries):

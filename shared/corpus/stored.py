@@ -57,6 +57,23 @@ class CorpusRun:
         """One row per text that could not be explained: id, error class, message."""
         return store.read_table(self.path, "failures")
 
+    def quality(self):
+        """One row per text of an amortized pipeline's run (``explain --amortized auto``), or
+        None for any other run: whether the text was in the label set or audited, the audit's
+        Spearman of value and importance against its per-text fit, the out-of-distribution
+        check, and ``flagged`` with ``flag_reason`` (texts its head should not be trusted on).
+
+        Example:
+            >>> q = CorpusRun("runs/imdb").quality()  # doctest: +SKIP
+            >>> q[q.flagged].id.tolist()  # doctest: +SKIP
+        """
+        path = self.path / store.QUALITY
+        if not path.exists():
+            return None
+        import pandas as pd
+
+        return pd.read_parquet(path)
+
     def parts(self, table: str, keys: list[str] | None = None):
         """One table, one finished chunk at a time: ``(chunk key, DataFrame)`` pairs, so that
         a reader of a large run (the report, an export) holds one chunk in memory.
