@@ -153,9 +153,27 @@ def add_explain(sub) -> None:
     p.add_argument(
         "--amortized",
         default=None,
-        metavar="DIR",
-        help="explain with an amortized explainer saved by 'slalom-xai amortize' (one forward pass per text) "
-        "instead of per-text fits; same tables, each text's out-of-distribution check in texts' ood column",
+        metavar="DIR|auto",
+        help="explain with an amortized explainer (one forward pass per text) instead of per-text fits: DIR, "
+        "one saved by 'slalom-xai amortize'; auto, fit a label set per text (--n-samples is their budget), train "
+        "a head on it, explain every text with it and audit a share per text (RUN/quality.parquet; "
+        "RUN/auto holds the labels, head and audit). Same tables, each text's out-of-distribution check in "
+        "texts' ood column",
+    )
+    p.add_argument(
+        "--label-texts",
+        type=int,
+        default=None,
+        help="with --amortized auto: texts fitted per text to train the head on (default: 300, where the "
+        "measured curve levels off; fewer in a smaller corpus)",
+    )
+    p.add_argument(
+        "--audit",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="with --amortized auto: share of the other texts also fitted per text to check the head (default: "
+        "0.01, at least 20 texts; 0: none)",
     )
     p.add_argument(
         "--ray",
@@ -191,7 +209,12 @@ def run_explain(args: argparse.Namespace) -> int:
         import ray
 
         ray.init(address=args.ray)
+    auto = args.amortized == "auto"
+    if not auto and (args.label_texts is not None or args.audit is not None):
+        raise ValueError("--label-texts and --audit go with --amortized auto")
     with quiet_transformers():  # no "Loading weights" bar: the run's own bar counts texts
+        if auto:
+            return _explain_auto(args, model, id_column, label_column, engine)
         run = explain_corpus(
             model,
             args.data,
@@ -239,6 +262,87 @@ def run_explain(args: argparse.Namespace) -> int:
         from ..corpus.ray_engine import DRIVER_LOG, RAY_LOGS
 
         print(f"Ray's own messages: {run.path / DRIVER_LOG}; its logs: {RAY_LOGS} (ray-data.log, worker-*)")
+    return 0
+
+
+def _explain_auto(args: argparse.Namespace, model, id_column, label_column, engine: str) -> int:
+    """``explain --amortized auto``: the pipeline, then its audit and flags in a few lines."""
+    from ..amortized.pipeline import AUDIT_SHARE, explain_corpus_amortized
+
+    if args.option or args.granularity != "token" or args.target is not None:
+        raise ValueError(
+            "--amortized auto explains tokens of class 1 as its head is trained: leave out --option, "
+            "--target and --granularity"
+        )
+    run = explain_corpus_amortized(
+        model,
+        args.data,
+        args.out,
+        label_texts=args.label_texts,
+        audit=AUDIT_SHARE if args.audit is None else args.audit,
+        method=args.method,
+        n_samples=args.n_samples,
+        text_column=args.text_column,
+        id_column=id_column,
+        label_column=label_column,
+        limit=args.limit,
+        chunk_size=args.chunk_size,
+        resume=args.resume,
+        truncate=args.truncate,
+        engine=engine,
+        num_workers=args.workers,
+        num_gpus_per_worker=args.gpus_per_worker,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        show_progress=not args.no_progress,
+    )
+    auto = run.manifest["auto"]
+    aud, flags = auto["audit"], auto["flags"]
+    n = run.texts()["id"].nunique()
+    rho = aud["value_spearman"]["mean"]
+    print(
+        f"{run.path}: {n} texts explained by a head trained on {auto['labels']['n_explained']} per-text fits; "
+        f"audit of {aud['n_audited']} texts: value Spearman "
+        + ("n/a" if rho is None else f"{rho:.3f} mean, {aud['value_spearman']['p10']:.3f} at the 10th percentile")
+        + f"; {flags['n_flagged']} flagged ({flags['n_ood']} out of distribution, {flags['n_poor_audit']} poor audit)"
+    )
+    stages = ", ".join(f"{k} {v['seconds']:.0f} s" for k, v in auto["stages"].items())
+    print(f"stages: {stages}; re-explain the flagged texts per text: slalom-xai refit {run.path}")
+    return 0
+
+
+def add_refit(sub) -> None:
+    p = sub.add_parser(
+        "refit",
+        help="explain per text the texts an '--amortized auto' run flagged (out of distribution, poor audit)",
+        description="Fit the flagged texts of RUN per text, with the labels' method, budget and seed, into a run "
+        "of their own (default RUN/auto/refit).",
+        formatter_class=DefaultsFormatter,
+    )
+    p.add_argument("run", help="a folder written by `slalom-xai explain --amortized auto`")
+    p.add_argument("--model", default=None, help="the run's model (default: the one its manifest names)")
+    p.add_argument("--out", default=None, help="where to write (default: RUN/auto/refit)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted refit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_refit)
+
+
+@_one_line_errors
+def run_refit(args: argparse.Namespace) -> int:
+    from ..amortized.pipeline import refit_flagged
+    from ..corpus import CorpusRun, ModelLoader
+
+    _quiet_weight_loading()
+    run = CorpusRun(args.run)
+    spec = args.model if args.model is not None else _run_model_name(run)
+    model = ModelLoader(partial(load_pair, spec), name=_model_name(spec))
+    with quiet_transformers():
+        refit = refit_flagged(model, run, out=args.out, resume=args.resume, show_progress=not args.no_progress)
+    if refit is None:
+        print(f"{run.path}: no text is flagged; nothing to refit")
+        return 0
+    print(f"{refit.path}: {refit.texts()['id'].nunique()} flagged texts explained per text")
     return 0
 
 
@@ -337,8 +441,9 @@ def run_report(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     """Add ``explain``, ``summarize`` and ``report`` to a ``slalom-xai`` sub-parser set."""
     add_explain(sub)
+    add_refit(sub)
     add_summarize(sub)
     add_report(sub)
 
 
-__all__ = ["register", "run_explain", "run_summarize", "run_report"]
+__all__ = ["register", "run_explain", "run_refit", "run_summarize", "run_report"]

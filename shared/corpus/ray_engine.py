@@ -249,6 +249,9 @@ def run_ray(
     skip = set(finished) | set(source.duplicate_ids)
     if skip:
         ds = ds.filter(lambda r: str(r[id_col]) not in skip, num_cpus=_LIGHT)
+    if source.ids is not None:  # a subset run (explain_corpus(ids=...)): only those rows
+        keep = source.ids
+        ds = ds.filter(lambda r: str(r[id_col]) in keep, num_cpus=_LIGHT)
     results = ds.map_batches(
         ExplainActor,
         fn_constructor_kwargs=dict(

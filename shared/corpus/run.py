@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 import torch
@@ -51,6 +53,19 @@ def _check_options(opts: CorpusOptions, chunk_size: int, engine: str, per_text: 
         raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
 
 
+def ids_digest(ids: Collection[str]) -> dict:
+    """A subset's record in the manifest: its size and a hash of its sorted ids.
+
+    Example:
+        >>> ids_digest(["b", "a"])["n"]
+        2
+    """
+    h = hashlib.blake2b(digest_size=16)
+    for i in sorted(ids):
+        h.update(i.encode("utf-8") + b"\0")
+    return {"n": len(ids), "digest": h.hexdigest()}
+
+
 def _check_device(device: object, engine: str) -> None:
     """A device this machine lacks fails every text: refused up front (locally; a Ray
     driver may hold no GPU that its workers have)."""
@@ -95,6 +110,7 @@ def explain_corpus(
     id_column: str | None = "auto",
     label_column: str | None = "auto",
     limit: int | None = None,
+    ids: Collection[str] | None = None,
     chunk_size: int = 64,
     resume: bool = False,
     truncate: bool = True,
@@ -144,6 +160,9 @@ def explain_corpus(
         label_column: the column of the data's own (gold) labels, kept in the texts table
             as ``gold_label``; "auto" (default): "label" if present; None: none.
         limit: explain only the first ``limit`` rows.
+        ids: explain only the rows with these ids (str, as the texts table holds them); ids
+            the data lack are ignored. None (default): every row. A subset run's texts have
+            the seeds, and so the scores, that a run of every row gives them.
         chunk_size: texts per chunk (per ``explain_batch`` call, per written part). Default: 64.
         resume: continue an interrupted run in ``out``: finished chunks are kept, unfinished
             ones redone. The input, options and model (by fingerprint) must be those of the
@@ -213,7 +232,7 @@ def explain_corpus(
     _check_options(opts, chunk_size, engine, per_text=amortized is None)
     _check_device(device, engine)
     source = CorpusSource(
-        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
+        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column, ids=ids
     ).scan()
     if engine == "ray" and source.resolved_id_column is None:
         raise ValueError(
@@ -236,6 +255,8 @@ def explain_corpus(
             "label_column": source.resolved_label_column,
             "limit": limit,
             "n_rows": source.n_rows,
+            # A subset run records which subset (a resume must read the same one).
+            **({} if ids is None else {"ids": ids_digest(source.ids)}),
         },
         "options": opts.as_dict(),
         "model": fingerprint,

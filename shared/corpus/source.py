@@ -133,6 +133,9 @@ class CorpusSource:
         label_column: the column holding the data's own (gold) labels, carried into the
             run's texts table as ``gold_label``; "auto" (default) takes a column named
             "label" when there is one; None reads none.
+        ids: read only the rows with these ids (the others are skipped, not counted); None
+            (default) reads every row. Row-number ids are the rows' numbers in the whole
+            data, so a subset's texts keep the ids a full run gives them.
 
     Example:
         >>> src = CorpusSource("reviews.jsonl", text_column="text")  # doctest: +SKIP
@@ -144,6 +147,7 @@ class CorpusSource:
     id_column: str | None = "auto"
     limit: int | None = None
     label_column: str | None = "auto"
+    ids: frozenset[str] | None = None
     n_rows: int = field(default=0, init=False)
     duplicate_counts: dict[str, int] = field(default_factory=dict, init=False)
     resolved_id_column: str | None = field(default=None, init=False)
@@ -160,6 +164,10 @@ class CorpusSource:
             raise ValueError(f"limit must be a positive int, got {self.limit!r}")
         if not isinstance(self.text_column, str) or not self.text_column:
             raise ValueError("text_column must be a column name")
+        if self.ids is not None:
+            if isinstance(self.ids, str) or not all(isinstance(i, str) for i in self.ids):
+                raise TypeError("ids must be a collection of str ids (as the texts table holds them)")
+            self.ids = frozenset(self.ids)
         if path.is_dir() and (path / "dataset_dict.json").exists():
             # DatasetDict.save_to_disk: one saved dataset per split, each in its own folder.
             splits = sorted(p.name for p in path.iterdir() if _is_saved_hf_dataset(p))
@@ -228,6 +236,17 @@ class CorpusSource:
         """Ids that occur more than once (every row of them fails)."""
         return frozenset(self.duplicate_counts)
 
+    def row_ids(self) -> list[str]:
+        """Every row's id, in file order (no texts read; duplicates included).
+
+        Example:
+            >>> CorpusSource("reviews.jsonl").scan().row_ids()[:2]  # doctest: +SKIP
+            ['0', '1']
+        """
+        if not self._scanned:
+            self.scan()
+        return [row.id for row in self._rows(texts=False)]
+
     # -- streaming ------------------------------------------------------------------------
     def chunks(self, chunk_size: int) -> Iterator[list[Row]]:
         """Rows in chunks of ``chunk_size`` (the last may be shorter), in file order."""
@@ -260,7 +279,8 @@ class CorpusSource:
                         raise ValueError(f"row {n} ({path.name}) has no id in column {id_col!r}")
                     rid = str(raw_id)
                 gold = rec.get(label_col) if texts and label_col else None
-                yield Row(rid, rec[self.text_column] if texts else None, n, gold)
+                if self.ids is None or rid in self.ids:
+                    yield Row(rid, rec[self.text_column] if texts else None, n, gold)
                 n += 1
 
     def _records(self, path: Path, columns: list[str] | None) -> Iterator[dict]:

@@ -1,0 +1,523 @@
+"""``explain_corpus_amortized``: a whole dataset in one call, from raw texts to an audited run.
+
+The stages, each resumable (a killed call, restarted with ``resume=True``, keeps what
+finished and gives the same scores):
+
+1. **labels**: per-text fits of a random label set (``RUN/auto/labels``, a corpus run);
+2. **head**: an :class:`AmortizedExplainer` trained on them (``RUN/auto/head``);
+3. **explain**: every text explained by the head (``RUN`` itself: the usual tables);
+4. **audit**: per-text fits of a random share of the other texts (``RUN/auto/audit``);
+5. **quality**: per text, the audit's agreement, the out-of-distribution check and a flag
+   (``RUN/quality.parquet``, :meth:`CorpusRun.quality`), and the totals in the manifest
+   (``manifest["auto"]``).
+
+The label and audit sets are drawn once from the run's seed and recorded in
+``RUN/auto/plan.json``; a resume with other data or options is refused. Labels and audit are
+ordinary corpus runs with the run's seed, so each of their texts has the scores a per-text
+run of the whole corpus gives it.
+
+Example:
+    >>> run = explain_corpus_amortized(model, "reviews.jsonl", "runs/reviews", tok)  # doctest: +SKIP
+    >>> run.manifest["auto"]["audit"]["value_spearman"]["mean"]  # doctest: +SKIP
+    >>> run.quality().query("flagged")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..api import DEFAULT_METHOD, DEFAULT_N_SAMPLES
+from ..corpus import CorpusRun, CorpusSource, explain_corpus, store
+from ..corpus.loading import ModelLoader, load_model, model_name
+from ..corpus.restore import explanation_from_tables, json_cell
+from .audit import agreement
+from .corpus_run import CorpusHead
+from .explainer import AmortizedExplainer
+
+__all__ = [
+    "explain_corpus_amortized",
+    "refit_flagged",
+    "label_set_size",
+    "LABEL_TEXTS",
+    "AUDIT_SHARE",
+    "POOR_AUDIT",
+    "AUTO",
+]
+
+#: The label set's size when none is given: where the measured curve of the audit's value
+#: Spearman against the number of label texts levels off (docs/amortized.md, "How many
+#: labels"); a corpus smaller than it plus its audit gives every other text to the labels.
+LABEL_TEXTS = 300
+#: Share of the texts (outside the label set) fitted per text to check the head.
+AUDIT_SHARE = 0.01
+#: The fewest texts an audit fits (a share of a small corpus would give a mean of a few).
+MIN_AUDIT = 20
+#: An audited text whose value Spearman against its per-text fit is below this is flagged.
+POOR_AUDIT = 0.5
+#: The pipeline's folder inside the run.
+AUTO = store.SIDECARS[0]
+_PLAN = "plan.json"
+_STATE = "state.json"
+
+
+def label_set_size(n_texts: int, audit: float, label_texts: int | None = None) -> tuple[int, int]:
+    """How many texts the labels and the audit take from a corpus of ``n_texts``.
+
+    Args:
+        n_texts: the corpus's explainable texts (unique ids).
+        audit: the audit's share of the texts (0 to 1); at least :data:`MIN_AUDIT` texts
+            when positive, and never more than what the labels leave.
+        label_texts: the label set's size; None: :data:`LABEL_TEXTS`, or as many as the
+            audit leaves in a smaller corpus.
+
+    Returns:
+        ``(n_labels, n_audit)``.
+
+    Example:
+        >>> label_set_size(12700, 0.01)
+        (300, 127)
+        >>> label_set_size(100, 0.01)
+        (80, 20)
+    """
+    n_audit = 0 if audit == 0 else max(MIN_AUDIT, math.ceil(audit * n_texts))
+    if label_texts is None:
+        n_labels = min(LABEL_TEXTS, max(n_texts - n_audit, 0))
+    else:
+        if label_texts > n_texts:
+            raise ValueError(f"label_texts={label_texts}: the corpus has {n_texts} texts")
+        n_labels = label_texts
+    n_audit = min(n_audit, n_texts - n_labels)
+    return n_labels, n_audit
+
+
+def _check(name: str, value: object, low: float, high: float | None = None, integer: bool = False) -> None:
+    kind = numbers.Integral if integer else numbers.Real
+    ok = not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value) and value >= low
+    if not ok or (high is not None and value > high):
+        span = f"at least {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be {'an int' if integer else 'a number'} {span}, got {value!r}")
+
+
+def explain_corpus_amortized(
+    model: object,
+    data: str | Path,
+    out: str | Path,
+    tokenizer: object | None = None,
+    *,
+    label_texts: int | None = None,
+    audit: float = AUDIT_SHARE,
+    method: str = DEFAULT_METHOD,
+    n_samples: int = DEFAULT_N_SAMPLES,
+    poor_audit: float = POOR_AUDIT,
+    text_column: str = "text",
+    id_column: str | None = "auto",
+    label_column: str | None = "auto",
+    limit: int | None = None,
+    chunk_size: int = 64,
+    resume: bool = False,
+    truncate: bool = True,
+    engine: str = "local",
+    ray_address: str | None = None,
+    num_workers: int | None = None,
+    num_gpus_per_worker: float | None = None,
+    seed: int | None = 0,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+    epochs: int = 60,
+    hidden: int = 256,
+    show_progress: bool = True,
+) -> CorpusRun:
+    """Explain every text of a corpus with an amortized head trained and audited on the way.
+
+    The one-call form of: a per-text run of a label set, ``AmortizedExplainer.fit`` on it,
+    ``explain_corpus(amortized=...)`` over every text, and per-text fits of an audit share
+    compared with the head's explanations of the same texts (``slalom-xai explain
+    --amortized auto``). See the module's docstring for the stages and the folder's layout.
+
+    Args:
+        model, data, out, tokenizer: as in :func:`~slalom_core.corpus.explain_corpus`.
+        label_texts: texts fitted per text to train the head on. Default: None, that is
+            :data:`LABEL_TEXTS` (a smaller corpus: what the audit leaves).
+        audit: share of the texts outside the label set fitted per text to check the head
+            (0 to 1; at least :data:`MIN_AUDIT` texts when positive; 0: no audit).
+            Default: :data:`AUDIT_SHARE`.
+        method, n_samples: the per-text fits' method and budget (labels and audit).
+        poor_audit: an audited text whose value Spearman against its per-text fit is below
+            this is flagged. Default: :data:`POOR_AUDIT`.
+        text_column, id_column, label_column, limit, chunk_size, truncate, engine,
+            ray_address, num_workers, num_gpus_per_worker, batch_size, device,
+            show_progress: as in :func:`~slalom_core.corpus.explain_corpus`, for every stage.
+        resume: continue an interrupted call in ``out`` (every finished stage and chunk kept).
+        seed: draws the label and audit sets, seeds the per-text fits and the head.
+            None: drawn from torch's global generator and recorded (a resume reuses it).
+        epochs, hidden: the head's training (:class:`AmortizedExplainer`).
+
+    Returns:
+        The run of every text (:class:`~slalom_core.corpus.CorpusRun`), with
+        :meth:`~slalom_core.corpus.CorpusRun.quality` and ``manifest["auto"]``.
+
+    Raises:
+        ValueError: an option out of range, or a resume whose data or options differ.
+        FileExistsError: ``out`` holds results and ``resume`` is False.
+
+    Example:
+        >>> run = explain_corpus_amortized("models/minilm-imdb", "reviews.jsonl", "runs/r")  # doctest: +SKIP
+        >>> run.manifest["auto"]["audit"]["n_audited"]  # doctest: +SKIP
+    """
+    _check("audit", audit, 0.0, 1.0)
+    _check("poor_audit", poor_audit, -1.0, 1.0)
+    _check("n_samples", n_samples, 1, integer=True)
+    if label_texts is not None:
+        _check("label_texts", label_texts, 1, integer=True)
+    out = Path(out)
+    auto = out / AUTO
+    if not resume and not store.holds_no_results(out) or (not resume and (auto / _PLAN).exists()):
+        raise FileExistsError(
+            f"{str(out)!r} exists and is not empty; pass resume=True (--resume) to continue that run, or choose "
+            "another output path (nothing was overwritten)"
+        )
+    if seed is None:
+        old = _read_json(auto / _PLAN) if resume else None
+        seed = old["options"]["seed"] if old else int(torch.randint(0, 2**31 - 1, (1,)).item())
+    source = CorpusSource(
+        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
+    ).scan()
+    # Loaded once here for the head's training; the local stages reuse this copy, Ray's
+    # workers load their own from the path or loader.
+    loaded, loaded_tok = load_model(model, tokenizer)
+    if engine == "local":
+        name = model_name(model)
+        stage_model, stage_tok = ModelLoader(lambda: (loaded, loaded_tok), name=name), None
+    else:
+        stage_model, stage_tok = model, tokenizer
+    common = dict(
+        text_column=text_column,
+        id_column=id_column,
+        label_column=label_column,
+        limit=limit,
+        chunk_size=chunk_size,
+        truncate=truncate,
+        engine=engine,
+        ray_address=ray_address,
+        num_workers=num_workers,
+        num_gpus_per_worker=num_gpus_per_worker,
+        batch_size=batch_size,
+        device=device,
+        show_progress=show_progress,
+    )
+    options = {
+        "label_texts": label_texts,
+        "audit": audit,
+        "method": method,
+        "n_samples": n_samples,
+        "seed": seed,
+        "epochs": epochs,
+        "hidden": hidden,
+        "poor_audit": poor_audit,
+        "limit": limit,
+    }
+    with store.run_lock(auto):  # one pipeline per run folder (each stage locks its own)
+        plan = _plan(auto, source, options, resume)
+        state = _read_json(auto / _STATE) or {}
+        fits = dict(method=method, n_samples=n_samples, seed=seed)
+
+        def stage(name: str, work):
+            t0 = time.perf_counter()
+            result = work()
+            if name not in state:  # the call that finished the stage (a resumed one: its part)
+                state[name] = {"seconds": time.perf_counter() - t0}
+                _write_json(auto / _STATE, state)
+            return result
+
+        labels = stage(
+            "labels",
+            lambda: explain_corpus(
+                stage_model,
+                data,
+                auto / "labels",
+                stage_tok,
+                ids=plan["label_ids"],
+                resume=(auto / "labels" / "manifest.json").exists(),
+                **fits,
+                **common,
+            ),
+        )
+        head_dir = auto / "head"
+        explainer = stage(
+            "head",
+            lambda: _train_head(loaded, loaded_tok, labels, head_dir, seed=seed, epochs=epochs, hidden=hidden),
+        )
+        run = stage(
+            "explain",
+            lambda: explain_corpus(
+                stage_model,
+                data,
+                out,
+                stage_tok,
+                resume=(out / "manifest.json").exists(),
+                seed=seed,
+                amortized=CorpusHead(head_dir),
+                **common,
+            ),
+        )
+        audited = None
+        if plan["audit_ids"]:
+            audited = stage(
+                "audit",
+                lambda: explain_corpus(
+                    stage_model,
+                    data,
+                    auto / "audit",
+                    stage_tok,
+                    ids=plan["audit_ids"],
+                    resume=(auto / "audit" / "manifest.json").exists(),
+                    **fits,
+                    **common,
+                ),
+            )
+        t0 = time.perf_counter()
+        summary = write_quality(run, audited, set(plan["label_ids"]), poor_audit=poor_audit)
+        state["quality"] = {"seconds": time.perf_counter() - t0}
+        _write_json(auto / _STATE, state)
+        record = {
+            "labels": {
+                "run": f"{AUTO}/labels",
+                "n_texts": len(plan["label_ids"]),
+                "n_explained": int(labels.texts()["id"].nunique()),
+                "method": method,
+                "n_samples": n_samples,
+                "chosen_by": "label_texts"
+                if label_texts is not None
+                else f"LABEL_TEXTS={LABEL_TEXTS} (measured curve)",
+            },
+            "head": {"folder": f"{AUTO}/head", "digest": explainer.digest, "epochs": epochs, "hidden": hidden},
+            "audit": dict(summary["audit"], run=f"{AUTO}/audit" if audited is not None else None, share=audit),
+            "flags": summary["flags"],
+            "stages": state,
+        }
+        _set_manifest_key(out, "auto", record)
+    return CorpusRun(out)
+
+
+def _plan(auto: Path, source: CorpusSource, options: dict, resume: bool) -> dict:
+    """The label and audit sets (drawn once from the seed), written first and checked on resume."""
+    ids = source.row_ids()
+    dup = source.duplicate_ids
+    unique = [i for i in ids if i not in dup]
+    n_labels, n_audit = label_set_size(len(unique), options["audit"], options["label_texts"])
+    if n_labels < 1:
+        raise ValueError(f"the corpus has {len(unique)} texts with unique ids: too few to train a head on")
+    order = np.random.default_rng(options["seed"]).permutation(len(unique))
+    plan = {
+        "options": options,
+        "n_rows": source.n_rows,
+        "label_ids": [unique[i] for i in order[:n_labels]],
+        "audit_ids": [unique[i] for i in order[n_labels : n_labels + n_audit]],
+    }
+    plan = json.loads(json.dumps(plan))
+    old = _read_json(auto / _PLAN)
+    if old is not None:
+        if not resume:
+            raise FileExistsError(f"{str(auto.parent)!r} holds a pipeline's run; pass resume=True to continue it")
+        if old != plan:
+            differ = [k for k in ("options", "n_rows") if old.get(k) != plan[k]] or ["texts (their ids)"]
+            raise ValueError(
+                f"cannot resume {str(auto.parent)!r}: its {', '.join(differ)} differ from this call's "
+                f"(was {json.dumps(old.get('options'))}); use the same command, or another output path"
+            )
+        return old
+    _write_json(auto / _PLAN, plan)
+    return plan
+
+
+def _train_head(model, tok, labels: CorpusRun, folder: Path, *, seed: int, epochs: int, hidden: int):
+    """The head trained on the label run, or the one a previous call saved (a kill during
+    training leaves no head: the save writes both files beside and renames them)."""
+    if (folder / "config.json").exists():
+        explainer = AmortizedExplainer.load(folder, model, tok)
+        if Path(explainer.config["trained_on"]["run"]).resolve() != labels.path.resolve():
+            raise ValueError(
+                f"{str(folder)!r} holds a head trained on another run ({explainer.config['trained_on']['run']!r}): "
+                "remove it, or start the pipeline in a new folder"
+            )
+        return explainer
+    explainer = AmortizedExplainer(model, tok, epochs=epochs, hidden=hidden, seed=seed).fit(labels)
+    explainer.save(folder)
+    return explainer
+
+
+def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str], *, poor_audit: float) -> dict:
+    """Write ``RUN/quality.parquet`` (see :meth:`CorpusRun.quality`) and return the totals.
+
+    Every explained text gets a row; an audited one its value and importance Spearman
+    against its per-text fit (over its unique tokens, :func:`~.audit.agreement`). A text is
+    flagged when the head's out-of-distribution check flagged it, or its audit's value
+    Spearman is below ``poor_audit``.
+
+    Example:
+        >>> write_quality(CorpusRun("runs/r"), CorpusRun("runs/r/auto/audit"), set(), poor_audit=0.5)  # doctest: +SKIP
+    """
+    import pandas as pd
+
+    rows: dict[str, dict] = {}
+    for _, texts in run.parts("texts"):
+        for text_id, ood in zip(texts["id"], texts["ood"] if "ood" in texts else [None] * len(texts)):
+            warning = (json_cell(ood, None) or {}).get("warning")
+            rows[str(text_id)] = {
+                "id": str(text_id),
+                "in_label_set": str(text_id) in label_ids,
+                "audited": False,
+                "audit_value_spearman": float("nan"),
+                "audit_importance_spearman": float("nan"),
+                "ood": bool(warning),
+                "ood_reason": warning or "",
+            }
+    if audited is not None:
+        for key, texts in audited.parts("texts"):
+            positions = next(audited.parts("positions", [key]))[1]
+            for text_id in texts["id"].unique():
+                if text_id not in rows:  # failed in the run of every text
+                    continue
+                fitted = explanation_from_tables(positions[positions["id"] == text_id], texts[texts["id"] == text_id])
+                rho_v, rho_s = agreement(run.explanation(text_id), fitted)
+                rows[text_id].update(audited=True, audit_value_spearman=rho_v, audit_importance_spearman=rho_s)
+    table = pd.DataFrame(
+        list(rows.values()),
+        columns=[
+            "id",
+            "in_label_set",
+            "audited",
+            "audit_value_spearman",
+            "audit_importance_spearman",
+            "ood",
+            "ood_reason",
+        ],
+    )
+    # NaN (a constant score on a text of one unique token) is not evidence of a poor head.
+    table["poor_audit"] = table["audited"] & (table["audit_value_spearman"] < poor_audit)
+    table["flagged"] = table["ood"] | table["poor_audit"]
+    table["flag_reason"] = [
+        "; ".join(
+            ([f"out of distribution: {r.ood_reason}"] if r.ood else [])
+            + ([f"audit: value Spearman {r.audit_value_spearman:.2f} < {poor_audit}"] if r.poor_audit else [])
+        )
+        for r in table.itertuples()
+    ]
+    table = table.drop(columns="ood_reason")
+    tmp = run.path / f".{store.QUALITY}.{os.getpid()}.tmp"
+    table.to_parquet(tmp, index=False)
+    os.replace(tmp, run.path / store.QUALITY)
+    aud = table[table["audited"]]
+    return {
+        "audit": {
+            "n_audited": int(len(aud)),
+            "value_spearman": _spread(aud["audit_value_spearman"]),
+            "importance_spearman": _spread(aud["audit_importance_spearman"]),
+            "poor_below": poor_audit,
+            "n_poor": int(table["poor_audit"].sum()),
+        },
+        "flags": {
+            "n_ood": int(table["ood"].sum()),
+            "n_poor_audit": int(table["poor_audit"].sum()),
+            "n_flagged": int(table["flagged"].sum()),
+        },
+    }
+
+
+def _spread(x) -> dict:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return {"mean": None, "median": None, "p10": None}
+    return {"mean": float(x.mean()), "median": float(np.median(x)), "p10": float(np.quantile(x, 0.1))}
+
+
+def refit_flagged(
+    model: object,
+    run: CorpusRun | str | Path,
+    tokenizer: object | None = None,
+    *,
+    out: str | Path | None = None,
+    resume: bool = False,
+    **options,
+) -> CorpusRun:
+    """Explain per text the texts a pipeline's run flagged (out of distribution or a poor
+    audit), with the labels' method, budget and seed, into a run of their own.
+
+    Args:
+        model, tokenizer: the run's model (its fingerprint is checked by the new run's
+            manifest only: pass the same model).
+        run: a run written by :func:`explain_corpus_amortized`.
+        out: where to write. Default: ``RUN/auto/refit``.
+        resume: continue an interrupted refit.
+        **options: more options of :func:`~slalom_core.corpus.explain_corpus` (engine,
+            batch_size, device, show_progress, ...).
+
+    Returns:
+        The per-text run of the flagged texts (empty of texts when none was flagged: then
+        no run is written and None is returned).
+
+    Example:
+        >>> refit = refit_flagged(model, "runs/reviews", tok)  # doctest: +SKIP
+        >>> refit.explanation(refit.texts().id[0])  # doctest: +SKIP
+    """
+    run = run if isinstance(run, CorpusRun) else CorpusRun(run)
+    quality = run.quality()
+    plan = _read_json(run.path / AUTO / _PLAN)
+    if quality is None or plan is None:
+        raise ValueError(f"{str(run.path)!r} is not a run of explain_corpus_amortized (no quality table or plan)")
+    flagged = quality.loc[quality["flagged"], "id"].astype(str).tolist()
+    if not flagged:
+        return None
+    inp, opts = run.manifest["input"], plan["options"]
+    return explain_corpus(
+        model,
+        inp["data"],
+        out if out is not None else run.path / AUTO / "refit",
+        tokenizer,
+        text_column=inp["text_column"],
+        id_column=inp["id_column"],
+        label_column=inp["label_column"],
+        limit=inp["limit"],
+        ids=flagged,
+        method=opts["method"],
+        n_samples=opts["n_samples"],
+        seed=opts["seed"],
+        truncate=run.manifest["options"].get("truncate", True),
+        resume=resume,
+        **options,
+    )
+
+
+def _read_json(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError(
+            f"{str(path)!r} is not valid JSON (cut short?): restore it, or start in a new folder"
+        ) from None
+
+
+def _write_json(path: Path, value: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value, indent=1, sort_keys=True, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _set_manifest_key(out: Path, key: str, value: dict) -> None:
+    """Add ``key`` to the run's manifest (a resume compares only the model, head, input and
+    options, so the pipeline's record may be written after the run)."""
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    manifest[key] = value
+    _write_json(out / "manifest.json", manifest)

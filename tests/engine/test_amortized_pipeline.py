@@ -1,0 +1,303 @@
+"""``explain --amortized auto``: labels, head, every text, audit and flags in one call;
+resumable after kill -9; the same on Ray; the flagged texts re-explained per text."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from slalom_core.amortized import AmortizedFewTextsWarning, AmortizedOODWarning
+from slalom_core.amortized.pipeline import explain_corpus_amortized, label_set_size, refit_flagged
+from slalom_core.corpus import CorpusRun, explain_corpus
+from tiny_models import bert_tokenizer, tiny_classifier
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("safetensors")
+
+WORDS = "the movie film plot actor story was is great good fun bad boring awful loved hated best worst very not".split()
+FAST = dict(n_samples=120, epochs=8, hidden=16, show_progress=False)
+
+
+def corpus(path: Path, n: int, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    rows = [" ".join(rng.choice(WORDS, size=rng.integers(3, 12))) for _ in range(n)]
+    # One text of tokens the label set cannot have seen: out of distribution.
+    rows[-1] = "zebra quantum xylophone ukulele"
+    path.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(rows)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipeline-model")
+    tok = bert_tokenizer(tmp)
+    model = tiny_classifier("bert", tok, initializer_range=0.2)
+    folder = tmp / "model"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def done(model_dir, tmp_path_factory):
+    """One finished pipeline run of 40 texts: 12 labels, 20 audited (the fewest an audit fits)."""
+    tmp = tmp_path_factory.mktemp("pipeline-run")
+    data = corpus(tmp / "data.jsonl", 40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # few texts, OOD: tested on their own below
+        run = explain_corpus_amortized(
+            str(model_dir), data, tmp / "run", label_texts=12, audit=0.25, chunk_size=8, **FAST
+        )
+    return run, data
+
+
+def quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def test_one_call_explains_every_text_and_audits_a_share(done):
+    run, _ = done
+    texts = run.texts()
+    assert run.complete and texts["id"].nunique() == 40 and (texts["method"] == "amortized").all()
+    q = run.quality().set_index("id")
+    assert sorted(q.index) == sorted(texts["id"])
+    auto = run.manifest["auto"]
+    labels = CorpusRun(run.path / "auto" / "labels")
+    audit = CorpusRun(run.path / "auto" / "audit")
+    # The label set: 12 per-text fits, marked in the quality table; the audit: a quarter of
+    # 40 is below the fewest an audit fits (20), none of them a label text.
+    assert sorted(labels.texts()["id"]) == sorted(q.index[q["in_label_set"]]) and len(labels.texts()) == 12
+    assert labels.manifest["options"]["method"] == "hybrid" and labels.manifest["options"]["n_samples"] == 120
+    audited = sorted(q.index[q["audited"]])
+    assert audited == sorted(audit.texts()["id"]) and len(audited) == 20
+    assert not (q["audited"] & q["in_label_set"]).any()
+    assert q.loc[audited, "audit_value_spearman"].notna().all()
+    assert q.loc[~q["audited"], "audit_value_spearman"].isna().all()
+    # The manifest's totals are the table's.
+    assert auto["audit"]["n_audited"] == 20
+    assert auto["audit"]["value_spearman"]["mean"] == pytest.approx(
+        q["audit_value_spearman"].mean()
+    )  # tol: float64 mean
+    assert auto["flags"]["n_flagged"] == int(q["flagged"].sum())
+    assert auto["labels"]["n_texts"] == 12 and auto["head"]["digest"] == run.manifest["amortized"]["digest"]
+    assert set(auto["stages"]) == {"labels", "head", "explain", "audit", "quality"}
+    # The text of unseen tokens is flagged, with the reason.
+    assert q.loc["t39", "ood"] and q.loc["t39", "flagged"]
+    assert q.loc["t39", "flag_reason"].startswith("out of distribution: ")
+    poor = q["audited"] & (q["audit_value_spearman"] < 0.5)
+    assert (q["poor_audit"] == poor).all()
+    assert (q["flagged"] == (q["ood"] | q["poor_audit"])).all()
+
+
+def test_the_audit_compares_the_heads_explanation_with_the_per_text_fit(done):
+    from slalom_core.amortized.audit import agreement
+
+    run, _ = done
+    q = run.quality().set_index("id")
+    audit = CorpusRun(run.path / "auto" / "audit")
+    text_id = q.index[q["audited"]][0]
+    rho_v, rho_s = agreement(run.explanation(text_id), audit.explanation(text_id))
+    # tol: the same float64 Spearman computed again from the same stored scores
+    assert q.loc[text_id, "audit_value_spearman"] == pytest.approx(rho_v, abs=1e-12)
+    assert q.loc[text_id, "audit_importance_spearman"] == pytest.approx(rho_s, abs=1e-12, nan_ok=True)
+
+
+def test_label_and_audit_fits_are_those_of_a_per_text_run_of_every_text(done, model_dir, tmp_path):
+    run, data = done
+    full = quiet(explain_corpus, str(model_dir), data, tmp_path / "full", n_samples=120, show_progress=False)
+    for sub in ("labels", "audit"):
+        part = CorpusRun(run.path / "auto" / sub).positions().sort_values(["id", "position"])
+        same = full.positions()
+        same = same[same["id"].isin(part["id"])].sort_values(["id", "position"])
+        assert len(part) == len(same) > 0
+        # Each text is read and fitted apart from its neighbours with the seed its id gives
+        # it, so a subset run repeats the full run's operations: only float64 rounding of
+        # the solver may differ (tol: 1e-9, solver rounding).
+        np.testing.assert_allclose(part["value"].to_numpy(), same["value"].to_numpy(), atol=1e-9)
+
+
+def test_a_subset_run_explains_only_its_ids_and_a_resume_needs_the_same_ones(model_dir, tmp_path):
+    data = corpus(tmp_path / "d.jsonl", 10)
+    run = quiet(
+        explain_corpus, str(model_dir), data, tmp_path / "s", ids=["t3", "t1"], n_samples=60, show_progress=False
+    )
+    assert sorted(run.texts()["id"]) == ["t1", "t3"] and run.manifest["input"]["ids"]["n"] == 2
+    assert run.complete
+    with pytest.raises(ValueError, match="input"):
+        quiet(explain_corpus, str(model_dir), data, tmp_path / "s", ids=["t3"], n_samples=60, resume=True)
+    with pytest.raises(TypeError, match="collection of str"):
+        explain_corpus(str(model_dir), data, tmp_path / "x", ids="t3", n_samples=60)
+
+
+def test_label_set_size_follows_the_rule():
+    assert label_set_size(12700, 0.01) == (300, 127)
+    assert label_set_size(12700, 0.0) == (300, 0)
+    assert label_set_size(50, 0.1) == (30, 20)  # the audit keeps its 20; the labels take the rest
+    assert label_set_size(12700, 0.01, 500) == (500, 127)
+    with pytest.raises(ValueError, match="label_texts=60: the corpus has 50"):
+        label_set_size(50, 0.0, 60)
+
+
+def test_bad_options_and_a_second_call_are_refused(done, model_dir, tmp_path):
+    run, data = done
+    for kw, match in (
+        (dict(audit=1.5), "audit must be"),
+        (dict(audit=float("nan")), "audit must be"),
+        (dict(label_texts=0), "label_texts must be"),
+        (dict(label_texts=True), "label_texts must be"),
+        (dict(n_samples=2.5), "n_samples must be"),
+        (dict(label_texts=41), "the corpus has 40"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            quiet(explain_corpus_amortized, str(model_dir), data, tmp_path / "bad", **kw)
+    with pytest.raises(FileExistsError, match="resume"):
+        explain_corpus_amortized(str(model_dir), data, run.path, label_texts=12, audit=0.25, chunk_size=8, **FAST)
+    with pytest.raises(ValueError, match="cannot resume .*options"):
+        quiet(
+            explain_corpus_amortized,
+            str(model_dir),
+            data,
+            run.path,
+            label_texts=12,
+            audit=0.5,
+            chunk_size=8,
+            resume=True,
+            **FAST,
+        )
+
+
+def test_few_labels_warn_and_unlike_texts_warn(model_dir, tmp_path):
+    data = corpus(tmp_path / "d.jsonl", 24)
+    with pytest.warns(AmortizedFewTextsWarning), pytest.warns(AmortizedOODWarning):
+        explain_corpus_amortized(str(model_dir), data, tmp_path / "r", label_texts=8, audit=0.0, **FAST)
+
+
+_CHILD = """
+import sys, warnings
+warnings.simplefilter("ignore")
+from slalom_core.amortized.pipeline import explain_corpus_amortized
+explain_corpus_amortized(sys.argv[1], sys.argv[2], sys.argv[3], label_texts=12, audit=0.25, chunk_size=2,
+                         n_samples=120, epochs=8, hidden=16, show_progress=False)
+"""
+
+
+@pytest.mark.parametrize("stage", ["labels", "explain"])
+def test_resume_after_kill_9_gives_the_same_run(done, model_dir, tmp_path, stage):
+    """A pipeline killed with SIGKILL in the middle of a stage, resumed, ends as the
+    uninterrupted run did: same texts, scores, quality table and audit."""
+    whole, data = done
+    out = tmp_path / "killed"
+    # The stage's done markers: the kill comes once the stage has finished a chunk.
+    watch = out / "auto" / "labels" / "done" if stage == "labels" else out / "done"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(model_dir), str(data), str(out)], env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while not (watch.exists() and any(watch.iterdir())):
+            assert child.poll() is None, "the pipeline ended before the kill"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == -signal.SIGKILL
+    assert not (out / "quality.parquet").exists()  # it was killed before the end
+    resumed = quiet(
+        explain_corpus_amortized,
+        str(model_dir),
+        data,
+        out,
+        label_texts=12,
+        audit=0.25,
+        chunk_size=8,
+        resume=True,
+        **FAST,
+    )
+    assert resumed.complete
+    # The head's digest names its label run's folder, so it differs; its scores must not.
+    a, b = (r.positions().sort_values(["id", "position"]).reset_index(drop=True) for r in (whole, resumed))
+    assert a["token"].tolist() == b["token"].tolist()
+    # tol: float32 hidden states: the killed run's chunks of 2 batch the texts otherwise
+    np.testing.assert_allclose(a["value"], b["value"], atol=1e-5)
+    qa, qb = (r.quality().sort_values("id").reset_index(drop=True) for r in (whole, resumed))
+    pd.testing.assert_frame_equal(
+        qa.drop(columns=["audit_value_spearman", "audit_importance_spearman"]),
+        qb.drop(columns=["audit_value_spearman", "audit_importance_spearman"]),
+    )
+    # tol: ranks of scores that agree to 1e-5 (a tie broken otherwise would move a rho by far more)
+    np.testing.assert_allclose(qa["audit_value_spearman"], qb["audit_value_spearman"], atol=1e-6)
+
+
+def test_refit_explains_the_flagged_texts_per_text(done, model_dir, tmp_path):
+    run, _ = done
+    flagged = sorted(run.quality().query("flagged")["id"])
+    assert flagged  # the out-of-distribution text at least
+    refit = quiet(refit_flagged, str(model_dir), run, out=tmp_path / "refit", show_progress=False)
+    assert sorted(refit.texts()["id"]) == flagged
+    assert refit.manifest["options"]["method"] == "hybrid" and refit.manifest["options"]["n_samples"] == 120
+
+
+def test_the_command_line_runs_the_pipeline_and_refit(model_dir, tmp_path, capsys):
+    from slalom_core.cli import main
+
+    data = corpus(tmp_path / "d.jsonl", 30)
+    out = tmp_path / "cli"
+    args = ["explain", "--model", str(model_dir), "--data", str(data), "--out", str(out), "--amortized", "auto"]
+    args += ["--label-texts", "10", "--audit", "0.2", "--n-samples", "100", "--no-progress"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "30 texts explained by a head trained on 10 per-text fits" in said
+    assert "audit of 20 texts" in said and f"slalom-xai refit {out}" in said
+    q = CorpusRun(out).quality()
+    assert q["audited"].sum() == 20 and q["in_label_set"].sum() == 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["refit", str(out), "--model", str(model_dir), "--no-progress"]) == 0
+    assert "flagged texts explained per text" in capsys.readouterr().out
+    assert sorted(CorpusRun(out / "auto" / "refit").texts()["id"]) == sorted(q.query("flagged")["id"])
+    # --label-texts without auto is refused in one line.
+    bad = ["explain", "--data", str(data), "--out", str(tmp_path / "x"), "--label-texts", "5"]
+    assert main(bad) == 2 and "--amortized auto" in capsys.readouterr().err
+
+
+def test_the_pipeline_runs_on_ray(done, model_dir, tmp_path):
+    ray = pytest.importorskip("ray")
+    whole, data = done
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        dist = quiet(
+            explain_corpus_amortized,
+            str(model_dir),
+            data,
+            tmp_path / "ray",
+            label_texts=12,
+            audit=0.25,
+            chunk_size=8,
+            engine="ray",
+            num_workers=1,
+            **FAST,
+        )
+    finally:
+        ray.shutdown()
+    assert dist.complete
+    # The same label and audit sets (drawn from the seed) and the same flags.
+    qa, qb = (r.quality().sort_values("id").reset_index(drop=True) for r in (whole, dist))
+    assert qa[["id", "in_label_set", "audited", "ood"]].equals(qb[["id", "in_label_set", "audited", "ood"]])
+    a, b = (r.positions().sort_values(["id", "position"]).reset_index(drop=True) for r in (whole, dist))
+    # Labels fitted in Ray's workers: float32 forward rounding in another process (~4e-7 of
+    # a score, see test_corpus), carried through the head's training; the head's outputs
+    # agree within 1e-3 (tol: float32 training of a tiny head on labels that differ by ~1e-6).
+    np.testing.assert_allclose(a["value"], b["value"], atol=1e-3)
