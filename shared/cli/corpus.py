@@ -1,5 +1,6 @@
 """``slalom-xai explain``: a whole corpus into a Parquet run, locally or on Ray; ``slalom-xai
-summarize``: the run's global picture (per-token table, plot, global SLALOM)."""
+summarize``: the run's global picture (per-token table, plot, global SLALOM); ``report``: its
+static site; ``export``: a dataset to share (Parquet shards and a dataset card) or its raw tables."""
 
 from __future__ import annotations
 
