@@ -183,18 +183,20 @@ def _optional(column) -> list[float] | None:
     return None if np.isnan(x).all() else x.tolist()
 
 
-def _text_rows(text_id: str, rows, positions, run: CorpusRun, flags: str | None, quality, scores) -> list[dict]:
-    """The dataset rows of one text: one per explained class."""
+def _text_rows(
+    text_id: str, rows, records: list[dict], positions, run: CorpusRun, flags: str | None, quality, scores
+) -> list[dict]:
+    """The dataset rows of one text: one per explained class (``records``: its texts rows as dicts)."""
     predicted, _ = predicted_class(rows, run)
-    names = list(rows["explained_class"])
+    names = [row["explained_class"] for row in records]
     out = []
-    for (_, row), name in zip(rows.iterrows(), names):
+    for row, name in zip(records, names):
         pos = positions[positions["explained_class"] == name].sort_values("position", kind="stable")
         exp = explanation_from_tables(positions, rows, explained_class=None if len(names) == 1 else name)
         item = {"id": text_id, "explained_class": str(name), "predicted": predicted}
         item |= {c: _scalar(row[c], kind) for c, kind in _TEXT_FIELDS.items()}
-        item["tokens"] = [str(t) for t in pos["token"]]
-        item["token_ids"] = [[int(i) for i in ids] for ids in pos["token_ids"]]
+        item["tokens"] = pos["token"].astype(str).tolist()
+        item["token_ids"] = [ids.tolist() if hasattr(ids, "tolist") else list(ids) for ids in pos["token_ids"]]
         item |= {c: pos[c].to_numpy(dtype=np.float64).tolist() for c in scores}
         item |= {c: _optional(pos[c]) for c in ("value_se", "importance_se")}
         item["importance_determined"] = np.asarray(exp.importance_determined, dtype=bool).tolist()
@@ -203,7 +205,8 @@ def _text_rows(text_id: str, rows, positions, run: CorpusRun, flags: str | None,
             item |= {c: _scalar(found.get(c), kind) for c, kind in QUALITY_COLUMNS.items()}
         elif flags == "ood":
             why = json_cell(row["ood"], {}).get("warning")
-            item |= {"ood": None if row["ood"] is None else why is not None, "ood_reason": why or ""}
+            checked = _scalar(row["ood"], "string") is not None  # null (NaN in pandas): never checked
+            item |= {"ood": why is not None if checked else None, "ood_reason": why or ""}
         out.append(item)
     return out
 
@@ -306,9 +309,16 @@ def export_dataset(
                 continue
             positions = _positions_of(run, key)
             rows = []
+            # One pass over the chunk's positions, not one scan of them per text.
+            by_id = dict(tuple(positions.groupby("id", sort=False)))
+            # The chunk's texts as plain values, column by column (pandas reads a row slowly).
+            texts = texts.reset_index(drop=True)
+            needed = ["explained_class", "ood", *_TEXT_FIELDS]
+            columns = {c: texts[c].astype(object).tolist() for c in needed}
             for text_id, group in texts.groupby("id", sort=False):
-                mine = positions[positions["id"] == text_id]
-                rows += _text_rows(str(text_id), group, mine, run, flags, quality, scores)
+                records = [{c: columns[c][i] for c in needed} for i in group.index]
+                mine = by_id.get(text_id, positions.iloc[:0])
+                rows += _text_rows(str(text_id), group, records, mine, run, flags, quality, scores)
                 seen["texts"] += 1
                 if seen["texts"] == 1:
                     seen["class_names"], seen["output"] = (

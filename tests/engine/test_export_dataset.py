@@ -148,11 +148,13 @@ def _amortized_like(run: CorpusRun, path, *, quality: bool) -> CorpusRun:
     (path / "manifest.json").write_text(json.dumps(manifest))
     for part in (path / "texts").glob("part-*.parquet"):
         texts = pq.read_table(part)
+        # r2 is out of distribution; r5's check is missing (null): unknown, not "in distribution".
         ood = [
-            json.dumps({"warning": "its length 9 is outside [2, 5]" if i == "r2" else None})
+            None if i == "r5" else json.dumps({"warning": "its length 9 is outside [2, 5]" if i == "r2" else None})
             for i in texts["id"].to_pylist()
         ]
-        pq.write_table(texts.set_column(texts.schema.get_field_index("ood"), "ood", pa.array(ood)), part)
+        column = pa.array(ood, type=pa.string())
+        pq.write_table(texts.set_column(texts.schema.get_field_index("ood"), "ood", column), part)
     return CorpusRun(path)
 
 
@@ -177,7 +179,7 @@ def test_an_amortized_run_without_quality_table_gets_its_ood_check(runs, tmp_pat
     run = _amortized_like(runs[0], tmp_path / "run", quality=False)
     ds = _load(export_dataset(run, tmp_path / "ds"), tmp_path, monkeypatch)
     assert "flagged" not in ds.column_names
-    assert {r["id"]: r["ood"] for r in ds} == {"r0": False, "r1": False, "r2": True, "r4": False, "r5": False}
+    assert {r["id"]: r["ood"] for r in ds} == {"r0": False, "r1": False, "r2": True, "r4": False, "r5": None}
     assert [r["ood_reason"] for r in ds if r["id"] == "r2"] == ["its length 9 is outside [2, 5]"]
     # A per-text run has neither column.
     assert "ood" not in _load(export_dataset(runs[0], tmp_path / "plain"), tmp_path, monkeypatch).column_names
