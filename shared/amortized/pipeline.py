@@ -37,10 +37,9 @@ import torch
 from ..api import DEFAULT_METHOD, DEFAULT_N_SAMPLES
 from ..corpus import CorpusRun, CorpusSource, explain_corpus, store
 from ..corpus.loading import ModelLoader, load_model, model_name
-from ..corpus.restore import explanation_from_tables, json_cell
-from .audit import agreement
 from .corpus_run import CorpusHead
 from .explainer import AmortizedExplainer
+from .quality import POOR_AUDIT, write_quality
 
 __all__ = [
     "explain_corpus_amortized",
@@ -60,8 +59,6 @@ LABEL_TEXTS = 300
 AUDIT_SHARE = 0.01
 #: The fewest texts an audit fits (a share of a small corpus would give a mean of a few).
 MIN_AUDIT = 20
-#: An audited text whose value Spearman against its per-text fit is below this is flagged.
-POOR_AUDIT = 0.5
 #: The pipeline's folder inside the run.
 AUTO = store.SIDECARS[0]
 _PLAN = "plan.json"
@@ -352,92 +349,6 @@ def _train_head(model, tok, labels: CorpusRun, folder: Path, *, seed: int, epoch
     explainer = AmortizedExplainer(model, tok, epochs=epochs, hidden=hidden, seed=seed).fit(labels)
     explainer.save(folder)
     return explainer
-
-
-def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str], *, poor_audit: float) -> dict:
-    """Write ``RUN/quality.parquet`` (see :meth:`CorpusRun.quality`) and return the totals.
-
-    Every explained text gets a row; an audited one its value and importance Spearman
-    against its per-text fit (over its unique tokens, :func:`~.audit.agreement`). A text is
-    flagged when the head's out-of-distribution check flagged it, or its audit's value
-    Spearman is below ``poor_audit``.
-
-    Example:
-        >>> write_quality(CorpusRun("runs/r"), CorpusRun("runs/r/auto/audit"), set(), poor_audit=0.5)  # doctest: +SKIP
-    """
-    import pandas as pd
-
-    rows: dict[str, dict] = {}
-    for _, texts in run.parts("texts"):
-        for text_id, ood in zip(texts["id"], texts["ood"] if "ood" in texts else [None] * len(texts)):
-            warning = (json_cell(ood, None) or {}).get("warning")
-            rows[str(text_id)] = {
-                "id": str(text_id),
-                "in_label_set": str(text_id) in label_ids,
-                "audited": False,
-                "audit_value_spearman": float("nan"),
-                "audit_importance_spearman": float("nan"),
-                "ood": bool(warning),
-                "ood_reason": warning or "",
-            }
-    if audited is not None:
-        for key, texts in audited.parts("texts"):
-            positions = next(audited.parts("positions", [key]))[1]
-            for text_id in texts["id"].unique():
-                if text_id not in rows:  # failed in the run of every text
-                    continue
-                fitted = explanation_from_tables(positions[positions["id"] == text_id], texts[texts["id"] == text_id])
-                rho_v, rho_s = agreement(run.explanation(text_id), fitted)
-                rows[text_id].update(audited=True, audit_value_spearman=rho_v, audit_importance_spearman=rho_s)
-    table = pd.DataFrame(
-        list(rows.values()),
-        columns=[
-            "id",
-            "in_label_set",
-            "audited",
-            "audit_value_spearman",
-            "audit_importance_spearman",
-            "ood",
-            "ood_reason",
-        ],
-    )
-    # NaN (a constant score on a text of one unique token) is not evidence of a poor head.
-    table["poor_audit"] = table["audited"] & (table["audit_value_spearman"] < poor_audit)
-    table["flagged"] = table["ood"] | table["poor_audit"]
-    table["flag_reason"] = [
-        "; ".join(
-            ([f"out of distribution: {r.ood_reason}"] if r.ood else [])
-            + ([f"audit: value Spearman {r.audit_value_spearman:.2f} < {poor_audit}"] if r.poor_audit else [])
-        )
-        for r in table.itertuples()
-    ]
-    table = table.drop(columns="ood_reason")
-    tmp = run.path / f".{store.QUALITY}.{os.getpid()}.tmp"
-    table.to_parquet(tmp, index=False)
-    os.replace(tmp, run.path / store.QUALITY)
-    aud = table[table["audited"]]
-    return {
-        "audit": {
-            "n_audited": int(len(aud)),
-            "value_spearman": _spread(aud["audit_value_spearman"]),
-            "importance_spearman": _spread(aud["audit_importance_spearman"]),
-            "poor_below": poor_audit,
-            "n_poor": int(table["poor_audit"].sum()),
-        },
-        "flags": {
-            "n_ood": int(table["ood"].sum()),
-            "n_poor_audit": int(table["poor_audit"].sum()),
-            "n_flagged": int(table["flagged"].sum()),
-        },
-    }
-
-
-def _spread(x) -> dict:
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    if not len(x):
-        return {"mean": None, "median": None, "p10": None}
-    return {"mean": float(x.mean()), "median": float(np.median(x)), "p10": float(np.quantile(x, 0.1))}
 
 
 def refit_flagged(

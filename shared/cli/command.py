@@ -5,7 +5,8 @@ MiniLM with a small adapter trained for sentiment on IMDB reviews), prints a tok
 table and writes a value-vs-importance scatter (PNG) and the explanation's page (HTML) per sentence.
 ``--model NAME_OR_PATH`` explains any Hugging Face sequence classifier instead.
 ``slalom-xai explain`` explains a whole corpus into a Parquet run and ``slalom-xai summarize``
-draws its global picture, ``slalom-xai report`` writes its static site (:mod:`.corpus`).
+draws its global picture, ``slalom-xai report`` writes its static site and ``slalom-xai export``
+a dataset to share (:mod:`.corpus`).
 The harness adds ``slalom-xai bench`` (SLALOM against the Captum / SHAP baselines) and
 ``slalom-xai paper`` (the paper's experiments); they are registered from
 :mod:`slalom_core.experiments` only when one of them is asked for, so explaining never
@@ -44,7 +45,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     Example:
         >>> sorted(build_parser("demo")._subparsers._group_actions[0].choices)
-        ['amortize', 'bench', 'demo', 'explain', 'explain-amortized', 'paper', 'report', 'summarize']
+        ['amortize', 'bench', 'demo', 'explain', 'explain-amortized', 'export', 'paper', 'refit', 'report', 'summarize']
     """
     parser = argparse.ArgumentParser(prog="slalom-xai", description="SLALOM explanations for text classifiers")
     sub = parser.add_subparsers(dest="command", required=True)

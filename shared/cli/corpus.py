@@ -1,79 +1,18 @@
 """``slalom-xai explain``: a whole corpus into a Parquet run, locally or on Ray; ``slalom-xai
-summarize``: the run's global picture (per-token table, plot, global SLALOM)."""
+summarize``: the run's global picture (per-token table, plot, global SLALOM); ``report``: its
+static site; ``export``: a dataset to share (Parquet shards and a dataset card) or its raw tables."""
 
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from functools import partial
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
 from ..models.quiet import quiet_transformers
+from .common import load_pair, one_line_errors, quiet_weight_loading, run_model_name, spec_name
 from .format import DefaultsFormatter, option_value
-
-
-def load_pair(spec: str | None):
-    """``(model, tokenizer)`` for a ``--model`` value: a packaged model's name (default: the
-    demo model), a local folder or a Hub id.
-
-    Example:
-        >>> model, tok = load_pair(None)  # doctest: +SKIP
-    """
-    # Module-level (not a lambda) so that a ModelLoader built on it pickles to Ray workers.
-    from ..corpus.loading import check_model_path
-    from ..packaged.demo_model import MODEL_NAMES, load_model
-
-    if spec not in (None, "", "default") and spec not in MODEL_NAMES:
-        check_model_path(spec)
-    model, tok, _ = load_model(spec)
-    return model, tok
-
-
-def _model_name(spec: str | None) -> str:
-    """The model as the manifest names it: a packaged model's name, a local folder's
-    absolute path, or the Hub id as given."""
-    from pathlib import Path
-
-    from ..packaged.demo_model import DEFAULT_MODEL
-
-    if spec in (None, "", "default"):
-        return DEFAULT_MODEL
-    return str(Path(spec).resolve()) if Path(spec).exists() else str(spec)
-
-
-def _run_model_name(run) -> str:
-    """The model a run's manifest names, if the command line can load it by that name."""
-    from pathlib import Path
-
-    from ..packaged.demo_model import MODEL_NAMES
-
-    recorded = run.manifest.get("model")
-    name = recorded.get("name") if isinstance(recorded, dict) else recorded
-    if isinstance(name, str) and (name in MODEL_NAMES or Path(name).exists() or "/" in name):
-        return name
-    raise ValueError(
-        f"{str(run.path)!r} was explained with the model {name!r}, which the command line cannot load by name "
-        "(a model given in Python): give it with --model (a folder or Hub id), or call global_slalom(model, run)"
-    )
-
-
-def _not_a_length_notice(record) -> bool:
-    # The tokenizer's notice that a text is longer than the model takes: the run cuts such
-    # texts itself (or fails them, with --no-truncate) and says so per text and once per run.
-    return not str(record.msg).startswith("Token indices sequence length is longer")
-
-
-def _quiet_weight_loading() -> None:
-    """No tokenizer notice about over-length texts (the run reports them itself). The
-    "Loading weights" bar is silenced around the run by ``quiet_transformers``, which gives
-    transformers' settings back afterwards."""
-    import logging
-
-    logger = logging.getLogger("transformers.tokenization_utils_base")
-    if _not_a_length_notice not in logger.filters:
-        logger.addFilter(_not_a_length_notice)
 
 
 def _target(text: str) -> int | str:
@@ -88,20 +27,6 @@ def _option(text: str) -> tuple[str, object]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
     return key.strip(), option_value(value.strip())
-
-
-def _one_line_errors(run):
-    """Errors a user can fix (bad path, column, option) as one line on stderr, exit status 2."""
-
-    @functools.wraps(run)
-    def wrapped(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except (ValueError, TypeError, FileNotFoundError, FileExistsError, ImportError) as err:
-            print(f"slalom-xai {args.command}: error: {err}", file=sys.stderr)
-            return 2
-
-    return wrapped
 
 
 def add_explain(sub) -> None:
@@ -191,7 +116,7 @@ def add_explain(sub) -> None:
     p.set_defaults(func=run_explain)
 
 
-@_one_line_errors
+@one_line_errors
 def run_explain(args: argparse.Namespace) -> int:
     from ..amortized import CorpusHead
     from ..amortized.cli import check_out_not_data
@@ -199,12 +124,12 @@ def run_explain(args: argparse.Namespace) -> int:
 
     check_out_not_data(args.out, args.data)  # before anything is read or written
     engine = "local" if args.ray is None else "ray"
-    _quiet_weight_loading()
+    quiet_weight_loading()
     id_column = None if args.id_column in ("", "none") else args.id_column
     label_column = None if args.label_column in ("", "none") else args.label_column
     # Loaded only once the data and options have passed their checks; on Ray, by each
     # worker itself, so that nothing but the model's name travels.
-    model, tokenizer = ModelLoader(partial(load_pair, args.model), name=_model_name(args.model)), None
+    model, tokenizer = ModelLoader(partial(load_pair, args.model), name=spec_name(args.model)), None
     if engine == "ray" and args.ray != "local":
         import ray
 
@@ -214,7 +139,9 @@ def run_explain(args: argparse.Namespace) -> int:
         raise ValueError("--label-texts and --audit go with --amortized auto")
     with quiet_transformers():  # no "Loading weights" bar: the run's own bar counts texts
         if auto:
-            return _explain_auto(args, model, id_column, label_column, engine)
+            from .auto import explain_auto
+
+            return explain_auto(args, model, id_column, label_column, engine)
         run = explain_corpus(
             model,
             args.data,
@@ -265,87 +192,6 @@ def run_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _explain_auto(args: argparse.Namespace, model, id_column, label_column, engine: str) -> int:
-    """``explain --amortized auto``: the pipeline, then its audit and flags in a few lines."""
-    from ..amortized.pipeline import AUDIT_SHARE, explain_corpus_amortized
-
-    if args.option or args.granularity != "token" or args.target is not None:
-        raise ValueError(
-            "--amortized auto explains tokens of class 1 as its head is trained: leave out --option, "
-            "--target and --granularity"
-        )
-    run = explain_corpus_amortized(
-        model,
-        args.data,
-        args.out,
-        label_texts=args.label_texts,
-        audit=AUDIT_SHARE if args.audit is None else args.audit,
-        method=args.method,
-        n_samples=args.n_samples,
-        text_column=args.text_column,
-        id_column=id_column,
-        label_column=label_column,
-        limit=args.limit,
-        chunk_size=args.chunk_size,
-        resume=args.resume,
-        truncate=args.truncate,
-        engine=engine,
-        num_workers=args.workers,
-        num_gpus_per_worker=args.gpus_per_worker,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        show_progress=not args.no_progress,
-    )
-    auto = run.manifest["auto"]
-    aud, flags = auto["audit"], auto["flags"]
-    n = run.texts()["id"].nunique()
-    rho = aud["value_spearman"]["mean"]
-    print(
-        f"{run.path}: {n} texts explained by a head trained on {auto['labels']['n_explained']} per-text fits; "
-        f"audit of {aud['n_audited']} texts: value Spearman "
-        + ("n/a" if rho is None else f"{rho:.3f} mean, {aud['value_spearman']['p10']:.3f} at the 10th percentile")
-        + f"; {flags['n_flagged']} flagged ({flags['n_ood']} out of distribution, {flags['n_poor_audit']} poor audit)"
-    )
-    stages = ", ".join(f"{k} {v['seconds']:.0f} s" for k, v in auto["stages"].items())
-    print(f"stages: {stages}; re-explain the flagged texts per text: slalom-xai refit {run.path}")
-    return 0
-
-
-def add_refit(sub) -> None:
-    p = sub.add_parser(
-        "refit",
-        help="explain per text the texts an '--amortized auto' run flagged (out of distribution, poor audit)",
-        description="Fit the flagged texts of RUN per text, with the labels' method, budget and seed, into a run "
-        "of their own (default RUN/auto/refit).",
-        formatter_class=DefaultsFormatter,
-    )
-    p.add_argument("run", help="a folder written by `slalom-xai explain --amortized auto`")
-    p.add_argument("--model", default=None, help="the run's model (default: the one its manifest names)")
-    p.add_argument("--out", default=None, help="where to write (default: RUN/auto/refit)")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted refit")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_refit)
-
-
-@_one_line_errors
-def run_refit(args: argparse.Namespace) -> int:
-    from ..amortized.pipeline import refit_flagged
-    from ..corpus import CorpusRun, ModelLoader
-
-    _quiet_weight_loading()
-    run = CorpusRun(args.run)
-    spec = args.model if args.model is not None else _run_model_name(run)
-    model = ModelLoader(partial(load_pair, spec), name=_model_name(spec))
-    with quiet_transformers():
-        refit = refit_flagged(model, run, out=args.out, resume=args.resume, show_progress=not args.no_progress)
-    if refit is None:
-        print(f"{run.path}: no text is flagged; nothing to refit")
-        return 0
-    print(f"{refit.path}: {refit.texts()['id'].nunique()} flagged texts explained per text")
-    return 0
-
-
 def add_summarize(sub) -> None:
     p = sub.add_parser(
         "summarize",
@@ -364,7 +210,7 @@ def add_summarize(sub) -> None:
     p.set_defaults(func=run_summarize)
 
 
-@_one_line_errors
+@one_line_errors
 def run_summarize(args: argparse.Namespace) -> int:
     import matplotlib
 
@@ -378,7 +224,7 @@ def run_summarize(args: argparse.Namespace) -> int:
         # Loaded and checked before anything is written: a fit of another model is refused.
         from ..corpus.summary import check_run_model
 
-        model, tok = load_pair(args.model if args.model is not None else _run_model_name(run))
+        model, tok = load_pair(args.model if args.model is not None else run_model_name(run))
         check_run_model(run, model, tok)
     summary = word_summary(run, min_texts=args.min_texts, sort_by="contribution")
     summary.to_csv(run.path / "words.csv")
@@ -418,7 +264,7 @@ def add_report(sub) -> None:
     p.set_defaults(func=run_report)
 
 
-@_one_line_errors
+@one_line_errors
 def run_report(args: argparse.Namespace) -> int:
     import matplotlib
 
@@ -439,11 +285,15 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    """Add ``explain``, ``summarize`` and ``report`` to a ``slalom-xai`` sub-parser set."""
+    """Add ``explain``, ``refit``, ``summarize``, ``report`` and ``export`` to a ``slalom-xai`` sub-parser set."""
+    from .auto import add_refit
+    from .export import add_export
+
     add_explain(sub)
     add_refit(sub)
     add_summarize(sub)
     add_report(sub)
+    add_export(sub)
 
 
-__all__ = ["register", "run_explain", "run_refit", "run_summarize", "run_report"]
+__all__ = ["register", "run_explain", "run_summarize", "run_report"]

@@ -11,7 +11,7 @@ Example:
     >>> word_summary(run).head(10)  # doctest: +SKIP
 """
 
-from .export import EXPORTERS, export_run
+from .export import EXPORTERS, export_dataset, export_run
 from .loading import ModelLoader
 from .rows import CorpusOptions, text_seed
 from .run import ENGINES, explain_corpus
@@ -23,6 +23,7 @@ __all__ = [
     "explain_corpus",
     "CorpusRun",
     "export_run",
+    "export_dataset",
     "EXPORTERS",
     "ModelLoader",
     "CorpusSource",

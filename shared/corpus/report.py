@@ -28,7 +28,7 @@ from .restore import explanation_from_tables, json_cell
 from .stored import CorpusRun
 from .summary import plot_words, top_words
 
-__all__ = ["write_report", "INDEX_COLUMNS", "ROWS_PER_FILE", "MARKER", "natural_id_key"]
+__all__ = ["write_report", "predicted_class", "INDEX_COLUMNS", "ROWS_PER_FILE", "MARKER", "natural_id_key"]
 
 #: The fields of each index row, in order (the page's script reads them by position).
 INDEX_COLUMNS = (
@@ -105,6 +105,18 @@ def _predicted(rows, run: CorpusRun | None = None) -> tuple[str | None, int | No
     explained = 1 if target is None or target != target else int(target)
     k = explained if out[0] >= 0 else 1 - explained
     return (str(names[k]) if names is not None and k < len(names) else f"class {k}"), k
+
+
+def predicted_class(rows, run: CorpusRun | None = None) -> tuple[str | None, int | None]:
+    """The model's predicted class of one text from its rows of the texts table: ``(name,
+    index)``, or ``(None, None)`` where the rows do not tell (the report's and the dataset
+    export's one rule).
+
+    Example:
+        >>> predicted_class(run.texts().query("id == 'r1'"), run)  # doctest: +SKIP
+        ('POSITIVE', 1)
+    """
+    return _predicted(rows, run)
 
 
 def _index_row(text_id: str, rows, page: str | None, run: CorpusRun | None = None) -> list:

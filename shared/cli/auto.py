@@ -1,0 +1,94 @@
+"""The amortized pipeline's command line: ``explain --amortized auto`` (what it prints) and
+``refit`` (the flagged texts of such a run, per text)."""
+
+from __future__ import annotations
+
+import argparse
+from functools import partial
+
+from ..models.quiet import quiet_transformers
+from .common import load_pair, one_line_errors, quiet_weight_loading, run_model_name, spec_name
+from .format import DefaultsFormatter
+
+__all__ = ["explain_auto", "add_refit", "run_refit"]
+
+
+def explain_auto(args: argparse.Namespace, model, id_column, label_column, engine: str) -> int:
+    """``explain --amortized auto``: the pipeline, then its audit and flags in a few lines."""
+    from ..amortized.pipeline import AUDIT_SHARE, explain_corpus_amortized
+
+    if args.option or args.granularity != "token" or args.target is not None:
+        raise ValueError(
+            "--amortized auto explains tokens of class 1 as its head is trained: leave out --option, "
+            "--target and --granularity"
+        )
+    run = explain_corpus_amortized(
+        model,
+        args.data,
+        args.out,
+        label_texts=args.label_texts,
+        audit=AUDIT_SHARE if args.audit is None else args.audit,
+        method=args.method,
+        n_samples=args.n_samples,
+        text_column=args.text_column,
+        id_column=id_column,
+        label_column=label_column,
+        limit=args.limit,
+        chunk_size=args.chunk_size,
+        resume=args.resume,
+        truncate=args.truncate,
+        engine=engine,
+        num_workers=args.workers,
+        num_gpus_per_worker=args.gpus_per_worker,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        show_progress=not args.no_progress,
+    )
+    auto = run.manifest["auto"]
+    aud, flags = auto["audit"], auto["flags"]
+    n = run.texts()["id"].nunique()
+    rho = aud["value_spearman"]["mean"]
+    print(
+        f"{run.path}: {n} texts explained by a head trained on {auto['labels']['n_explained']} per-text fits; "
+        f"audit of {aud['n_audited']} texts: value Spearman "
+        + ("n/a" if rho is None else f"{rho:.3f} mean, {aud['value_spearman']['p10']:.3f} at the 10th percentile")
+        + f"; {flags['n_flagged']} flagged ({flags['n_ood']} out of distribution, {flags['n_poor_audit']} poor audit)"
+    )
+    stages = ", ".join(f"{k} {v['seconds']:.0f} s" for k, v in auto["stages"].items())
+    print(f"stages: {stages}; re-explain the flagged texts per text: slalom-xai refit {run.path}")
+    return 0
+
+
+def add_refit(sub) -> None:
+    p = sub.add_parser(
+        "refit",
+        help="explain per text the texts an '--amortized auto' run flagged (out of distribution, poor audit)",
+        description="Fit the flagged texts of RUN per text, with the labels' method, budget and seed, into a run "
+        "of their own (default RUN/auto/refit).",
+        formatter_class=DefaultsFormatter,
+    )
+    p.add_argument("run", help="a folder written by `slalom-xai explain --amortized auto`")
+    p.add_argument("--model", default=None, help="the run's model (default: the one its manifest names)")
+    p.add_argument("--out", default=None, help="where to write (default: RUN/auto/refit)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted refit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_refit)
+
+
+@one_line_errors
+def run_refit(args: argparse.Namespace) -> int:
+    from ..amortized.pipeline import refit_flagged
+    from ..corpus import CorpusRun, ModelLoader
+
+    quiet_weight_loading()
+    run = CorpusRun(args.run)
+    spec = args.model if args.model is not None else run_model_name(run)
+    model = ModelLoader(partial(load_pair, spec), name=spec_name(spec))
+    with quiet_transformers():
+        refit = refit_flagged(model, run, out=args.out, resume=args.resume, show_progress=not args.no_progress)
+    if refit is None:
+        print(f"{run.path}: no text is flagged; nothing to refit")
+        return 0
+    print(f"{refit.path}: {refit.texts()['id'].nunique()} flagged texts explained per text")
+    return 0

@@ -1,0 +1,296 @@
+"""The dataset card of an exported run (:func:`~.export.export_dataset`): ``README.md``.
+
+YAML front matter the Hugging Face Hub reads (name, task, tags, the one ``default`` config
+with its ``train`` split, the features), then what the run was (model, method, budget, texts,
+the amortized pipeline's audit where there is one), what each column means with its unit and
+reference point, how to load it and how to cite the method. Everything comes from the run's
+manifest and the export's own counts: no model is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..scores import SCORES
+
+__all__ = ["dataset_card", "yaml_features", "CITATION"]
+
+#: How to cite SLALOM (arXiv:2405.13536).
+CITATION = """@article{leemann2024attention,
+  title   = {Attention Mechanisms Don't Learn Additive Models: Rethinking Feature Importance for Transformers},
+  author  = {Leemann, Tobias and Fastowski, Alina and Pfeiffer, Felix and Kasneci, Gjergji},
+  journal = {arXiv preprint arXiv:2405.13536},
+  year    = {2024},
+  url     = {https://arxiv.org/abs/2405.13536}
+}"""
+
+#: The meaning of each column the export writes (scores are described from the score table).
+_COLUMNS = {
+    "id": "the text's id in the input data (a string, as written there)",
+    "explained_class": "the class (output) this row explains: class 1 of a binary model unless the run chose "
+    "another; every class of a joint multi-class fit, one row each",
+    "predicted": "the class the model's output favours (null where the rows do not tell, e.g. one label of a "
+    "multi-label model)",
+    "text": "the text as the input data hold it (a text cut to the model's length is kept whole)",
+    "gold_label": "the input data's own label (null where the data have none)",
+    "model_output": "f(x): the model's output on the whole text, in the explained units (below)",
+    "base_value": "b, the reference point every score is measured from: the model's output on the empty input "
+    "(the text with every token removed), in the explained units",
+    "surrogate_output": "F(x): the fitted SLALOM's output on the text; F(x) = b + sum(contribution)",
+    "method": "how the scores were obtained: a per-text fit's method, or `amortized` (a trained head, one "
+    "forward pass per text)",
+    "n_samples": "the per-text budget: model evaluations the fit could draw (null for amortized rows)",
+    "full_text_gap": "F(x) - f(x): what the surrogate misses on the whole text (explained units)",
+    "heldout_r2": "R² of the fit on held-out samples of the text (null/NaN where the method keeps none)",
+    "n_positions": "the number of positions (tokens) explained",
+    "truncated_positions": "positions cut off a text longer than the model accepts (0 for most texts)",
+    "tokens": "the text's positions as the tokenizer reads them (list of strings)",
+    "token_ids": "each position's token ids (a list per position: one id per token; several for a word at "
+    "`granularity=word`)",
+    "value_se": "standard error of each position's value: the fit's Laplace approximation (Gauss-Newton "
+    "curvature at the optimum); null for a method without standard errors (`ana`, `amortized`)",
+    "importance_se": "standard error of each position's importance, as for value_se; near the prior's sd "
+    "(0.25 by default) the samples did not determine it",
+    "importance_determined": "True where the data, not the prior, fix the position's importance (its SE "
+    "below 0.8 times the prior's sd, or the importance two SEs or more from the text's mean); all False "
+    "without standard errors",
+    "in_label_set": "the text was in the pipeline's label set (explained by a per-text fit to train the head)",
+    "audited": "the text was audited: explained by a per-text fit too, never seen by the head",
+    "audit_value_spearman": "audited texts: Spearman rank correlation of the head's values with the per-text "
+    "fit's (NaN if not audited)",
+    "audit_importance_spearman": "audited texts: the same for importances (NaN if not audited)",
+    "ood": "the text is unlike the head's training texts (length outside their range, or too many unseen "
+    "tokens): its scores are extrapolations",
+    "ood_reason": "why the text is out of distribution (empty when it is not)",
+    "poor_audit": "the audit's value Spearman fell below the pipeline's threshold",
+    "flagged": "ood or poor_audit: a text the head's scores should not be trusted on",
+    "flag_reason": "why the text is flagged (empty when it is not)",
+}
+
+
+def yaml_features(schema) -> list[str]:
+    """The ``dataset_info.features`` lines of the card for an Arrow schema (the Hub's YAML).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> yaml_features(pa.schema([("id", pa.string()), ("tokens", pa.list_(pa.string()))]))
+        ['  - name: id', '    dtype: string', '  - name: tokens', '    sequence: string']
+    """
+    import pyarrow as pa
+
+    def dtype(t) -> str:
+        return {pa.string(): "string", pa.bool_(): "bool"}.get(t, str(t))
+
+    lines = []
+    for field in schema:
+        lines.append(f"  - name: {field.name}")
+        t = field.type
+        if pa.types.is_list(t) and pa.types.is_list(t.value_type):
+            lines += ["    sequence:", f"      sequence: {dtype(t.value_type.value_type)}"]
+        elif pa.types.is_list(t):
+            lines.append(f"    sequence: {dtype(t.value_type)}")
+        else:
+            lines.append(f"    dtype: {dtype(t)}")
+    return lines
+
+
+def _size(n: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < limit:
+            return label
+    return "1M<n<10M"
+
+
+def _name(path: object) -> str:
+    """A file's or folder's name only: a full path would show the folders of the machine."""
+    text = str(path or "").rstrip("/\\")
+    return re.split(r"[/\\]", text)[-1] or text
+
+
+def _num(x: object) -> str:
+    return "n/a" if not isinstance(x, (int, float)) or x != x else f"{x:.3f}"
+
+
+def _method_lines(manifest: dict) -> list[str]:
+    opts = manifest.get("options") or {}
+    head, auto = manifest.get("amortized"), manifest.get("auto")
+    if not head:
+        return [
+            f"- **Method**: `{opts.get('method')}`, a SLALOM fitted to each text on its own, with a budget of "
+            f"{opts.get('n_samples')} model evaluations per text (`n_samples`), seed {opts.get('seed')} (each "
+            "text's seed derives from it and the text's id, so a text's scores do not depend on the run's order)."
+        ]
+    trained = head.get("trained_on") or {}
+    lines = [
+        "- **Method**: `amortized`: a small head on the model's hidden states gives each text's values and "
+        "importances in one forward pass, no sampling (so no standard errors). The head (digest "
+        f"`{head.get('digest')}`) learned from per-text `{trained.get('method')}` fits at "
+        f"{trained.get('n_samples')} model evaluations per text."
+    ]
+    if isinstance(auto, dict):
+        labels = auto.get("labels") or {}
+        lines.append(
+            f"- **Label set**: {labels.get('n_texts')} texts of this corpus explained per text with "
+            f"`{labels.get('method')}` at {labels.get('n_samples')} model evaluations each (chosen by "
+            f"{labels.get('chosen_by')}); the head was trained on them."
+        )
+    return lines
+
+
+def _audit_lines(manifest: dict) -> list[str]:
+    auto = manifest.get("auto")
+    audit = auto.get("audit") if isinstance(auto, dict) else None
+    if not isinstance(audit, dict):
+        return []
+    v, s = audit.get("value_spearman") or {}, audit.get("importance_spearman") or {}
+    flags = auto.get("flags") or {}
+    return [
+        "",
+        "## Audit",
+        "",
+        f"{audit.get('n_audited')} texts never shown to the head (a share of {_num(audit.get('share'))}) were also "
+        "explained per text, and the head's scores compared with those fits by Spearman rank correlation over "
+        "each text's tokens:",
+        "",
+        "| | mean | median | 10th percentile |",
+        "| --- | --- | --- | --- |",
+        f"| value | {_num(v.get('mean'))} | {_num(v.get('median'))} | {_num(v.get('p10'))} |",
+        f"| importance | {_num(s.get('mean'))} | {_num(s.get('median'))} | {_num(s.get('p10'))} |",
+        "",
+        f"{audit.get('n_poor')} audited texts fell below a value Spearman of {_num(audit.get('poor_below'))}. "
+        f"Flagged in all: {flags.get('n_flagged')} texts ({flags.get('n_ood')} out of distribution, "
+        f"{flags.get('n_poor_audit')} with a poor audit); see the columns `flagged` and `flag_reason`.",
+    ]
+
+
+def _column_rows(schema) -> list[str]:
+    rows = ["| column | meaning |", "| --- | --- |"]
+    for field in schema:
+        if field.name in SCORES:
+            score = SCORES[field.name]
+            meaning = f"per position: `{score.formula}`, in {score.unit}"
+            if field.name == "value":
+                meaning += "; the token's effect alone: the surrogate's output on the token, minus b"
+            elif field.name == "importance":
+                meaning += "; how much weight the token takes from the others, α = softmax(s) over the positions"
+            elif field.name == "contribution":
+                meaning += "; b + sum(contribution) = surrogate_output"
+            elif field.name == "removal":
+                meaning += "; the surrogate's predicted change when the position is removed"
+        else:
+            meaning = _COLUMNS.get(field.name, "")
+        rows.append(f"| `{field.name}` | {meaning} |")
+    return rows
+
+
+def dataset_card(
+    run,
+    schema,
+    *,
+    n_rows: int,
+    n_texts: int,
+    n_failed: int,
+    n_shards: int,
+    class_names: list[str] | None = None,
+    output: str | None = None,
+) -> str:
+    """The dataset card (``README.md``) of an exported run.
+
+    Args:
+        run: the :class:`~slalom_core.corpus.CorpusRun` exported.
+        schema: the dataset's Arrow schema (:func:`~.export.dataset_schema`).
+        n_rows: rows written; n_texts: texts explained; n_failed: texts that failed;
+        n_shards: Parquet shards written.
+        class_names: the model's class names, where the run knows them. Default: None.
+        output: how the run read the model's outputs (a text's ``output``, e.g. "logits
+            (detected)"). Default: None (the run's option).
+
+    Returns:
+        The card's text: YAML front matter, then Markdown.
+
+    Example:
+        >>> card = dataset_card(run, dataset_schema(), n_rows=10, n_texts=10, n_failed=0, n_shards=1)  # doctest: +SKIP
+    """
+    m = run.manifest
+    model, opts, source = m.get("model") or {}, m.get("options") or {}, m.get("input") or {}
+    model = model if isinstance(model, dict) else {"name": model}
+    data = _name(source.get("data")) or "a corpus"
+    title = f"SLALOM explanations of {data} ({_name(model.get('name'))})"
+    front = [
+        "---",
+        f"pretty_name: {json.dumps(title)}",
+        "task_categories:",
+        "- text-classification",
+        "tags:",
+        *[f"- {t}" for t in ("explainability", "interpretability", "feature-attribution", "slalom", "xai")],
+        "size_categories:",
+        f"- {_size(n_rows)}",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        "  - split: train",
+        "    path: data/train-*.parquet",
+        "dataset_info:",
+        "  features:",
+        *yaml_features(schema),
+        "---",
+    ]
+    classes = ", ".join(f"`{c}`" for c in class_names) if class_names else "as the model's config names them"
+    units = "log-odds of the explained class (centred logits for a joint fit over more than two classes)"
+    read = output or opts.get("output", "auto")
+    body = [
+        f"# {title}",
+        "",
+        "Precomputed explanations of every text of a corpus by SLALOM (Softmax-Linked Additive Log-Odds "
+        "Model), written by `slalom-xai export`. SLALOM describes each token by two numbers, a **value** (its "
+        "effect alone) and an **importance** (how much weight it takes from the other tokens), because a "
+        "transformer's attention cannot be described by one additive score per token; the additive "
+        "`contribution` and the other scores follow from the two. One row per (text, explained class), with "
+        "the tokens and every score as lists of the same length.",
+        "",
+        "## The run",
+        "",
+        f"- **Model**: `{_name(model.get('name'))}` (`{model.get('class', '?')}`), fingerprint digest "
+        f"`{model.get('digest', '?')}` (a hash of its weights, config and tokenizer); classes: {classes}.",
+        "- **Tokenizer**: the model's own, as handed to the run (its vocabulary and settings are part of the "
+        "digest); `tokens` and `token_ids` are its pieces.",
+        *_method_lines(m),
+        f"- **Reference point and units**: scores are {units}, measured from `base_value` (reference "
+        f"`{opts.get('reference', 'empty')}`: the model's output on the empty input); the model's outputs were "
+        f"read as `{read}`.",
+        f"- **Texts**: {n_texts} explained ({n_rows} rows), {n_failed} failed (empty, unreadable or "
+        f"refused texts; not in the dataset), of {source.get('n_rows', '?')} rows of `{data}`; "
+        f"{n_shards} Parquet shard(s).",
+        f"- **Written by** slalom-xai {m.get('version', '?')}.",
+        *_audit_lines(m),
+        "",
+        "## Columns",
+        "",
+        "Lists hold one entry per position, in the text's order. A token that occurs several times shares its "
+        "value and importance (they are properties of the token in this text); `contribution` and `removal` "
+        "are per position.",
+        "",
+        *_column_rows(schema),
+        "",
+        "## Load",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        'ds = load_dataset("parquet", data_dir="PATH/TO/THIS/FOLDER")["train"]  # or the Hub id once pushed',
+        "row = ds[0]",
+        'list(zip(row["tokens"], row["contribution"]))  # b + sum = surrogate_output',
+        "```",
+        "",
+        "## Citation",
+        "",
+        "The method: T. Leemann, A. Fastowski, F. Pfeiffer and G. Kasneci, *Attention Mechanisms Don't Learn "
+        "Additive Models: Rethinking Feature Importance for Transformers*, arXiv:2405.13536.",
+        "",
+        "```bibtex",
+        CITATION,
+        "```",
+        "",
+    ]
+    return "\n".join(front + body)
