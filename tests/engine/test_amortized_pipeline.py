@@ -139,8 +139,8 @@ def test_a_subset_run_explains_only_its_ids_and_a_resume_needs_the_same_ones(mod
 
 
 def test_label_set_size_follows_the_rule():
-    assert label_set_size(12700, 0.01) == (300, 127)
-    assert label_set_size(12700, 0.0) == (300, 0)
+    assert label_set_size(12700, 0.01) == (200, 127)
+    assert label_set_size(12700, 0.0) == (200, 0)
     assert label_set_size(50, 0.1) == (30, 20)  # the audit keeps its 20; the labels take the rest
     assert label_set_size(12700, 0.01, 500) == (500, 127)
     with pytest.raises(ValueError, match="label_texts=60: the corpus has 50"):
