@@ -77,6 +77,7 @@ function apply() {
   if (q && mode === "word") [hits, note] = wordRows(q);
   $("qnote").textContent = note;
   if (q && mode === "word" && hits === null) return;
+  const t0 = performance.now();
   view = [];
   rows.forEach((r, i) => {
     if ((!pred || r[C.predicted] === pred) && (!gold || r[C.gold] === gold) &&
@@ -92,6 +93,7 @@ function apply() {
   // The rows are stored in id order: that sort costs nothing.
   if (!(sortCol === "id" && sortDir === 1)) view.sort(cmp);
   page = 0; draw();
+  $("count").dataset.ms = (performance.now() - t0).toFixed(1);  // what filtering and drawing took
 }
 function later() { clearTimeout(timer); timer = setTimeout(apply, 120); }
 function cell(tr, text, cls) { const td = tr.insertCell(); td.textContent = text; if (cls) td.className = cls; return td; }

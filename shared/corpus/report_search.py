@@ -84,7 +84,12 @@ class WordIndex:
         """Add one chunk's positions (id, explained_class, token, contribution)."""
         if not len(positions):
             return
-        keys = positions["token"].astype(str).map(word_key)
+        import numpy as np
+        import pandas as pd
+
+        # Each distinct token's key once: a chunk holds a few thousand among its positions.
+        codes, tokens = pd.factorize(positions["token"].astype(str))
+        keys = np.array([word_key(t) for t in tokens], dtype=object)[codes]
         frame = positions.assign(key=keys)[["key", "id", "explained_class", "contribution"]]
         frame = frame[frame["key"] != ""]
         per_class = frame.groupby(["key", "id", "explained_class"], sort=False)["contribution"].sum().abs()
@@ -110,11 +115,14 @@ class WordIndex:
     def postings(self, row_of_id: dict[str, int]) -> dict[str, list]:
         """``{key: [texts holding it, [row numbers of the listed texts, best first]]}``."""
         top = self._top()
-        out: dict[str, list] = {}
-        for key, group in top.groupby("key", sort=True):
-            rows = [row_of_id[i] for i in group["id"] if i in row_of_id]
-            out[str(key)] = [self._counts[key], rows]
-        return out
+        import numpy as np
+
+        top = top.assign(row=top["id"].map(row_of_id)).dropna(subset=["row"])
+        # Sorted by key (then weight): each key's rows are one slice.
+        keys, rows = top["key"].to_numpy(dtype=object), top["row"].to_numpy(dtype=np.int64)
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.array([], dtype=np.int64)
+        ends = np.r_[starts[1:], len(keys)]
+        return {str(keys[a]): [self._counts[keys[a]], rows[a:b].tolist()] for a, b in zip(starts, ends)}
 
     def write(self, out: Path, row_of_id: dict[str, int]) -> int:
         """Write ``data/words-NNN.js`` under ``out``; returns how many files.
