@@ -175,10 +175,15 @@ def _quality_of(run: CorpusRun) -> dict[str, tuple] | None:
     if missing:
         raise ValueError(f"{run.path / 'quality.parquet'} lacks the column(s) {missing}: rewrite it, or remove it")
     return {
-        str(r.id): (bool(r.flagged), str(r.flag_reason or "") or None, bool(r.audited),
-                    _num(r.audit_value_spearman, 3), bool(r.in_label_set))
+        str(r.id): (
+            bool(r.flagged),
+            r.flag_reason if isinstance(r.flag_reason, str) and r.flag_reason else None,  # "" or null: none
+            bool(r.audited),
+            _num(r.audit_value_spearman, 3),
+            bool(r.in_label_set),
+        )
         for r in table[need].itertuples(index=False)
-    }  # fmt: skip
+    }
 
 
 def _ood_quality(rows: list[dict]) -> tuple:
