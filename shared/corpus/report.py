@@ -1,14 +1,20 @@
 """``write_report``: a corpus run as a static site that opens from a plain folder.
 
-    OUT/index.html              the texts: sortable, filterable, paged in the browser
-    OUT/data/rows-NNN.js        the index's rows, a few thousand per file
+    OUT/index.html              the texts: sortable, filterable, searchable by id or word, paged
+    OUT/data/rows-NNN.js        the index's rows, a few thousand per file (each under 1 MB)
+    OUT/data/words-NNN.js       the word index (:mod:`.report_search`), loaded per word searched
     OUT/words.html, words.png   the word summary: value against importance, ± s.e.
     OUT/texts/NN/N.html         one page per explained text (:func:`slalom_core.views.to_html`)
 
 Every link is relative and nothing is fetched from outside the folder (each page's
 Content-Security-Policy allows no remote source), so the folder can be zipped, mailed
 or opened from a USB stick. The run is read one chunk at a time: memory holds one
-chunk's positions, not the corpus.
+chunk's positions, not the corpus. No file of the site exceeds 2 MB, at any number of texts.
+
+The run of an amortized pipeline (``explain --amortized auto``) shows its quality: each text
+flagged or not (and why), audited (with its value Spearman) or in the label set; the audit's
+summary heads the index, and a flagged text's page says why it is flagged. An amortized run
+without the quality table flags the texts its out-of-distribution check flagged.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from . import report_index
 from . import report_pages as pages
+from .report_search import MAX_FILE_BYTES, WordIndex
 from .restore import explanation_from_tables, json_cell
 from .stored import CorpusRun
-from .summary import plot_words, top_words
+from .summary import WordStats, plot_words, top_words
 
 __all__ = ["write_report", "predicted_class", "INDEX_COLUMNS", "ROWS_PER_FILE", "MARKER", "natural_id_key"]
 
@@ -44,9 +52,16 @@ INDEX_COLUMNS = (
     "status",
     "excerpt",
     "predicted_index",
+    "flagged",
+    "flag_reason",
+    "audited",
+    "audit_rho",
+    "in_label_set",
 )
-#: Index rows per data file (each well under a megabyte for texts of any length).
+#: Index rows per data file, at most (a file is also closed at :data:`ROWS_BYTES`).
 ROWS_PER_FILE = 5000
+#: Bytes of rows per data file, at most: a corpus of long ids and reasons stays far under 2 MB.
+ROWS_BYTES = 1_000_000
 #: Poor fit: the thresholds the run's own warning uses.
 POOR_R2, POOR_GAP = 0.5, 1.0
 #: The file that marks a folder as a report this library wrote: only such a folder (or an
@@ -67,10 +82,10 @@ def natural_id_key(text_id: str) -> tuple:
     return (1, 0, text_id)
 
 
-def _names_of(rows, run: CorpusRun | None) -> list | None:
+def _names_of(rows: list[dict], run: CorpusRun | None) -> list | None:
     """The class names a text's rows know: a joint fit's own, else the model's (recorded in
     each fit's diagnostics, or in the run's manifest)."""
-    first = rows.iloc[0]
+    first = rows[0]
     names = json_cell(first["class_names"], None)
     if names is None:
         names = json_cell(first["diagnostics"], {}).get("class_names")
@@ -88,15 +103,16 @@ def _num(x: object, digits: int = 4) -> float | None:
     return None if math.isnan(x) else round(x, digits)
 
 
-def _predicted(rows, run: CorpusRun | None = None) -> tuple[str | None, int | None]:
+def _predicted(rows: list[dict], run: CorpusRun | None = None) -> tuple[str | None, int | None]:
     """The model's predicted class from a text's rows of the texts table (outputs are
     log-odds, or centred logits of a joint fit): its name where the model names its
     classes (else "class k"), and its index k (None when the rows do not tell)."""
-    first = rows.iloc[0]
+    first = rows[0]
     names = _names_of(rows, run)
-    out = rows["model_output"].to_numpy(dtype=np.float64)
-    if names is not None and len(rows) > 1 and set(rows["explained_class"]) == {str(n) for n in names}:
-        name = str(rows["explained_class"].iloc[int(np.argmax(out))])
+    out = np.array([r["model_output"] for r in rows], dtype=np.float64)
+    classes = [r["explained_class"] for r in rows]
+    if names is not None and len(rows) > 1 and set(classes) == {str(n) for n in names}:
+        name = str(classes[int(np.argmax(out))])
         return name, [str(n) for n in names].index(name)
     n_outputs = json_cell(first["diagnostics"], {}).get("n_outputs")
     if len(rows) != 1 or n_outputs != 2:
@@ -116,18 +132,24 @@ def predicted_class(rows, run: CorpusRun | None = None) -> tuple[str | None, int
         >>> predicted_class(run.texts().query("id == 'r1'"), run)  # doctest: +SKIP
         ('POSITIVE', 1)
     """
+    if hasattr(rows, "to_dict"):  # a DataFrame: the rule reads plain records
+        rows = rows.to_dict("records")
     return _predicted(rows, run)
 
 
-def _index_row(text_id: str, rows, page: str | None, run: CorpusRun | None = None) -> list:
-    first = rows.iloc[0]
-    gap = rows["full_text_gap"].abs().max()
+def _index_row(text_id: str, rows: list[dict], page: str | None, run: CorpusRun | None = None, quality=()) -> list:
+    """A text's row of the index, from its rows of the texts table (as dicts: a DataFrame row
+    costs a millisecond, 25 seconds over 25,000 texts)."""
+    first = rows[0]
+    gap = max(abs(float(r["full_text_gap"])) for r in rows)
     r2 = first["heldout_r2"]
     cut = int(first["truncated_positions"] or 0)
-    poor = (r2 == r2 and r2 < POOR_R2) or gap > POOR_GAP or first["converged"] is False
+    converged = first["converged"]
+    unconverged = converged is not None and converged == converged and not converged
+    poor = (r2 == r2 and r2 is not None and r2 < POOR_R2) or gap > POOR_GAP or unconverged
     status = "poor fit" if poor else "ok"
     predicted, predicted_index = _predicted(rows, run)
-    output = rows["model_output"].max() if len(rows) > 1 else first["model_output"]
+    output = max(r["model_output"] for r in rows)
     text = first["text"] if isinstance(first["text"], str) else ""
     gold = first["gold_label"]
     return [
@@ -143,22 +165,59 @@ def _index_row(text_id: str, rows, page: str | None, run: CorpusRun | None = Non
         status,
         " ".join(text.split())[:80],
         predicted_index,
+        *(quality or _NO_QUALITY),
     ]
+
+
+#: (flagged, flag_reason, audited, audit_rho, in_label_set) of a text the run says nothing of.
+_NO_QUALITY = (None, None, None, None, None)
 
 
 def _failure_row(text_id: str, error: str, message: str) -> list:
     message = " ".join(message.split())[:80]
-    return [text_id, None, None, None, None, None, None, None, 0, f"failed: {error}", message, None]
+    return [text_id, None, None, None, None, None, None, None, 0, f"failed: {error}", message, None, *_NO_QUALITY]
 
 
-def _write_words(run: CorpusRun, out: Path, min_texts: int, top: int) -> None:
+def _quality_of(run: CorpusRun) -> dict[str, tuple] | None:
+    """Each text's (flagged, reason, audited, audit value Spearman, in label set) from the
+    pipeline's quality table; None for a run without one."""
+    table = run.quality()
+    if table is None:
+        return None
+    need = ["id", "flagged", "flag_reason", "audited", "audit_value_spearman", "in_label_set"]
+    missing = [c for c in need if c not in table.columns]
+    if missing:
+        raise ValueError(f"{run.path / 'quality.parquet'} lacks the column(s) {missing}: rewrite it, or remove it")
+    return {
+        str(r.id): (
+            bool(r.flagged),
+            r.flag_reason if isinstance(r.flag_reason, str) and r.flag_reason else None,  # "" or null: none
+            bool(r.audited),
+            _num(r.audit_value_spearman, 3),
+            bool(r.in_label_set),
+        )
+        for r in table[need].itertuples(index=False)
+    }
+
+
+def _ood_quality(rows: list[dict]) -> tuple:
+    """An amortized text's flag from its out-of-distribution check (the texts table's ``ood``)."""
+    ood = json_cell(rows[0]["ood"], None)
+    if not isinstance(ood, dict):
+        return _NO_QUALITY
+    why = ood.get("warning")
+    return (why is not None, None if why is None else f"out of distribution: {why}", None, None, None)
+
+
+def _write_words(summary, run: CorpusRun, out: Path, min_texts: int, top: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    # One rule for the top tokens (top_words), shared with `slalom-xai summarize`.
-    head = top_words(run, top=top, min_texts=min_texts)
+    # One rule for the top tokens (top_words), shared with `slalom-xai summarize`; the
+    # summary covers every text, gathered one chunk at a time with the pages.
+    head = top_words(summary, top=top, min_texts=min_texts)
     if len(head) >= 1:
         fig = plot_words(head, top=top)
         fig.savefig(out / "words.png", dpi=110)
@@ -266,29 +325,76 @@ def _write_site(run: CorpusRun, out: Path, *, min_texts: int, top: int, text_pag
     from ..views import to_html
 
     (out / "data").mkdir(parents=True, exist_ok=True)
+    quality = _quality_of(run)
+    amortized = (run.manifest.get("options") or {}).get("method") == "amortized" or bool(run.manifest.get("amortized"))
+    words, index_words = WordStats(), WordIndex()
     index: list[list] = []
     n_page = 0
     for key, texts in run.parts("texts"):
-        positions = _positions_of(run, key) if text_pages and len(texts) else None
-        for text_id, rows in texts.groupby("id", sort=False):
+        positions = None
+        if len(texts):
+            positions = (
+                _positions_of(run, key) if text_pages else next(iter(run.parts("positions", [key])), (0, None))[1]
+            )
+        if positions is not None:
+            words.add(positions)
+            index_words.add(positions)
+        # One groupby per chunk: filtering the chunk's positions per text was quadratic in its size.
+        by_id = dict(tuple(positions.groupby("id", sort=False))) if text_pages and positions is not None else {}
+        records = texts.to_dict("records")
+        where: dict[str, list[int]] = {}
+        for i, r in enumerate(records):
+            where.setdefault(str(r["id"]), []).append(i)
+        for text_id, at in where.items():
+            recs = [records[i] for i in at]
+            q = quality.get(text_id, _NO_QUALITY) if quality is not None else _ood_quality(recs) if amortized else ()
             page = None
-            if positions is not None:
-                exp = explanation_from_tables(positions[positions["id"] == text_id], rows)
+            if text_pages:
+                rows = texts.iloc[at]
+                exp = explanation_from_tables(by_id.get(text_id, positions.iloc[:0]), rows)
                 page = f"texts/{n_page // 1000:03d}/{n_page}.html"
                 (out / page).parent.mkdir(parents=True, exist_ok=True)
-                first = rows.iloc[0]
+                first = recs[0]
                 body = pages.text_nav(text_id, first["gold_label"], depth=2, cut=int(first["truncated_positions"] or 0))
+                if q and q[0]:
+                    body += report_index.flag_banner(q[1], run.path.name)
                 frag = to_html(exp, score=score, full_page=False)
                 (out / page).write_text(pages.text_page(body + frag, text_id), encoding="utf-8")
                 n_page += 1
-            index.append(_index_row(str(text_id), rows, page, run))
+            index.append(_index_row(text_id, recs, page, run, q))
     for _, failed in run.parts("failures"):
         index += [_failure_row(r.id, r.error, r.message) for r in failed.itertuples()]
     index.sort(key=lambda r: natural_id_key(r[0]))
-    files = []
-    for start in range(0, max(len(index), 1), ROWS_PER_FILE):
-        name = f"data/rows-{start // ROWS_PER_FILE:03d}.js"
-        (out / name).write_text(pages.rows_script(index[start : start + ROWS_PER_FILE]), encoding="utf-8")
-        files.append(name)
-    _write_words(run, out, min_texts, top)
-    (out / "index.html").write_text(pages.index_page(run, files, len(index), INDEX_COLUMNS), encoding="utf-8")
+    files = [f"data/rows-{k:03d}.js" for k in range(len(_write_rows(out, index)))]
+    n_words = index_words.write(out, {r[0]: i for i, r in enumerate(index)})
+    _write_words(words.summary(min_texts=1, sort_by="contribution"), run, out, min_texts, top)
+    shown = ("flagged", "audited") if quality is not None else ("flagged",) if amortized else ()
+    search = {"files": n_words, "cap": index_words.cap}
+    page = report_index.index_page(run, files, len(index), INDEX_COLUMNS, quality=shown, search=search)
+    (out / "index.html").write_text(page, encoding="utf-8")
+
+
+def _write_rows(out: Path, index: list[list]) -> list[int]:
+    """The index's rows in ``data/rows-NNN.js`` files of at most :data:`ROWS_PER_FILE` rows
+    and :data:`ROWS_BYTES` bytes; returns the rows of each file."""
+    counts: list[int] = []
+    batch: list[list] = []
+    size = 0
+
+    def flush() -> None:
+        name = out / "data" / f"rows-{len(counts):03d}.js"
+        name.write_text(pages.rows_script(batch), encoding="utf-8")
+        if name.stat().st_size >= MAX_FILE_BYTES:  # one row alone over the limit: an id of megabytes
+            raise ValueError(f"a row of the report's index is over {MAX_FILE_BYTES} bytes (id {batch[0][0][:40]!r}...)")
+        counts.append(len(batch))
+
+    for row in index:
+        n = len(pages.row_json(row).encode("utf-8")) + 1
+        if batch and (len(batch) >= ROWS_PER_FILE or size + n > ROWS_BYTES):
+            flush()
+            batch, size = [], 0
+        batch.append(row)
+        size += n
+    if batch or not counts:
+        flush()
+    return counts

@@ -25,6 +25,7 @@ from .stored import CorpusRun
 
 __all__ = [
     "word_summary",
+    "WordStats",
     "top_words",
     "MIN_TEXTS",
     "cohort_matrix",
@@ -64,13 +65,114 @@ def _positions(run):
     return run.positions()
 
 
+def _position_parts(run):
+    """The positions table one chunk at a time (a table: itself, as one part)."""
+    import pandas as pd
+
+    if isinstance(run, pd.DataFrame):
+        yield _positions(run)
+        return
+    run = CorpusRun(run) if isinstance(run, (str, Path)) else run
+    for _, part in run.parts("positions"):
+        yield part
+
+
+class WordStats:
+    """Per-token counts and score moments, gathered one chunk of a run at a time.
+
+    Each chunk's (text, token) observations give per token a count, mean and sum of squared
+    deviations per score; chunks combine exactly (Chan et al.'s pairwise update), so the
+    summary of a run of any size needs one chunk's positions in memory, and equals the one
+    of the whole table up to float rounding.
+
+    Args:
+        label: the explained class (None: the first text's, from the first chunk added).
+
+    Example:
+        >>> stats = WordStats()  # doctest: +SKIP
+        >>> for _, part in run.parts("positions"):  # doctest: +SKIP
+        ...     stats.add(part)
+        >>> stats.summary(min_texts=5)  # doctest: +SKIP
+    """
+
+    def __init__(self, label: str | None = None) -> None:
+        self.label = label
+        self._frames: list = []
+        self._pending = 0
+
+    def add(self, pos) -> None:
+        """Add one chunk's positions (whole texts: a text's positions are never split)."""
+        pos = _positions(pos)
+        if not len(pos):
+            return
+        if self.label is None:
+            self.label = pos.sort_values(["id", "explained_class"], kind="stable")["explained_class"].iloc[0]
+        pos = pos[pos["explained_class"] == self.label]
+        scores = [s for s in SUMMARY_SCORES if s in pos.columns]
+        # One observation per (text, token): repeats of a token in one text share its scores,
+        # and their contributions add up.
+        per_text = pos.groupby(["id", "token"], sort=False).agg(
+            n=("position", "size"), **{s: (s, _per_text(s)) for s in scores}
+        )
+        grouped = per_text.groupby(level="token", sort=False)
+        out = grouped.agg(n_texts=("n", "size"), n_occurrences=("n", "sum"))
+        for s in scores:
+            count = grouped[s].count()
+            out[f"{s}__c"] = count
+            out[f"{s}__m"] = grouped[s].mean().fillna(0.0)
+            out[f"{s}__q"] = (grouped[s].var(ddof=0) * count).fillna(0.0)
+        self._frames.append(out)
+        self._pending += len(out)
+        if self._pending > 200_000:  # keep memory at about the vocabulary's size
+            self._frames = [self._combined()]
+            self._pending = len(self._frames[0])
+
+    def _combined(self):
+        import pandas as pd
+
+        df = pd.concat(self._frames)
+        by = df.groupby(level=0, sort=True)
+        out = by[["n_texts", "n_occurrences"]].sum()
+        for s in [c[: -len("__c")] for c in df.columns if c.endswith("__c")]:
+            c, m = df[f"{s}__c"], df[f"{s}__m"]
+            total = c.groupby(level=0, sort=True).sum()
+            mean = (c * m).groupby(level=0, sort=True).sum() / total.where(total > 0)
+            spread = c * (m - mean.reindex(df.index).fillna(0.0).to_numpy()) ** 2
+            out[f"{s}__c"], out[f"{s}__m"] = total, mean.fillna(0.0)
+            out[f"{s}__q"] = df[f"{s}__q"].groupby(level=0, sort=True).sum() + spread.groupby(level=0, sort=True).sum()
+        return out
+
+    def summary(self, *, min_texts: int = 1, sort_by: str = "lin"):
+        """The :func:`word_summary` table of everything added."""
+        import pandas as pd
+
+        if sort_by not in (*SUMMARY_SCORES, "n_texts"):
+            raise ValueError(f"sort_by must be one of {(*SUMMARY_SCORES, 'n_texts')}, got {sort_by!r}")
+        if not self._frames:
+            cols = ["n_texts", "n_occurrences"] + [f"{s}_{k}" for s in SUMMARY_SCORES for k in ("mean", "sd", "se")]
+            return pd.DataFrame(columns=cols, index=pd.Index([], name="token"))
+        comb = self._combined()
+        out = comb[["n_texts", "n_occurrences"]].copy()
+        for s in [c[: -len("__c")] for c in comb.columns if c.endswith("__c")]:
+            c = comb[f"{s}__c"]
+            out[f"{s}_mean"] = comb[f"{s}__m"].where(c > 0)
+            out[f"{s}_sd"] = np.sqrt(comb[f"{s}__q"] / (c - 1).where(c > 1))
+            out[f"{s}_se"] = out[f"{s}_sd"] / np.sqrt(out["n_texts"])
+        out = out[out["n_texts"] >= min_texts]
+        key = out["n_texts"] if sort_by == "n_texts" else out[f"{sort_by}_mean"].abs()
+        return out.loc[key.sort_values(ascending=False, kind="stable").index]
+
+
 def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: str = "lin"):
     """Per token: in how many texts it occurs, and its scores' mean, s.d. and s.e. across them.
+
+    A run is read one chunk at a time (:class:`WordStats`): the summary covers every text
+    of a run of any size with one chunk's positions in memory.
 
     Args:
         run: a :class:`CorpusRun`, its path, or its positions table (DataFrame).
         label: the explained class to summarise (the ``explained_class`` column; default:
-            the only one, or the first).
+            the only one, or the first text's first).
         min_texts: keep tokens that occur in at least this many texts.
         sort_by: rank by the absolute mean of this score (any stored score, e.g. "lin",
             "contribution"), or "n_texts" (most frequent first).
@@ -83,27 +185,12 @@ def word_summary(run, *, label: str | None = None, min_texts: int = 1, sort_by: 
     Example:
         >>> word_summary(run, min_texts=5).head(20)  # doctest: +SKIP
     """
-    pos = _positions(run)
     if sort_by not in (*SUMMARY_SCORES, "n_texts"):
         raise ValueError(f"sort_by must be one of {(*SUMMARY_SCORES, 'n_texts')}, got {sort_by!r}")
-    if len(pos) and label is None:
-        label = pos["explained_class"].iloc[0]
-    pos = pos[pos["explained_class"] == label]
-    scores = [s for s in SUMMARY_SCORES if s in pos.columns]
-    # One observation per (text, token): repeats of a token in one text share its scores,
-    # and their contributions add up.
-    per_text = pos.groupby(["id", "token"], sort=False).agg(
-        n=("position", "size"), **{s: (s, _per_text(s)) for s in scores}
-    )
-    grouped = per_text.groupby(level="token")
-    out = grouped.agg(n_texts=("n", "size"), n_occurrences=("n", "sum"))
-    for s in scores:
-        out[f"{s}_mean"] = grouped[s].mean()
-        out[f"{s}_sd"] = grouped[s].std(ddof=1)
-        out[f"{s}_se"] = out[f"{s}_sd"] / np.sqrt(out["n_texts"])
-    out = out[out["n_texts"] >= min_texts]
-    key = out["n_texts"] if sort_by == "n_texts" else out[f"{sort_by}_mean"].abs()
-    return out.loc[key.sort_values(ascending=False, kind="stable").index]
+    stats = WordStats(label)
+    for part in _position_parts(run):
+        stats.add(part)
+    return stats.summary(min_texts=min_texts, sort_by=sort_by)
 
 
 def top_words(run, *, top: int = 30, min_texts: int = MIN_TEXTS, label: str | None = None):

@@ -11,7 +11,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,6 +30,7 @@ __all__ = [
     "class_name",
     "prediction",
     "position_scores",
+    "scores_once",
     "position_standard_errors",
     "fit_line",
     "excerpt",
@@ -115,8 +119,34 @@ def _column(x: np.ndarray, col: int | None) -> np.ndarray:
     return x[:, col] if x.ndim == 2 and col is not None else x
 
 
+#: The scores already computed in the current :func:`scores_once` block, by explanation.
+_ONCE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("slx_position_scores", default=None)
+
+
+@contextlib.contextmanager
+def scores_once() -> Iterator[None]:
+    """Within the block, each explanation's :func:`position_scores` are computed once.
+
+    A page asks for them from every section (text rows, force bar, ranked list, table):
+    seven times each, and Shapley's sampled permutations dominated a report's time per text.
+    The arrays handed out are read-only, so no section can change another's numbers; the
+    memory is dropped when the block ends (an explanation changed afterwards is computed
+    afresh).
+
+    Example:
+        >>> with scores_once():  # doctest: +SKIP
+        ...     html = explanation_fragment(exp)
+    """
+    token = _ONCE.set({})
+    try:
+        yield
+    finally:
+        _ONCE.reset(token)
+
+
 def position_scores(exp: SlalomExplanation, col: int | None) -> dict[str, np.ndarray]:
-    """Every score of the score table, (n,) per position, for class column ``col``.
+    """Every score of the score table, (n,) per position, for class column ``col``
+    (computed once per explanation inside a :func:`scores_once` block).
 
     Args:
         exp: the explanation.
@@ -129,7 +159,18 @@ def position_scores(exp: SlalomExplanation, col: int | None) -> dict[str, np.nda
         >>> sorted(position_scores(binary_exp, None))  # doctest: +SKIP
         ['contribution', 'importance', 'lin', 'removal', 'shapley', 'value']
     """
-    return {name: _column(exp.scores(name), col) for name in SCORES}
+    memory = _ONCE.get()
+    if memory is None:
+        return {name: _column(exp.scores(name), col) for name in SCORES}
+    # Keyed by id() with the object kept beside it: an id is reused only after its object
+    # is gone, and the object held here cannot go while the block lasts.
+    held = memory.get((id(exp), col))
+    if held is None or held[0] is not exp:
+        scores = {name: _column(exp.scores(name), col) for name in SCORES}
+        for x in scores.values():
+            x.setflags(write=False)
+        held = memory[(id(exp), col)] = (exp, scores)
+    return dict(held[1])
 
 
 def position_standard_errors(exp: SlalomExplanation, col: int | None) -> dict[str, np.ndarray]:

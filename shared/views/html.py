@@ -372,6 +372,13 @@ def explanation_fragment(
         >>> from IPython.display import HTML; HTML(explanation_fragment(exp))  # doctest: +SKIP
     """
     check_view_score(score)
+    with describe.scores_once():  # every section reads the same scores: computed once
+        return _fragment(exp, score=score, class_index=class_index, include_style=include_style, top=top)
+
+
+def _fragment(
+    exp: SlalomExplanation, *, score: str, class_index: int | str | None, include_style: bool, top: int
+) -> str:
     cols = describe.class_columns(exp)
     if class_index is not None:
         cols = [_pick_class(exp, class_index)]

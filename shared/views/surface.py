@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -94,8 +95,10 @@ def pieces(tokens: Sequence[str], granularity: str) -> list[tuple[str, bool]]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _fold(s: str) -> str:
-    """What an uncased, accent-stripping tokenizer makes of ``s``: compared, never shown."""
+    """What an uncased, accent-stripping tokenizer makes of ``s``: compared, never shown
+    (remembered: :func:`align` folds every character of every text, and most repeat)."""
     return "".join(c for c in unicodedata.normalize("NFKD", s.lower()) if not unicodedata.combining(c))
 
 
