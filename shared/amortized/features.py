@@ -15,7 +15,7 @@ import torch
 
 from ..models import HFClassifier, model_session
 
-__all__ = ["Encoded", "encode", "check_encoder", "head_input"]
+__all__ = ["Encoded", "encode", "check_encoder", "head_input", "default_batch_size", "CPU_BATCH", "GPU_BATCH"]
 
 
 @dataclass
@@ -67,13 +67,30 @@ def check_encoder(adapter: object) -> HFClassifier:
     return adapter
 
 
-def encode(adapter: HFClassifier, sequences: Sequence[Sequence[int]], *, batch_size: int = 32) -> Encoded:
+#: Texts per forward pass when none is given: on a CPU, small batches of texts sorted by length
+#: are fastest (a 2-core CPU, 256 IMDB reviews in chunks of 64: 0.080 s a text in batches of 4,
+#: 0.086 of 8, 0.128 of 32: less padding, and hidden states that stay in cache); a GPU wants
+#: large ones (docs/amortized.md).
+CPU_BATCH, GPU_BATCH = 4, 32
+
+
+def default_batch_size(device: torch.device) -> int:
+    """:data:`CPU_BATCH` on a CPU, :data:`GPU_BATCH` on any other device.
+
+    Example:
+        >>> default_batch_size(torch.device("cpu"))
+        4
+    """
+    return CPU_BATCH if torch.device(device).type == "cpu" else GPU_BATCH
+
+
+def encode(adapter: HFClassifier, sequences: Sequence[Sequence[int]], *, batch_size: int | None = None) -> Encoded:
     """Raw outputs and every layer's hidden states of token sequences (no special tokens).
 
     Args:
         adapter: the model's adapter (:func:`slalom_core.models.as_adapter`).
         sequences: each text's token ids, without special tokens; ``[]`` is the empty input.
-        batch_size: texts per forward pass.
+        batch_size: texts per forward pass; None: :func:`default_batch_size` for the model's device.
 
     Returns:
         An :class:`Encoded`: raw (B, K) and, per text, its (n_i, L, D) hidden states (float32,
@@ -91,7 +108,8 @@ def encode(adapter: HFClassifier, sequences: Sequence[Sequence[int]], *, batch_s
     # Every submodule's own train/eval flag comes back afterwards (dropout off meanwhile:
     # the same text must give the same scores), even after an error.
     with model_session(model) as device, torch.inference_mode():
-        return _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_size)
+        size = default_batch_size(device) if batch_size is None else batch_size
+        return _forward(adapter, model, sequences, pre, suf, wants_types, device, size)
 
 
 def _forward(adapter, model, sequences, pre, suf, wants_types, device, batch_size) -> Encoded:

@@ -55,7 +55,8 @@ def explain_auto(args: argparse.Namespace, model, id_column, label_column, engin
         + ("n/a" if rho is None else f"{rho:.3f} mean, {aud['value_spearman']['p10']:.3f} at the 10th percentile")
         + f"; {flags['n_flagged']} flagged ({flags['n_ood']} out of distribution, {flags['n_poor_audit']} poor audit)"
     )
-    stages = ", ".join(f"{k} {v['seconds']:.0f} s" for k, v in auto["stages"].items())
+    order = ("labels", "head", "explain", "audit", "quality")  # the pipeline's, not the file's
+    stages = ", ".join(f"{k} {auto['stages'][k]['seconds']:.0f} s" for k in order if k in auto["stages"])
     print(f"stages: {stages}; re-explain the flagged texts per text: slalom-xai refit {run.path}")
     return 0
 

@@ -98,7 +98,7 @@ def add_explain(sub) -> None:
         default=None,
         metavar="FRACTION",
         help="with --amortized auto: share of the other texts also fitted per text to check the head (default: "
-        "0.01, at least 20 texts; 0: none)",
+        "0.005, at least 20 texts; 0: none)",
     )
     p.add_argument(
         "--ray",

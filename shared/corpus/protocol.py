@@ -30,11 +30,12 @@ class ChunkExplainer(Protocol):
 
     Attributes:
         adapter: segments the texts (and is what the explainer reads them with).
-        batch_size: texts per forward pass; the run sets it from its ``batch_size``.
+        batch_size: texts per forward pass (None: the explainer's own default); the run sets it
+            from its ``batch_size`` when given.
     """
 
     adapter: ModelAdapter
-    batch_size: int
+    batch_size: int | None
 
     def explain_batch(self, segmentations: Sequence[Segmentation]) -> list[SlalomExplanation]:
         """One explanation per segmented text, in order (the chunk's rows come from them)."""
