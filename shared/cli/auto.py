@@ -13,8 +13,9 @@ from .format import DefaultsFormatter
 __all__ = ["explain_auto", "add_refit", "run_refit"]
 
 
-def explain_auto(args: argparse.Namespace, model, id_column, label_column, engine: str) -> int:
-    """``explain --amortized auto``: the pipeline, then its audit and flags in a few lines."""
+def explain_auto(args: argparse.Namespace, model, options: dict) -> int:
+    """``explain --amortized auto``: the pipeline (``options``: :func:`~.common.run_options`),
+    then its audit and flags in a few lines."""
     from ..amortized.pipeline import AUDIT_SHARE, explain_corpus_amortized
 
     if args.option or args.granularity != "token" or args.target is not None:
@@ -28,22 +29,7 @@ def explain_auto(args: argparse.Namespace, model, id_column, label_column, engin
         args.out,
         label_texts=args.label_texts,
         audit=AUDIT_SHARE if args.audit is None else args.audit,
-        method=args.method,
-        n_samples=args.n_samples,
-        text_column=args.text_column,
-        id_column=id_column,
-        label_column=label_column,
-        limit=args.limit,
-        chunk_size=args.chunk_size,
-        resume=args.resume,
-        truncate=args.truncate,
-        engine=engine,
-        num_workers=args.workers,
-        num_gpus_per_worker=args.gpus_per_worker,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        show_progress=not args.no_progress,
+        **options,
     )
     auto = run.manifest["auto"]
     aud, flags = auto["audit"], auto["flags"]

@@ -7,7 +7,7 @@ import argparse
 import functools
 import sys
 
-__all__ = ["load_pair", "spec_name", "run_model_name", "quiet_weight_loading", "one_line_errors"]
+__all__ = ["load_pair", "spec_name", "run_model_name", "quiet_weight_loading", "one_line_errors", "run_options"]
 
 
 def load_pair(spec: str | None):
@@ -84,3 +84,30 @@ def one_line_errors(run):
             return 2
 
     return wrapped
+
+
+def run_options(args: argparse.Namespace, id_column: str | None, label_column: str | None, engine: str) -> dict:
+    """The options ``explain`` passes to a corpus run, per text or by the amortized pipeline alike.
+
+    Example:
+        >>> run_options(parser.parse_args([...]), "id", None, "local")["chunk_size"]  # doctest: +SKIP
+        64
+    """
+    return dict(
+        text_column=args.text_column,
+        id_column=id_column,
+        label_column=label_column,
+        limit=args.limit,
+        chunk_size=args.chunk_size,
+        resume=args.resume,
+        truncate=args.truncate,
+        engine=engine,
+        num_workers=args.workers,
+        num_gpus_per_worker=args.gpus_per_worker,
+        method=args.method,
+        n_samples=args.n_samples,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        show_progress=not args.no_progress,
+    )

@@ -11,7 +11,7 @@ from functools import partial
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
 from ..models.quiet import quiet_transformers
-from .common import load_pair, one_line_errors, quiet_weight_loading, run_model_name, spec_name
+from .common import load_pair, one_line_errors, quiet_weight_loading, run_model_name, run_options, spec_name
 from .format import DefaultsFormatter, option_value
 
 
@@ -141,31 +141,16 @@ def run_explain(args: argparse.Namespace) -> int:
         if auto:
             from .auto import explain_auto
 
-            return explain_auto(args, model, id_column, label_column, engine)
+            return explain_auto(args, model, run_options(args, id_column, label_column, engine))
         run = explain_corpus(
             model,
             args.data,
             args.out,
             tokenizer,
-            text_column=args.text_column,
-            id_column=id_column,
-            label_column=label_column,
-            limit=args.limit,
-            chunk_size=args.chunk_size,
-            resume=args.resume,
-            truncate=args.truncate,
-            engine=engine,
-            num_workers=args.workers,
-            num_gpus_per_worker=args.gpus_per_worker,
-            method=args.method,
-            n_samples=args.n_samples,
             granularity=args.granularity,
             target=args.target,
-            seed=args.seed,
-            batch_size=args.batch_size,
-            device=args.device,
-            show_progress=not args.no_progress,
             amortized=None if args.amortized is None else CorpusHead(args.amortized),
+            **run_options(args, id_column, label_column, engine),
             **dict(args.option),
         )
     texts, failures = run.texts(), run.failures()

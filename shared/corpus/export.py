@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import numpy as np
 
 from ..scores import STORED_SCORES
 from .card import dataset_card
-from .report import predicted_class
+from .report import predicted_class, replace_folder
 from .restore import explanation_from_tables, json_cell
 from .store import TABLES
 from .stored import CorpusRun
@@ -340,7 +339,7 @@ def export_dataset(
         )
         (new / "README.md").write_text(card, encoding="utf-8")
         (new / DATASET_MARKER).write_text("written by slalom-xai export; replaced by the next export --overwrite\n")
-        _replace(new, out)
+        replace_folder(new, out)
     finally:
         if new.exists():
             shutil.rmtree(new, ignore_errors=True)
@@ -387,16 +386,3 @@ def _check_dataset_out(out: Path, run: CorpusRun, overwrite: bool) -> None:
         )
     if not overwrite:
         raise FileExistsError(f"{out} holds an earlier export: pass overwrite=True (--overwrite) to replace it")
-
-
-def _replace(new: Path, out: Path) -> None:
-    """Put the finished dataset ``new`` at ``out``; an earlier export there goes as a whole."""
-    if out.exists() and not any(out.iterdir()):
-        out.rmdir()
-    if not out.exists():
-        new.rename(out)
-        return
-    old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-    out.rename(old)
-    new.rename(out)
-    shutil.rmtree(old, ignore_errors=True)

@@ -36,7 +36,15 @@ from .restore import explanation_from_tables, json_cell
 from .stored import CorpusRun
 from .summary import WordStats, plot_words, top_words
 
-__all__ = ["write_report", "predicted_class", "INDEX_COLUMNS", "ROWS_PER_FILE", "MARKER", "natural_id_key"]
+__all__ = [
+    "write_report",
+    "predicted_class",
+    "replace_folder",
+    "INDEX_COLUMNS",
+    "ROWS_PER_FILE",
+    "MARKER",
+    "natural_id_key",
+]
 
 #: The fields of each index row, in order (the page's script reads them by position).
 INDEX_COLUMNS = (
@@ -272,7 +280,7 @@ def write_report(
         os.chmod(new, 0o777 & ~_umask())  # mkdtemp's 0700 would hide a shared report
         _write_site(run, new, min_texts=min_texts, top=top, text_pages=text_pages, score=score)
         (new / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
-        _replace(new, out)
+        replace_folder(new, out)
     finally:
         if new.exists():
             shutil.rmtree(new, ignore_errors=True)
@@ -300,8 +308,16 @@ def _check_out(out: Path, run: CorpusRun) -> None:
         )
 
 
-def _replace(new: Path, out: Path) -> None:
-    """Put the finished site ``new`` at ``out``; an earlier report there goes as a whole."""
+def replace_folder(new: Path, out: Path) -> None:
+    """Put the finished folder ``new`` (a site, an exported dataset) at ``out``; an empty
+    ``out`` is taken, an earlier one goes as a whole (renamed aside, then removed), so that
+    ``out`` never holds half of each.
+
+    Example:
+        >>> replace_folder(Path("site.tmp"), Path("site"))  # doctest: +SKIP
+    """
+    if out.exists() and not any(out.iterdir()):
+        out.rmdir()
     if not out.exists():
         new.rename(out)
         return
