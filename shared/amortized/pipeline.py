@@ -175,7 +175,9 @@ def explain_corpus_amortized(
     """
     _check("audit", audit, 0.0, 1.0)
     _check("poor_audit", poor_audit, -1.0, 1.0)
-    _check("n_samples", n_samples, 1, integer=True)
+    # The head's options too, before the labels' minutes are spent.
+    for name, value in (("n_samples", n_samples), ("epochs", epochs), ("hidden", hidden)):
+        _check(name, value, 1, integer=True)
     if label_texts is not None:
         _check("label_texts", label_texts, 1, integer=True)
     out = Path(out)

@@ -159,6 +159,11 @@ def test_bad_options_and_a_second_call_are_refused(done, model_dir, tmp_path):
     ):
         with pytest.raises(ValueError, match=match):
             quiet(explain_corpus_amortized, str(model_dir), data, tmp_path / "bad", **kw)
+    for kw, match in ((dict(epochs=0), "epochs must be"), (dict(hidden=-1), "hidden must be")):
+        # Refused before the labels' per-text fits are spent: nothing is written.
+        with pytest.raises(ValueError, match=match):
+            explain_corpus_amortized(str(model_dir), data, tmp_path / "head", **kw)
+        assert not (tmp_path / "head").exists()
     with pytest.raises(FileExistsError, match="resume"):
         explain_corpus_amortized(str(model_dir), data, run.path, label_texts=12, audit=0.25, chunk_size=8, **FAST)
     with pytest.raises(ValueError, match="cannot resume .*options"):
