@@ -68,6 +68,7 @@ def test_a_synthetic_run_reads_like_a_run(tmp_path):
     # Stored scores are the library's: contributions and the base value add up to the
     # surrogate's output (1e-9: float64 sums of ~400 terms).
     row = texts[texts["id"] == "17"].iloc[0]
+    # tol: float64 rounding of a sum of ~400 terms
     assert abs(float(exp.contribution.sum()) + row["base_value"] - row["surrogate_output"]) < 1e-9
     quality = run.quality()
     assert list(quality.columns) == [
@@ -264,6 +265,7 @@ def test_the_index_shows_the_pipelines_quality(big):
         assert r[COL["in_label_set"]] is bool(q["in_label_set"])
         assert (r[COL["flag_reason"]] or "") == q["flag_reason"]
         if q["audited"]:  # rounded to three digits for the table
+            # tol: half a unit of the third digit the index rounds to
             assert abs(r[COL["audit_rho"]] - q["audit_value_spearman"]) <= 5e-4
     assert rows["fail-0"][COL["flagged"]] is None  # a failed text has no quality
     page = (site / "index.html").read_text(encoding="utf-8")
