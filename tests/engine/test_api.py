@@ -161,6 +161,7 @@ def test_same_seed_same_explanation(bert):
     # no seed: a fresh one is drawn and recorded, so the result can be reproduced
     d = sc.explain(model, "the plot was boring", tokenizer=tok, n_samples=60)
     e = sc.explain(model, "the plot was boring", tokenizer=tok, n_samples=60, seed=d.diagnostics["seed"])
+    # Exact: the same call again with the recorded seed (same samples, batches and CPU).
     np.testing.assert_array_equal(d.lin, e.lin)
 
 
