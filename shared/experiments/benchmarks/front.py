@@ -47,6 +47,7 @@ import torch
 from slalom_core.api.fit_warnings import fit_problems as _fit_problems
 from slalom_core.experiments import evaluation as ev
 from slalom_core.experiments.bench import build_nb_table, load_model, select_instances
+from slalom_core.experiments.benchmarks.context import context_metrics, held_out_subtexts, score_subtexts
 from slalom_core.experiments.data import read_jsonl
 from slalom_core.sampling import deletion_neighbourhood
 from slalom_core.surrogate import pad_sequences, predict_sparse
@@ -96,6 +97,16 @@ DESIGNS: dict[str, tuple[str, int, dict]] = {
         1000,
         {"sample_length": 3, "context_share": 0.0, "anchor_weight": 0.1, "value_sd": None, "importance_slope": True},
     ),
+    "pA": ("hybrid", 1000, {"context_share": 0.1, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False}),
+    "pB": ("hybrid", 1000, {"context_share": 0.2, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False}),
+    "pC": ("hybrid", 1000, {"context_share": 0.2, "context_weight": 0.75, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False}),
+    "pD": ("hybrid", 1000, {"context_share": 0.2, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False, "prior_sd": "evidence"}),
+    "pE": ("hybrid", 1000, {"context_share": 0.2, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False, "prior_sd": 1.0}),
+    "fidel-100": ("fidel", 100, {}),
+    "fidel-150": ("fidel", 150, {}),
+    "fidel-150-ev": ("fidel", 150, {"prior_sd": "evidence"}),
+    "pV": ("hybrid", 1000, {"context_share": 0.15, "context_weight": 0.999, "anchor_weight": 0.0, "value_sd": 1.0, "importance_slope": False}),
+    "pW": ("hybrid", 1000, {"context_share": 0.15, "context_weight": 0.999, "anchor_weight": 0.0, "value_sd": 0.3, "importance_slope": False}),
     # The authors' implementation (PyPI slalom-explanations 0.1.2, SLALOM-eff, its defaults).
     "reference-1000": ("reference", 1000, {}),
     # The default since the importances' prior counts effective samples: as the old default,
@@ -179,6 +190,10 @@ METRICS: tuple[tuple[str, bool], ...] = (
     ("gap", False),
     ("heldout_r2", True),
     ("check_r2", True),
+    ("ctx_r2", True),
+    ("ctx_rho", True),
+    ("ctx_r2_equal", True),
+    ("ctx_rho_equal", True),
     ("del_lin", True),
     ("del_value", True),
     ("ins_lin", False),
@@ -281,9 +296,10 @@ def seed_agreement(runs: list[tuple[dict, np.ndarray | None]]) -> dict:
     return {"top5_stable": float(np.mean(tops)) if tops else np.nan, "z_sd": float(np.std(z)) if len(z) > 2 else np.nan}
 
 
-def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, seeds=()) -> dict:
+def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, seeds=(), ctx=None) -> dict:
     """One design on one text: the row of per-text numbers the front aggregates (the
-    explanation at ``seed``; ``seeds`` adds :data:`SEED_METRICS`)."""
+    explanation at ``seed``; ``seeds`` adds :data:`SEED_METRICS`; ``ctx``, the held-out
+    sub-texts and the model's log-odds on them, adds the ``ctx_*`` columns of :mod:`.context`)."""
     torch.set_num_threads(threads)
     scores, se, exp, seconds = _explain(adapter, inst, design, seed)
     if exp is not None:
@@ -313,6 +329,10 @@ def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, s
         }
     else:
         row = {"seconds": seconds}
+    if ctx is not None:
+        # The reference fits raw log-odds (no reference point): its surrogate is read from 0.
+        base = exp.base_value if exp is not None else 0.0
+        row.update(context_metrics(ctx[1] - base, ctx[0], scores["value"], scores["importance"]))
     full = _log_odds(adapter, [list(inst.token_ids)])[0]
     sign = 1.0 if full > 0 else -1.0  # towards the predicted class
     target = 1 if sign > 0 else 0
@@ -429,6 +449,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated names of DESIGNS")
     ap.add_argument("--baseline", default="eff-1000")
     ap.add_argument("--check-samples", type=int, default=50)
+    ap.add_argument(
+        "--no-context", action="store_true", help="skip the held-out sub-texts (ctx_* columns, context.py)"
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -466,6 +489,10 @@ def main(argv: list[str] | None = None) -> None:
             rng = np.random.default_rng([args.seed, inst.index])
             check = deletion_neighbourhood(rng, np.arange(inst.n_tokens), args.check_samples)
             check_y = _log_odds(adapter, [[inst.token_ids[p] for p in c] for c in check]) if check else None
+            ctx = None
+            if not args.no_context:
+                subs = held_out_subtexts(np.random.default_rng([args.seed, inst.index, 7]), inst.n_tokens)
+                ctx = (subs, score_subtexts(lambda q: _log_odds(adapter, q), inst.token_ids, subs))
             # One untimed warm-up call per text size, so that no design pays for lazy set-up.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", sc.SlalomFitWarning)
@@ -481,6 +508,7 @@ def main(argv: list[str] | None = None) -> None:
                     nb_table=nb_table,
                     threads=args.threads,
                     seeds=[int(x) for x in args.seeds.split(",") if x],
+                    ctx=ctx,
                 )
                 row.update(design=name, text=inst.index, n_tokens=inst.n_tokens)
                 rows.append(row)
