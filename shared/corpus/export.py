@@ -30,7 +30,8 @@ import numpy as np
 
 from ..scores import STORED_SCORES
 from .card import dataset_card
-from .report import predicted_class, replace_folder
+from .folders import check_owned, replace_folder, write_marker
+from .report import predicted_class
 from .restore import explanation_from_tables, json_cell
 from .store import TABLES
 from .stored import CorpusRun
@@ -91,9 +92,11 @@ def export_run(
     return written
 
 
-#: The file that marks a folder as a dataset :func:`export_dataset` wrote: only such a folder
-#: (or an empty or new one) is ever replaced.
+#: The file that marks a folder as a dataset :func:`export_dataset` wrote and lists its files:
+#: only a folder holding nothing else (or an empty or new one) is ever replaced.
 DATASET_MARKER = ".slalom-export"
+#: What an export writes at its top level (what an older marker, which listed no files, vouches for).
+DATASET_NAMES = ("README.md", "data")
 #: Columns of an amortized pipeline's quality table (``quality.parquet``), joined by id.
 QUALITY_COLUMNS = {
     "in_label_set": "bool",
@@ -271,8 +274,9 @@ def export_dataset(
         run: a :class:`CorpusRun` or its folder.
         out: the dataset's folder: new, empty, or (with ``overwrite``) one this function wrote.
         shard_rows: rows per Parquet shard. Default: 10,000.
-        overwrite: replace an earlier export at ``out`` (a folder holding
-            :data:`DATASET_MARKER`; any other folder is refused). Default: False.
+        overwrite: replace an earlier export at ``out``: a folder that holds only the
+            files its :data:`DATASET_MARKER` lists (a folder holding any other file, a
+            ``.git`` or notes, is refused, naming them, never emptied). Default: False.
 
     Returns:
         ``out``.
@@ -338,8 +342,10 @@ def export_dataset(
             output=seen["output"],
         )
         (new / "README.md").write_text(card, encoding="utf-8")
-        (new / DATASET_MARKER).write_text("written by slalom-xai export; replaced by the next export --overwrite\n")
-        replace_folder(new, out)
+        write_marker(
+            new, DATASET_MARKER, "written by slalom-xai export; replaced by export --overwrite if it holds nothing else"
+        )
+        replace_folder(new, out, DATASET_MARKER, "slalom-xai export", DATASET_NAMES)
     finally:
         if new.exists():
             shutil.rmtree(new, ignore_errors=True)
@@ -379,10 +385,6 @@ def _check_dataset_out(out: Path, run: CorpusRun, overwrite: bool) -> None:
         raise FileExistsError(f"{out} holds the run {run.path}: give another folder for the dataset (--out)")
     if not out.is_dir() or not any(out.iterdir()):
         return
-    if not (out / DATASET_MARKER).is_file():
-        raise FileExistsError(
-            f"{out} holds files that slalom-xai export did not write; give a new or empty folder (--out), "
-            "so that none of them is written over"
-        )
+    check_owned(out, DATASET_MARKER, "slalom-xai export", DATASET_NAMES)
     if not overwrite:
         raise FileExistsError(f"{out} holds an earlier export: pass overwrite=True (--overwrite) to replace it")

@@ -163,6 +163,41 @@ def test_rewriting_our_own_report_leaves_no_stale_page(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name not in ("big", "small", "site")]  # nothing left beside
 
 
+@pytest.mark.parametrize("added", [".git/HEAD", ".gitattributes", "notes.md", "data/mine.txt"])
+def test_a_report_over_a_report_keeps_the_users_files_and_names_them(tmp_path, added):
+    run, other = _synthetic_run(tmp_path / "run", 4), _synthetic_run(tmp_path / "other", 3)
+    out = tmp_path / "site"
+    write_report(run, out, text_pages=False)
+    mine = out / added
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("the user's own", encoding="utf-8")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    with pytest.raises(FileExistsError, match=re.escape(repr(added))):
+        write_report(other, out, text_pages=False)
+    assert mine.read_text(encoding="utf-8") == "the user's own"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing else touched
+    assert _index_ids(out) == ["0", "1", "2", "3"]
+    mine.unlink()
+    if mine.parent != out and not any(mine.parent.iterdir()):
+        mine.parent.rmdir()  # an empty folder of the user's is the user's too
+    write_report(other, out, text_pages=False)  # only its own files: replaced
+    assert _index_ids(out) == ["0", "1", "2"]
+
+
+def test_a_report_marked_by_an_older_version_vouches_only_for_a_reports_names(tmp_path):
+    from slalom_core.corpus.report import MARKER
+
+    out = tmp_path / "site"
+    write_report(_synthetic_run(tmp_path / "run", 4), out, text_pages=False)
+    (out / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
+    write_report(_synthetic_run(tmp_path / "run2", 2), out, text_pages=False)  # its own names: replaced
+    (out / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
+    (out / ".git").mkdir()
+    with pytest.raises(FileExistsError, match="did not write"):
+        write_report(_synthetic_run(tmp_path / "run3", 3), out, text_pages=False)
+    assert (out / ".git").is_dir()
+
+
 def test_ids_sort_in_natural_order_and_a_superscript_digit_is_a_string(tmp_path):
     run = _synthetic_run(tmp_path / "run", 5)
     # Rename the ids in place: "²" passes str.isdigit() but int() refuses it.

@@ -220,6 +220,29 @@ def test_a_folder_not_written_by_the_export_is_refused_and_an_export_replaced_on
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "mine"]  # no temp folder left
 
 
+@pytest.mark.parametrize("added", [".git/config", ".gitattributes", "notes.md", "data/extra.parquet"])
+def test_export_overwrite_keeps_the_users_files_and_names_them(runs, tmp_path, capsys, added):
+    from slalom_core.cli import main
+
+    run = runs[0]
+    out = export_dataset(run, tmp_path / "ds", shard_rows=1)
+    mine = out / added
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("the user's own", encoding="utf-8")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    with pytest.raises(FileExistsError, match=repr(added)):
+        export_dataset(run, out, shard_rows=10, overwrite=True)
+    assert main(["export", str(run.path), "--out", str(out), "--overwrite"]) == 2
+    assert repr(added) in capsys.readouterr().err
+    assert mine.read_text(encoding="utf-8") == "the user's own"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
+    mine.unlink()
+    if mine.parent != out and not any(mine.parent.iterdir()):
+        mine.parent.rmdir()  # an empty folder of the user's is the user's too
+    export_dataset(run, out, shard_rows=10, overwrite=True)
+    assert [p.name for p in (out / "data").iterdir()] == ["train-00000-of-00001.parquet"]
+
+
 def test_a_killed_export_leaves_no_dataset_and_the_earlier_one_as_it_was(runs, tmp_path, monkeypatch):
     run = runs[0]
     rows = export_module._text_rows
