@@ -12,6 +12,7 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 from browser import needs_chromium, png_colours, render
+from node_page import needs_node, run_index
 from slalom_core.corpus import CorpusRun, explain_corpus, store
 from slalom_core.corpus.report import write_report
 from slalom_core.corpus.rows import ChunkTables
@@ -283,3 +284,57 @@ def test_a_report_never_replaces_the_folder_that_holds_its_run(tmp_path):
         with pytest.raises(FileExistsError, match="holds the run"):
             write_report(run, target, text_pages=False)
     assert (out / "run" / "manifest.json").exists()
+
+
+# -- names that are code somewhere (issue 48) --------------------------------------------------
+
+#: Names a downloaded model's id2label, a file or a text may carry: each must stay text.
+HOSTILE = (
+    "<script>alert(1)</script>",
+    '<img src=x onerror="alert(2)">',
+    "[click](javascript:alert(3))",
+    "x\n# Injected heading",
+)
+
+
+def _words_run(path: Path, texts: list[str]) -> CorpusRun:
+    import slalom_core as sc
+
+    def f(texts):
+        return [[0.0, float(t.count("great")) - t.count("constructor")] for t in texts]
+
+    path.mkdir(parents=True)
+    data = path / "words.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return explain_corpus(sc.StringClassifier(f), data, path / "run", n_samples=40, show_progress=False)
+
+
+@needs_node
+@pytest.mark.parametrize(
+    "texts, searches",
+    [
+        # Words no text holds, named like a property every object has.
+        (["a great film", "great fun"], [("constructor", []), ("__proto__", []), ("great", ["0", "1"])]),
+        # The index holds "__proto__" (an object literal would make its entry every object's prototype).
+        (
+            ["a great film", "the __proto__ of a constructor", "hasOwnProperty is great"],
+            [
+                ("__proto__", ["1"]),
+                ("constructor", ["1"]),
+                ("hasOwnProperty", ["2"]),
+                ("length", []),
+                ("push", []),
+                ("valueOf", []),
+                ("__proto__ great", []),
+            ],
+        ),
+    ],
+)
+def test_the_word_search_finds_words_named_like_the_prototypes_properties(tmp_path, texts, searches):
+    site = write_report(_words_run(tmp_path / "w", texts), tmp_path / "site", text_pages=False).parent
+    for word, ids in searches:
+        shown = run_index(site, "#word=" + word)
+        assert shown["error"] is None, (word, shown["error"])
+        assert shown["ids"] == ids, word
+        if " " not in word:
+            assert f"\u201c{word.lower()}\u201d is in {len(ids)} text" in shown["note"], word
