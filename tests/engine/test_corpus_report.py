@@ -288,14 +288,6 @@ def test_a_report_never_replaces_the_folder_that_holds_its_run(tmp_path):
 
 # -- names that are code somewhere (issue 48) --------------------------------------------------
 
-#: Names a downloaded model's id2label, a file or a text may carry: each must stay text.
-HOSTILE = (
-    "<script>alert(1)</script>",
-    '<img src=x onerror="alert(2)">',
-    "[click](javascript:alert(3))",
-    "x\n# Injected heading",
-)
-
 
 def _words_run(path: Path, texts: list[str]) -> CorpusRun:
     import slalom_core as sc
@@ -338,3 +330,22 @@ def test_the_word_search_finds_words_named_like_the_prototypes_properties(tmp_pa
         assert shown["ids"] == ids, word
         if " " not in word:
             assert f"\u201c{word.lower()}\u201d is in {len(ids)} text" in shown["note"], word
+
+
+def test_names_from_the_model_and_the_data_stay_text_in_every_page(tmp_path):
+    from hostile_names import HOSTILE, hostile_run, live_markup
+
+    run = hostile_run(tmp_path / "h")
+    assert len(run.texts()) >= 3
+    site = write_report(run, tmp_path / "site", min_texts=1).parent
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 5  # the index, the word summary, the text pages
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert live_markup(html) == [], page.name
+        assert "Injected <u>" not in html and "<script>alert" not in html, page.name
+    # The names are there, as text.
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "&lt;img src=m onerror=" in index
+    rows = "".join(p.read_text(encoding="utf-8") for p in (site / "data").glob("rows-*.js"))
+    assert HOSTILE[0].replace("</", "<\\/") in rows  # data for textContent, never markup

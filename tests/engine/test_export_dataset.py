@@ -3,6 +3,7 @@ per (text, explained class) equal to the run's explanations, a dataset card, rea
 at a time, written whole or not at all."""
 
 import json
+import re
 import shutil
 import warnings
 
@@ -282,3 +283,29 @@ def test_cli_export_parquet_and_csv_and_its_one_line_errors(runs, tmp_path, caps
     assert main(["export", str(run.path), "--out", str(tmp_path / "ds"), "--overwrite"]) == 0
     assert main(["export", str(run.path), "--out", str(tmp_path / "csv"), "--format", "csv"]) == 0
     assert {p.suffix for p in (tmp_path / "csv" / "texts").iterdir()} == {".csv"}
+
+
+def test_the_card_writes_names_from_the_model_and_the_data_as_text(tmp_path):
+    import html as html_lib
+
+    import yaml
+    from hostile_names import DATA_NAME, HOSTILE, MODEL_NAME, hostile_run, live_markup
+
+    markdown_it = pytest.importorskip("markdown_it")
+    run = hostile_run(tmp_path / "h")
+    card = (export_dataset(run, tmp_path / "ds") / "README.md").read_text(encoding="utf-8")
+    _, front, body = card.split("---\n", 2)
+    meta = yaml.safe_load(front)  # the front matter is still the Hub's YAML
+    assert meta["configs"][0]["data_files"][0]["path"] == "data/train-*.parquet"
+    assert "\n" not in meta["pretty_name"] and "Injected" in meta["pretty_name"]
+    # Rendered as the Hub and GitHub render Markdown (raw HTML allowed).
+    html = markdown_it.MarkdownIt("commonmark", {"html": True}).render(body)
+    assert live_markup(html) == []
+    assert "<u>" not in html and "<script>" not in html and "<a " not in html
+    heads = re.findall(r"<h(\d)>(.*?)</h\1>", html, flags=re.S)
+    # The title, then the run, columns, load, citation: no heading injected by a name.
+    assert [level for level, _ in heads] == ["1", "2", "2", "2", "2"], heads
+    # The names are there, as text (a newline read as a space).
+    text = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", "", html)).split())
+    for name in (*HOSTILE, MODEL_NAME, DATA_NAME):
+        assert " ".join(name.split()) in text, name
