@@ -243,11 +243,6 @@ class _Shards:
     def finish(self) -> int:
         """Close the last shard and give each its name ``train-0000i-of-0000n.parquet``."""
         self.close()
-        if not self.paths:  # a run with no explained text: one empty shard keeps the schema
-            import pyarrow.parquet as pq
-
-            self.paths.append(self.folder / "shard-00000.partial")
-            pq.ParquetWriter(self.paths[-1], self.schema).close()
         n = len(self.paths)
         for i, path in enumerate(self.paths):
             path.rename(self.folder / f"train-{i:05d}-of-{n:05d}.parquet")
@@ -285,6 +280,7 @@ def export_dataset(
         FileExistsError: ``out`` exists and is not empty (and is not an export, or
             ``overwrite`` is False), or holds the run.
         FileNotFoundError: a finished chunk's positions part is missing (named).
+        ValueError: the run holds no explained text (a dataset of no row is refused).
 
     Example:
         >>> export_dataset(CorpusRun("runs/imdb"), "datasets/imdb-slalom")  # doctest: +SKIP
@@ -330,6 +326,11 @@ def export_dataset(
                     )
             shards.write(pa.Table.from_pylist(rows, schema=schema))
         n_failed = sum(len(failed) for _, failed in run.parts("failures"))
+        if not seen["texts"]:  # datasets reads no split from shards without a row
+            raise ValueError(
+                f"{str(run.path)!r} holds no explained text ({n_failed} failed: see CorpusRun.failures()): a dataset "
+                "of no row cannot be loaded, so none is written; nothing was changed"
+            )
         n_shards = shards.finish()
         card = dataset_card(
             run,

@@ -349,3 +349,44 @@ def test_names_from_the_model_and_the_data_stay_text_in_every_page(tmp_path):
     assert "&lt;img src=m onerror=" in index
     rows = "".join(p.read_text(encoding="utf-8") for p in (site / "data").glob("rows-*.js"))
     assert HOSTILE[0].replace("</", "<\\/") in rows  # data for textContent, never markup
+
+
+def _all_failed_run(path: Path) -> CorpusRun:
+    import warnings
+
+    import slalom_core as sc
+
+    path.mkdir(parents=True)
+    data = path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["", "   ", "\t"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # every text fails: said by the run, not this test's subject
+        return explain_corpus(
+            sc.StringClassifier(lambda b: [[0.0, 1.0] for _ in b]),
+            data,
+            path / "run",
+            n_samples=40,
+            show_progress=False,
+        )
+
+
+def test_summarize_and_report_of_a_run_whose_every_text_failed(tmp_path, capsys):
+    import pandas as pd
+    from slalom_core.cli.command import main
+    from slalom_core.corpus import plot_words, word_summary
+
+    run = _all_failed_run(tmp_path / "f")
+    assert len(run.texts()) == 0 and len(run.failures()) == 3
+    summary = word_summary(run)
+    assert len(summary) == 0 and summary["value_mean"].dtype == "float64" and summary["n_texts"].dtype == "int64"
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot_words(summary)
+    assert main(["summarize", str(run.path)]) == 0
+    said = capsys.readouterr()
+    assert "no text of the run was explained (3 failed" in said.out and said.err == ""
+    assert len(pd.read_csv(run.path / "words.csv")) == 0 and not (run.path / "words.png").exists()
+    # Explained texts, but no token in --min-texts of them: said too, not a crash.
+    assert main(["summarize", str(_synthetic_run(tmp_path / "few", 2).path), "--min-texts", "5"]) == 0
+    assert "no token occurs in at least 5 of its 2 explained texts" in capsys.readouterr().out
+    index = write_report(run, tmp_path / "site")
+    assert "3 texts" in index.read_text(encoding="utf-8")

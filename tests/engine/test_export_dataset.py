@@ -309,3 +309,18 @@ def test_the_card_writes_names_from_the_model_and_the_data_as_text(tmp_path):
     text = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", "", html)).split())
     for name in (*HOSTILE, MODEL_NAME, DATA_NAME):
         assert " ".join(name.split()) in text, name
+
+
+def test_an_export_of_a_run_with_no_explained_text_is_refused(tmp_path, capsys):
+    import slalom_core as sc
+    from slalom_core.cli import main
+
+    data = write_jsonl(tmp_path / "c.jsonl", ["", "  "])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = explain_corpus(sc.StringClassifier(lambda b: [[0.0, 1.0] for _ in b]), data, tmp_path / "r", **FAST)
+    with pytest.raises(ValueError, match="no explained text"):
+        export_dataset(run, tmp_path / "ds")
+    assert main(["export", str(run.path), "--out", str(tmp_path / "ds")]) == 2
+    assert "no explained text (2 failed" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "r"]  # nothing written, no temp folder
