@@ -28,6 +28,7 @@ import json
 import math
 import numbers
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -37,13 +38,14 @@ import torch
 from ..api import DEFAULT_METHOD, DEFAULT_N_SAMPLES
 from ..corpus import CorpusRun, CorpusSource, explain_corpus, store
 from ..corpus.loading import ModelLoader, load_model, model_name
+from ..warn import warn_user
 from .corpus_run import CorpusHead
 from .explainer import AmortizedExplainer
 from .quality import POOR_AUDIT, write_quality
 
 __all__ = [
     "explain_corpus_amortized",
-    "refit_flagged",
+    "read_plan",
     "label_set_size",
     "LABEL_TEXTS",
     "AUDIT_SHARE",
@@ -256,7 +258,7 @@ def explain_corpus_amortized(
         head_dir = auto / "head"
         explainer = stage(
             "head",
-            lambda: _train_head(loaded, loaded_tok, labels, head_dir, seed=seed, epochs=epochs, hidden=hidden),
+            lambda: _train_head(loaded, loaded_tok, labels, head_dir, out, seed=seed, epochs=epochs, hidden=hidden),
         )
         run = stage(
             "explain",
@@ -287,7 +289,9 @@ def explain_corpus_amortized(
                 ),
             )
         t0 = time.perf_counter()
-        summary = write_quality(run, audited, set(plan["label_ids"]), poor_audit=poor_audit)
+        # The label set as fitted: a label text whose per-text fit failed taught the head nothing.
+        fitted = set(labels.texts()["id"].astype(str))
+        summary = write_quality(run, audited, fitted, poor_audit=poor_audit)
         state["quality"] = {"seconds": time.perf_counter() - t0}
         _write_json(auto / _STATE, state)
         record = {
@@ -341,77 +345,43 @@ def _plan(auto: Path, source: CorpusSource, options: dict, resume: bool) -> dict
     return plan
 
 
-def _train_head(model, tok, labels: CorpusRun, folder: Path, *, seed: int, epochs: int, hidden: int):
+def _train_head(model, tok, labels: CorpusRun, folder: Path, out: Path, *, seed: int, epochs: int, hidden: int):
     """The head trained on the label run, or the one a previous call saved (a kill during
-    training leaves no head: the save writes both files beside and renames them)."""
+    training leaves no head: the save writes both files beside and renames them). A saved
+    head whose label chunks were redone since (the data changed, a budget stop) is trained
+    again, and the run's texts it explained are explained again."""
     if (folder / "config.json").exists():
         explainer = AmortizedExplainer.load(folder, model, tok)
-        if Path(explainer.config["trained_on"]["run"]).resolve() != labels.path.resolve():
+        trained = explainer.config["trained_on"]
+        if Path(trained["run"]).resolve() != labels.path.resolve():
             raise ValueError(
-                f"{str(folder)!r} holds a head trained on another run ({explainer.config['trained_on']['run']!r}): "
+                f"{str(folder)!r} holds a head trained on another run ({trained['run']!r}): "
                 "remove it, or start the pipeline in a new folder"
             )
-        return explainer
+        if trained.get("chunks") == store.content_digest(labels.path):
+            return explainer
+        warn_user(
+            f"the label run {str(labels.path)!r} changed since its head was trained (label chunks were explained "
+            "again: the data changed, or a budget stop was redone): the head is trained again and every text "
+            "explained again with it",
+            UserWarning,
+        )
+        for key in store.markers(out):  # the old head's explanations
+            store.remove_chunk(out, key)
+        (out / store.QUALITY).unlink(missing_ok=True)
+        shutil.rmtree(folder)
     explainer = AmortizedExplainer(model, tok, epochs=epochs, hidden=hidden, seed=seed).fit(labels)
     explainer.save(folder)
     return explainer
 
 
-def refit_flagged(
-    model: object,
-    run: CorpusRun | str | Path,
-    tokenizer: object | None = None,
-    *,
-    out: str | Path | None = None,
-    resume: bool = False,
-    **options,
-) -> CorpusRun:
-    """Explain per text the texts a pipeline's run flagged (out of distribution or a poor
-    audit), with the labels' method, budget and seed, into a run of their own.
-
-    Args:
-        model, tokenizer: the run's model (its fingerprint is checked by the new run's
-            manifest only: pass the same model).
-        run: a run written by :func:`explain_corpus_amortized`.
-        out: where to write. Default: ``RUN/auto/refit``.
-        resume: continue an interrupted refit.
-        **options: more options of :func:`~slalom_core.corpus.explain_corpus` (engine,
-            batch_size, device, show_progress, ...).
-
-    Returns:
-        The per-text run of the flagged texts (empty of texts when none was flagged: then
-        no run is written and None is returned).
+def read_plan(auto: Path) -> dict | None:
+    """The label and audit sets a pipeline's run drew (``RUN/auto/plan.json``), or None.
 
     Example:
-        >>> refit = refit_flagged(model, "runs/reviews", tok)  # doctest: +SKIP
-        >>> refit.explanation(refit.texts().id[0])  # doctest: +SKIP
+        >>> read_plan(Path("runs/reviews") / AUTO)["label_ids"][:2]  # doctest: +SKIP
     """
-    run = run if isinstance(run, CorpusRun) else CorpusRun(run)
-    quality = run.quality()
-    plan = _read_json(run.path / AUTO / _PLAN)
-    if quality is None or plan is None:
-        raise ValueError(f"{str(run.path)!r} is not a run of explain_corpus_amortized (no quality table or plan)")
-    flagged = quality.loc[quality["flagged"], "id"].astype(str).tolist()
-    if not flagged:
-        return None
-    inp, opts = run.manifest["input"], plan["options"]
-    return explain_corpus(
-        model,
-        inp["data"],
-        out if out is not None else run.path / AUTO / "refit",
-        tokenizer,
-        text_column=inp["text_column"],
-        id_column=inp["id_column"],
-        label_column=inp["label_column"],
-        limit=inp["limit"],
-        ids=flagged,
-        method=opts["method"],
-        n_samples=opts["n_samples"],
-        seed=opts["seed"],
-        truncate=run.manifest["options"].get("truncate", True),
-        resume=resume,
-        **options,
-    )
+    return _read_json(auto / _PLAN)
 
 
 def _read_json(path: Path) -> dict | None:

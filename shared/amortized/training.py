@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..corpus import CorpusRun
+from ..corpus import CorpusRun, store
 from ..link import OUTPUT_KINDS
 from .head import AmortizedHead, pool_units
 
@@ -41,7 +41,8 @@ class RunLabels:
         unit_index: per text, (n,) each position's unique unit.
         value, importance: per text, (U,) the fit's targets per unit (importance mean-zero).
         value_weight, importance_weight: per text, (U,) inverse-variance weights.
-        meta: what made the run: method, n_samples, output reading, model fingerprint, path.
+        meta: what made the run: method, n_samples, output reading, model fingerprint, path and
+            a digest of its finished chunks (:func:`~slalom_core.corpus.store.content_digest`).
     """
 
     ids: list[str]
@@ -102,6 +103,8 @@ def _check_run(run: CorpusRun, digest: str, expect: dict) -> dict:
         "fit_options": opts.get("fit_options", {}),
         "model": recorded,
         "run": str(run.path),
+        # Which finished chunks, as written (a pipeline retrains when a label chunk is redone).
+        "chunks": store.content_digest(run.path),
     }
     for key in ("method", "output"):
         if expect.get(key) is not None and expect[key] != meta[key]:

@@ -52,11 +52,16 @@ def add_refit(sub) -> None:
         "refit",
         help="explain per text the texts an '--amortized auto' run flagged (out of distribution, poor audit)",
         description="Fit the flagged texts of RUN per text, with the labels' method, budget and seed, into a run "
-        "of their own (default RUN/auto/refit).",
+        "of their own (default RUN/auto/refit). The run's model (by fingerprint) and data (the texts it explained) "
+        "are checked first: another model, or a data file changed since the run, is refused.",
         formatter_class=DefaultsFormatter,
     )
     p.add_argument("run", help="a folder written by `slalom-xai explain --amortized auto`")
-    p.add_argument("--model", default=None, help="the run's model (default: the one its manifest names)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the run's model (default: the one its manifest names); another model is refused by its fingerprint",
+    )
     p.add_argument("--out", default=None, help="where to write (default: RUN/auto/refit)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted refit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -65,7 +70,7 @@ def add_refit(sub) -> None:
 
 @one_line_errors
 def run_refit(args: argparse.Namespace) -> int:
-    from ..amortized.pipeline import refit_flagged
+    from ..amortized.refit import refit_flagged
     from ..corpus import CorpusRun, ModelLoader
 
     quiet_weight_loading()

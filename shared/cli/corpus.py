@@ -215,6 +215,15 @@ def run_summarize(args: argparse.Namespace) -> int:
     summary.to_csv(run.path / "words.csv")
     # The report's words.html and words.png pick their tokens by the same rule.
     head = top_words(summary, top=args.top, min_texts=args.min_texts)
+    if not len(head):
+        n_texts = run.texts()["id"].nunique()
+        why = (
+            f"no text of the run was explained ({len(run.failures())} failed: see CorpusRun(RUN).failures())"
+            if n_texts == 0
+            else f"no token occurs in at least {args.min_texts} of its {n_texts} explained texts (lower --min-texts)"
+        )
+        print(f"{run.path}: the word summary is empty: {why}; wrote the empty table {run.path / 'words.csv'}, no plot")
+        return 0
     fig = plot_words(head, top=args.top)
     fig.savefig(run.path / "words.png", dpi=120)
     plt.close(fig)

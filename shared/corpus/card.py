@@ -5,6 +5,11 @@ with its ``train`` split, the features), then what the run was (model, method, b
 the amortized pipeline's audit where there is one), what each column means with its unit and
 reference point, how to load it and how to cite the method. Everything comes from the run's
 manifest and the export's own counts: no model is loaded.
+
+Every name the card takes from the run (class names from a model's ``id2label``, the model's
+and the data file's names, methods, digests) is written as text: in a code span
+(:func:`md_code`) or escaped (:func:`md_text`), on one line, so that no name can add HTML,
+a link, an image or a heading to the page the Hub renders.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import re
 
 from ..scores import SCORES
 
-__all__ = ["dataset_card", "yaml_features", "CITATION"]
+__all__ = ["dataset_card", "yaml_features", "md_text", "md_code", "plain", "CITATION"]
 
 #: How to cite SLALOM (arXiv:2405.13536).
 CITATION = """@article{leemann2024attention,
@@ -108,6 +113,51 @@ def _name(path: object) -> str:
     return re.split(r"[/\\]", text)[-1] or text
 
 
+#: Characters that start Markdown's inline constructs (links, images, emphasis, code, tables).
+_MD_PUNCTUATION = set("\\`*_[]()!|~#{}+-.")
+#: Characters that start HTML, which the Hub and GitHub render inside Markdown.
+_HTML = set("<>&\"'")
+
+
+def plain(value: object) -> str:
+    """``value`` as one line of text: control characters (a newline that would start a
+    heading) become spaces.
+
+    Example:
+        >>> plain("a\\n# b")
+        'a # b'
+    """
+    text = "".join(" " if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" else c for c in str(value))
+    return " ".join(text.split())
+
+
+def md_text(value: object) -> str:
+    r"""``value`` as Markdown text that renders as itself: one line, HTML's characters as
+    numeric references, Markdown's punctuation backslash-escaped (no link, image, emphasis
+    or code can start in it).
+
+    Example:
+        >>> md_text("<b>[x](javascript:y)</b>")
+        '&#60;b&#62;\\[x\\]\\(javascript:y\\)&#60;/b&#62;'
+    """
+    return "".join(f"&#{ord(c)};" if c in _HTML else "\\" + c if c in _MD_PUNCTUATION else c for c in plain(value))
+
+
+def md_code(value: object) -> str:
+    """``value`` as a Markdown code span (rendered literally, HTML included): one line, in a
+    fence of more backticks than any run of them in it.
+
+    Example:
+        >>> md_code("a`b")
+        '``a`b``'
+    """
+    text = plain(value)
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _num(x: object) -> str:
     return "n/a" if not isinstance(x, (int, float)) or x != x else f"{x:.3f}"
 
@@ -117,23 +167,24 @@ def _method_lines(manifest: dict) -> list[str]:
     head, auto = manifest.get("amortized"), manifest.get("auto")
     if not head:
         return [
-            f"- **Method**: `{opts.get('method')}`, a SLALOM fitted to each text on its own, with a budget of "
-            f"{opts.get('n_samples')} model evaluations per text (`n_samples`), seed {opts.get('seed')} (each "
+            f"- **Method**: {md_code(opts.get('method'))}, a SLALOM fitted to each text on its own, with a budget "
+            f"of {md_text(opts.get('n_samples'))} model evaluations per text (`n_samples`), seed "
+            f"{md_text(opts.get('seed'))} (each "
             "text's seed derives from it and the text's id, so a text's scores do not depend on the run's order)."
         ]
     trained = head.get("trained_on") or {}
     lines = [
         "- **Method**: `amortized`: a small head on the model's hidden states gives each text's values and "
         "importances in one forward pass, no sampling (so no standard errors). The head (digest "
-        f"`{head.get('digest')}`) learned from per-text `{trained.get('method')}` fits at "
-        f"{trained.get('n_samples')} model evaluations per text."
+        f"{md_code(head.get('digest'))}) learned from per-text {md_code(trained.get('method'))} fits at "
+        f"{md_text(trained.get('n_samples'))} model evaluations per text."
     ]
     if isinstance(auto, dict):
         labels = auto.get("labels") or {}
         lines.append(
-            f"- **Label set**: {labels.get('n_texts')} texts of this corpus explained per text with "
-            f"`{labels.get('method')}` at {labels.get('n_samples')} model evaluations each (chosen by "
-            f"{labels.get('chosen_by')}); the head was trained on them."
+            f"- **Label set**: {md_text(labels.get('n_texts'))} texts of this corpus explained per text with "
+            f"{md_code(labels.get('method'))} at {md_text(labels.get('n_samples'))} model evaluations each "
+            f"(chosen by {md_text(labels.get('chosen_by'))}); the head was trained on them."
         )
     return lines
 
@@ -149,7 +200,7 @@ def _audit_lines(manifest: dict) -> list[str]:
         "",
         "## Audit",
         "",
-        f"{audit.get('n_audited')} texts never shown to the head (a share of {_num(audit.get('share'))}) were also "
+        f"{md_text(audit.get('n_audited'))} texts never shown to the head (a share of {_num(audit.get('share'))}) were also "
         "explained per text, and the head's scores compared with those fits by Spearman rank correlation over "
         "each text's tokens:",
         "",
@@ -158,9 +209,10 @@ def _audit_lines(manifest: dict) -> list[str]:
         f"| value | {_num(v.get('mean'))} | {_num(v.get('median'))} | {_num(v.get('p10'))} |",
         f"| importance | {_num(s.get('mean'))} | {_num(s.get('median'))} | {_num(s.get('p10'))} |",
         "",
-        f"{audit.get('n_poor')} audited texts fell below a value Spearman of {_num(audit.get('poor_below'))}. "
-        f"Flagged in all: {flags.get('n_flagged')} texts ({flags.get('n_ood')} out of distribution, "
-        f"{flags.get('n_poor_audit')} with a poor audit); see the columns `flagged` and `flag_reason`.",
+        f"{md_text(audit.get('n_poor'))} audited texts fell below a value Spearman of "
+        f"{_num(audit.get('poor_below'))}. Flagged in all: {md_text(flags.get('n_flagged'))} texts "
+        f"({md_text(flags.get('n_ood'))} out of distribution, {md_text(flags.get('n_poor_audit'))} with a poor "
+        "audit); see the columns `flagged` and `flag_reason`.",
     ]
 
 
@@ -216,7 +268,7 @@ def dataset_card(
     model, opts, source = m.get("model") or {}, m.get("options") or {}, m.get("input") or {}
     model = model if isinstance(model, dict) else {"name": model}
     data = _name(source.get("data")) or "a corpus"
-    title = f"SLALOM explanations of {data} ({_name(model.get('name'))})"
+    title = f"SLALOM explanations of {plain(data)} ({plain(_name(model.get('name')))})"
     front = [
         "---",
         f"pretty_name: {json.dumps(title)}",
@@ -236,11 +288,11 @@ def dataset_card(
         *yaml_features(schema),
         "---",
     ]
-    classes = ", ".join(f"`{c}`" for c in class_names) if class_names else "as the model's config names them"
+    classes = ", ".join(md_code(c) for c in class_names) if class_names else "as the model's config names them"
     units = "log-odds of the explained class (centred logits for a joint fit over more than two classes)"
     read = output or opts.get("output", "auto")
     body = [
-        f"# {title}",
+        f"# SLALOM explanations of {md_text(data)} ({md_text(_name(model.get('name')))})",
         "",
         "Precomputed explanations of every text of a corpus by SLALOM (Softmax-Linked Additive Log-Odds "
         "Model), written by `slalom-xai export`. SLALOM describes each token by two numbers, a **value** (its "
@@ -251,18 +303,19 @@ def dataset_card(
         "",
         "## The run",
         "",
-        f"- **Model**: `{_name(model.get('name'))}` (`{model.get('class', '?')}`), fingerprint digest "
-        f"`{model.get('digest', '?')}` (a hash of its weights, config and tokenizer); classes: {classes}.",
+        f"- **Model**: {md_code(_name(model.get('name')))} ({md_code(model.get('class', '?'))}), fingerprint "
+        f"digest {md_code(model.get('digest', '?'))} (a hash of its weights, config and tokenizer); classes: "
+        f"{classes}.",
         "- **Tokenizer**: the model's own, as handed to the run (its vocabulary and settings are part of the "
         "digest); `tokens` and `token_ids` are its pieces.",
         *_method_lines(m),
         f"- **Reference point and units**: scores are {units}, measured from `base_value` (reference "
-        f"`{opts.get('reference', 'empty')}`: the model's output on the empty input); the model's outputs were "
-        f"read as `{read}`.",
+        f"{md_code(opts.get('reference', 'empty'))}: the model's output on the empty input); the model's outputs "
+        f"were read as {md_code(read)}.",
         f"- **Texts**: {n_texts} explained ({n_rows} rows), {n_failed} failed (empty, unreadable or "
-        f"refused texts; not in the dataset), of {source.get('n_rows', '?')} rows of `{data}`; "
+        f"refused texts; not in the dataset), of {md_text(source.get('n_rows', '?'))} rows of {md_code(data)}; "
         f"{n_shards} Parquet shard(s).",
-        f"- **Written by** slalom-xai {m.get('version', '?')}.",
+        f"- **Written by** slalom-xai {md_text(m.get('version', '?'))}.",
         *_audit_lines(m),
         "",
         "## Columns",

@@ -30,7 +30,8 @@ import numpy as np
 
 from ..scores import STORED_SCORES
 from .card import dataset_card
-from .report import predicted_class, replace_folder
+from .folders import check_owned, replace_folder, write_marker
+from .report import predicted_class
 from .restore import explanation_from_tables, json_cell
 from .store import TABLES
 from .stored import CorpusRun
@@ -91,9 +92,11 @@ def export_run(
     return written
 
 
-#: The file that marks a folder as a dataset :func:`export_dataset` wrote: only such a folder
-#: (or an empty or new one) is ever replaced.
+#: The file that marks a folder as a dataset :func:`export_dataset` wrote and lists its files:
+#: only a folder holding nothing else (or an empty or new one) is ever replaced.
 DATASET_MARKER = ".slalom-export"
+#: What an export writes at its top level (what an older marker, which listed no files, vouches for).
+DATASET_NAMES = ("README.md", "data")
 #: Columns of an amortized pipeline's quality table (``quality.parquet``), joined by id.
 QUALITY_COLUMNS = {
     "in_label_set": "bool",
@@ -240,11 +243,6 @@ class _Shards:
     def finish(self) -> int:
         """Close the last shard and give each its name ``train-0000i-of-0000n.parquet``."""
         self.close()
-        if not self.paths:  # a run with no explained text: one empty shard keeps the schema
-            import pyarrow.parquet as pq
-
-            self.paths.append(self.folder / "shard-00000.partial")
-            pq.ParquetWriter(self.paths[-1], self.schema).close()
         n = len(self.paths)
         for i, path in enumerate(self.paths):
             path.rename(self.folder / f"train-{i:05d}-of-{n:05d}.parquet")
@@ -271,8 +269,9 @@ def export_dataset(
         run: a :class:`CorpusRun` or its folder.
         out: the dataset's folder: new, empty, or (with ``overwrite``) one this function wrote.
         shard_rows: rows per Parquet shard. Default: 10,000.
-        overwrite: replace an earlier export at ``out`` (a folder holding
-            :data:`DATASET_MARKER`; any other folder is refused). Default: False.
+        overwrite: replace an earlier export at ``out``: a folder that holds only the
+            files its :data:`DATASET_MARKER` lists (a folder holding any other file, a
+            ``.git`` or notes, is refused, naming them, never emptied). Default: False.
 
     Returns:
         ``out``.
@@ -281,6 +280,7 @@ def export_dataset(
         FileExistsError: ``out`` exists and is not empty (and is not an export, or
             ``overwrite`` is False), or holds the run.
         FileNotFoundError: a finished chunk's positions part is missing (named).
+        ValueError: the run holds no explained text (a dataset of no row is refused).
 
     Example:
         >>> export_dataset(CorpusRun("runs/imdb"), "datasets/imdb-slalom")  # doctest: +SKIP
@@ -326,6 +326,11 @@ def export_dataset(
                     )
             shards.write(pa.Table.from_pylist(rows, schema=schema))
         n_failed = sum(len(failed) for _, failed in run.parts("failures"))
+        if not seen["texts"]:  # datasets reads no split from shards without a row
+            raise ValueError(
+                f"{str(run.path)!r} holds no explained text ({n_failed} failed: see CorpusRun.failures()): a dataset "
+                "of no row cannot be loaded, so none is written; nothing was changed"
+            )
         n_shards = shards.finish()
         card = dataset_card(
             run,
@@ -338,8 +343,10 @@ def export_dataset(
             output=seen["output"],
         )
         (new / "README.md").write_text(card, encoding="utf-8")
-        (new / DATASET_MARKER).write_text("written by slalom-xai export; replaced by the next export --overwrite\n")
-        replace_folder(new, out)
+        write_marker(
+            new, DATASET_MARKER, "written by slalom-xai export; replaced by export --overwrite if it holds nothing else"
+        )
+        replace_folder(new, out, DATASET_MARKER, "slalom-xai export", DATASET_NAMES)
     finally:
         if new.exists():
             shutil.rmtree(new, ignore_errors=True)
@@ -379,10 +386,6 @@ def _check_dataset_out(out: Path, run: CorpusRun, overwrite: bool) -> None:
         raise FileExistsError(f"{out} holds the run {run.path}: give another folder for the dataset (--out)")
     if not out.is_dir() or not any(out.iterdir()):
         return
-    if not (out / DATASET_MARKER).is_file():
-        raise FileExistsError(
-            f"{out} holds files that slalom-xai export did not write; give a new or empty folder (--out), "
-            "so that none of them is written over"
-        )
+    check_owned(out, DATASET_MARKER, "slalom-xai export", DATASET_NAMES)
     if not overwrite:
         raise FileExistsError(f"{out} holds an earlier export: pass overwrite=True (--overwrite) to replace it")

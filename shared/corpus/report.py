@@ -24,13 +24,13 @@ import os
 import re
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from . import report_index
 from . import report_pages as pages
+from .folders import check_owned, replace_folder, write_marker
 from .report_search import MAX_FILE_BYTES, WordIndex
 from .restore import explanation_from_tables, json_cell
 from .stored import CorpusRun
@@ -39,7 +39,6 @@ from .summary import WordStats, plot_words, top_words
 __all__ = [
     "write_report",
     "predicted_class",
-    "replace_folder",
     "INDEX_COLUMNS",
     "ROWS_PER_FILE",
     "MARKER",
@@ -72,9 +71,11 @@ ROWS_PER_FILE = 5000
 ROWS_BYTES = 1_000_000
 #: Poor fit: the thresholds the run's own warning uses.
 POOR_R2, POOR_GAP = 0.5, 1.0
-#: The file that marks a folder as a report this library wrote: only such a folder (or an
-#: empty or new one) is ever written over.
+#: The file that marks a folder as a report this library wrote and lists the files it wrote:
+#: only a folder holding nothing else (or an empty or new one) is ever written over.
 MARKER = ".slalom-report"
+#: What a report writes at its top level (what an older marker, which listed no files, vouches for).
+REPORT_NAMES = ("index.html", "words.html", "words.png", "data", "texts")
 
 
 def natural_id_key(text_id: str) -> tuple:
@@ -247,8 +248,9 @@ def write_report(
     The site is written into a new folder beside ``out`` and renamed into place when it is
     whole, so an earlier report of a larger run leaves no stale page, and a failed one
     leaves the old report as it was. ``out`` must be new, empty, or a report this function
-    wrote (it holds the marker file :data:`MARKER`): a folder of the user's own files is
-    refused, never written over.
+    wrote and nothing else (its marker file :data:`MARKER` lists the files it wrote): a
+    folder holding any other file (a ``.git``, notes) is refused, naming them, never
+    emptied.
 
     Args:
         run: a :class:`CorpusRun` or its folder.
@@ -264,7 +266,7 @@ def write_report(
         The path of ``index.html``.
 
     Raises:
-        FileExistsError: ``out`` holds files this function did not write, or the run.
+        FileExistsError: ``out`` holds files this function did not write (named), or the run.
         FileNotFoundError: a part of the run's tables is missing (named).
 
     Example:
@@ -279,8 +281,8 @@ def write_report(
     try:
         os.chmod(new, 0o777 & ~_umask())  # mkdtemp's 0700 would hide a shared report
         _write_site(run, new, min_texts=min_texts, top=top, text_pages=text_pages, score=score)
-        (new / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
-        replace_folder(new, out)
+        write_marker(new, MARKER, "written by slalom-xai report; replaced by the next report if it holds nothing else")
+        replace_folder(new, out, MARKER, "slalom-xai report", REPORT_NAMES)
     finally:
         if new.exists():
             shutil.rmtree(new, ignore_errors=True)
@@ -301,30 +303,7 @@ def _check_out(out: Path, run: CorpusRun) -> None:
     here, data = out.resolve(), run.path.resolve()
     if here == data or here in data.parents:
         raise FileExistsError(f"{out} holds the run {run.path}: give another folder for the report (--out)")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise FileExistsError(
-            f"{out} holds files that slalom-xai report did not write; give a new or empty folder (--out), "
-            "so that none of them is written over"
-        )
-
-
-def replace_folder(new: Path, out: Path) -> None:
-    """Put the finished folder ``new`` (a site, an exported dataset) at ``out``; an empty
-    ``out`` is taken, an earlier one goes as a whole (renamed aside, then removed), so that
-    ``out`` never holds half of each.
-
-    Example:
-        >>> replace_folder(Path("site.tmp"), Path("site"))  # doctest: +SKIP
-    """
-    if out.exists() and not any(out.iterdir()):
-        out.rmdir()
-    if not out.exists():
-        new.rename(out)
-        return
-    old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-    out.rename(old)
-    new.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    check_owned(out, MARKER, "slalom-xai report", REPORT_NAMES)
 
 
 def _positions_of(run: CorpusRun, key: str):

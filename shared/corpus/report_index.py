@@ -26,8 +26,10 @@ let view = rows, sortCol = "id", sortDir = 1, page = 0, timer = null;
 const PAGE = __PAGE__;
 const collator = new Intl.Collator(undefined, {numeric: true});
 // The word index: one file per hash bucket, loaded by a <script> the first time a word of it is asked for.
-const loaded = {}, asked = {};
-window.SLX_WORDS = (k, table) => { loaded[k] = table; apply(); };
+// Each file's words are a Map: a word is never looked up among an object's inherited
+// properties ("constructor", "__proto__", "length" are words like any other).
+const loaded = new Map(), asked = new Set();
+window.SLX_WORDS = (k, entries) => { loaded.set(k, new Map(entries)); apply(); };
 function wordKey(w) { return w.normalize("NFC").trim().replace(/^(?:##|\u0120|\u2581)+/, "").trim().toLowerCase(); }
 function fnv1a(key) {
   let h = 0x811c9dc5;
@@ -36,19 +38,19 @@ function fnv1a(key) {
 }
 function bucket(key) {
   const k = fnv1a(key) % WORDS.files;
-  if (!(k in loaded) && !asked[k]) {
-    asked[k] = true;
+  if (!loaded.has(k) && !asked.has(k)) {
+    asked.add(k);
     const s = document.createElement("script"); s.src = `data/words-${String(k).padStart(3, "0")}.js`;
-    s.onerror = () => { loaded[k] = {}; apply(); }; document.body.append(s);
+    s.onerror = () => { loaded.set(k, new Map()); apply(); }; document.body.append(s);
   }
-  return loaded[k];
+  return loaded.get(k);
 }
 // The rows that hold every word of the query (null: a word's file is still loading).
 function wordRows(q) {
   let keep = null; const notes = [];
   for (const key of q.split(/\s+/).map(wordKey).filter((w) => w)) {
     const table = bucket(key); if (!table) return [null, "loading the word index\u2026"];
-    const [n, ids] = table[key] || [0, []];
+    const [n, ids] = table.get(key) || [0, []];
     notes.push(n > ids.length ? `\u201c${key}\u201d is in ${n} texts; the ${ids.length} where it contributes most ` +
       `(largest |contribution|) are listed` : `\u201c${key}\u201d is in ${n} text${n === 1 ? "" : "s"}`);
     const these = new Set(ids); keep = keep === null ? these : new Set([...keep].filter((i) => these.has(i)));

@@ -127,7 +127,8 @@ class WordIndex:
     def write(self, out: Path, row_of_id: dict[str, int]) -> int:
         """Write ``data/words-NNN.js`` under ``out``; returns how many files.
 
-        Each file calls ``SLX_WORDS(file number, {key: [n_texts, [rows]]})``. Files are
+        Each file calls ``SLX_WORDS(file number, [[key, [n_texts, [rows]]], ...])`` (pairs,
+        which the page reads into a ``Map``). Files are
         added until each is under :data:`MAX_FILE_BYTES` (a hash that crowds one file
         doubles their number).
         """
@@ -149,5 +150,6 @@ class WordIndex:
 
 
 def _words_script(number: int, shard: dict) -> str:
-    data = json.dumps(shard, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    # [key, entry] pairs, not an object literal: in one, a "__proto__" key sets the prototype.
+    data = json.dumps(list(shard.items()), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     return f"SLX_WORDS({number}, {data});\n"

@@ -13,7 +13,7 @@ from .fingerprint import DUPLICATE, cell_digest
 from .source import CorpusSource
 from .stored import read_manifest
 
-__all__ = ["prepare_out", "redo_changed_chunks", "redo_budget_failures"]
+__all__ = ["prepare_out", "changed_texts", "redo_changed_chunks", "redo_budget_failures"]
 
 
 def prepare_out(out: Path, manifest: dict, resume: bool) -> None:
@@ -89,6 +89,34 @@ def _other_head(out: Path, old: dict, new: dict) -> str:
     )
 
 
+def changed_texts(
+    out: Path, source: CorpusSource, finished: set[str] | None = None
+) -> tuple[dict[str, list[str]], list[str]]:
+    """The finished chunks of the run in ``out`` whose texts the data no longer hold.
+
+    Args:
+        out: the run's folder.
+        source: the data as they are now (scanned).
+        finished: the run's finished ids (default: read from ``out``).
+
+    Returns:
+        ``({key: ids} of chunks with an id or a text the data no longer hold, [keys of chunks
+        written without a fingerprint, which cannot be checked])``.
+
+    Example:
+        >>> changed, unchecked = changed_texts(Path("runs/imdb"), CorpusSource("imdb.jsonl").scan())  # doctest: +SKIP
+    """
+    finished = store.done_ids(out) if finished is None else finished
+    duplicates = source.duplicate_ids
+    digests = {
+        r.id: DUPLICATE if r.id in duplicates else cell_digest(r.text)
+        for chunk in source.chunks(1024)
+        for r in chunk
+        if r.id in finished
+    }
+    return store.changed_chunks(out, digests)
+
+
 def redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) -> None:
     """Forget finished chunks whose texts the data no longer hold, and say which.
 
@@ -99,14 +127,7 @@ def redo_changed_chunks(out: Path, source: CorpusSource, finished: set[str]) -> 
     count; a kept chunk would then go on explaining texts that are no longer there. Its
     rows are explained again from the data as they are now.
     """
-    duplicates = source.duplicate_ids
-    digests = {
-        r.id: DUPLICATE if r.id in duplicates else cell_digest(r.text)
-        for chunk in source.chunks(1024)
-        for r in chunk
-        if r.id in finished
-    }
-    changed, unchecked = store.changed_chunks(out, digests)
+    changed, unchecked = changed_texts(out, source, finished)
     if unchecked:
         warn_user(
             f"{len(unchecked)} finished chunks of {str(out)!r} were written without a fingerprint (by an older "

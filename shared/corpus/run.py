@@ -160,8 +160,9 @@ def explain_corpus(
         label_column: the column of the data's own (gold) labels, kept in the texts table
             as ``gold_label``; "auto" (default): "label" if present; None: none.
         limit: explain only the first ``limit`` rows.
-        ids: explain only the rows with these ids (str, as the texts table holds them); ids
-            the data lack are ignored. None (default): every row. A subset run's texts have
+        ids: explain only the rows with these ids (str, as the texts table holds them; a
+            list, set, iterator or generator, read once); ids the data lack are ignored, and
+            ids none of which is in the data are refused. None (default): every row. A subset run's texts have
             the seeds, and so the scores, that a run of every row gives them.
         chunk_size: texts per chunk (per ``explain_batch`` call, per written part). Default: 64.
         resume: continue an interrupted run in ``out``: finished chunks are kept, unfinished
@@ -234,6 +235,11 @@ def explain_corpus(
     source = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column, ids=ids
     ).scan()
+    if ids is not None and source.n_rows == 0:
+        raise ValueError(
+            f"none of the {len(source.ids)} ids given (ids=) is an id of {str(data)!r}: there is nothing to explain "
+            "(ids are str, as the texts table holds them)"
+        )
     if engine == "ray" and source.resolved_id_column is None:
         raise ValueError(
             "engine='ray' needs an id column (a distributed read has no row numbers): add one to the data "

@@ -17,11 +17,11 @@ import gzip
 import io
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CorpusSource", "Row", "SUFFIXES", "parse_json_line"]
+__all__ = ["CorpusSource", "Row", "SUFFIXES", "parse_json_line", "as_ids"]
 
 #: File kinds a corpus may be made of (a ``.gz`` suffix may follow JSONL and CSV).
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -118,6 +118,28 @@ def _is_saved_hf_dataset(path: Path) -> bool:
     return path.is_dir() and (path / "state.json").exists() and (path / "dataset_info.json").exists()
 
 
+def as_ids(ids: object) -> frozenset[str]:
+    """A subset's ids as a set, read once: a list, set, tuple, iterator or generator of str.
+
+    An iterator is materialised before any check looks at it, so that a check cannot
+    consume the ids it then hands on.
+
+    Example:
+        >>> sorted(as_ids(map(str, range(3))))
+        ['0', '1', '2']
+    """
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise TypeError(f"ids must be a collection of str ids (as the texts table holds them), got {ids!r}")
+    ids = tuple(ids)
+    bad = next((i for i in ids if not isinstance(i, str)), None)
+    if bad is not None:
+        raise TypeError(
+            f"ids must be a collection of str ids (as the texts table holds them); found {bad!r} "
+            f"({type(bad).__name__}): pass e.g. map(str, ids)"
+        )
+    return frozenset(ids)
+
+
 @dataclass
 class CorpusSource:
     """A corpus on disk, read as a stream of :class:`Row` chunks.
@@ -165,9 +187,7 @@ class CorpusSource:
         if not isinstance(self.text_column, str) or not self.text_column:
             raise ValueError("text_column must be a column name")
         if self.ids is not None:
-            if isinstance(self.ids, str) or not all(isinstance(i, str) for i in self.ids):
-                raise TypeError("ids must be a collection of str ids (as the texts table holds them)")
-            self.ids = frozenset(self.ids)
+            self.ids = as_ids(self.ids)
         if path.is_dir() and (path / "dataset_dict.json").exists():
             # DatasetDict.save_to_disk: one saved dataset per split, each in its own folder.
             splits = sorted(p.name for p in path.iterdir() if _is_saved_hf_dataset(p))

@@ -36,6 +36,7 @@ __all__ = [
     "changed_chunks",
     "remove_chunk",
     "done_ids",
+    "content_digest",
     "markers",
     "remove_unfinished",
     "missing_parts",
@@ -234,6 +235,24 @@ def write_duplicates(out: Path, counts: dict[str, int]) -> str:
 def done_ids(out: Path) -> set[str]:
     """Ids of every finished chunk."""
     return {i for m in markers(out).values() for i in m["ids"]}
+
+
+def content_digest(out: Path) -> str:
+    """A digest of every finished chunk of the run in ``out``: its key, its marker and the
+    bytes of its parts. A chunk redone (for changed texts, or after a budget stop) or
+    removed changes it, even when its texts did not change.
+
+    Example:
+        >>> content_digest(Path("runs/r")) == content_digest(Path("runs/r"))  # doctest: +SKIP
+        True
+    """
+    h = hashlib.blake2b(digest_size=16)
+    for key, marker in markers(out).items():
+        h.update(f"\x00{key}\x00".encode() + json.dumps(marker, sort_keys=True).encode())
+        for name in TABLES:
+            part = out / name / f"part-{key}.parquet"
+            h.update(f"\x00{name}\x00".encode() + (part.read_bytes() if part.exists() else b"missing"))
+    return h.hexdigest()
 
 
 def changed_chunks(out: Path, digests: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:

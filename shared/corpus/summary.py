@@ -149,8 +149,11 @@ class WordStats:
         if sort_by not in (*SUMMARY_SCORES, "n_texts"):
             raise ValueError(f"sort_by must be one of {(*SUMMARY_SCORES, 'n_texts')}, got {sort_by!r}")
         if not self._frames:
-            cols = ["n_texts", "n_occurrences"] + [f"{s}_{k}" for s in SUMMARY_SCORES for k in ("mean", "sd", "se")]
-            return pd.DataFrame(columns=cols, index=pd.Index([], name="token"))
+            # No text explained: an empty table of the usual columns and dtypes.
+            cols = {"n_texts": "int64", "n_occurrences": "int64"}
+            cols.update({f"{s}_{k}": "float64" for s in SUMMARY_SCORES for k in ("mean", "sd", "se")})
+            index = pd.Index([], name="token", dtype=object)
+            return pd.DataFrame({c: pd.Series(dtype=t, index=index) for c, t in cols.items()}, index=index)
         comb = self._combined()
         out = comb[["n_texts", "n_occurrences"]].copy()
         for s in [c[: -len("__c")] for c in comb.columns if c.endswith("__c")]:
@@ -428,11 +431,19 @@ def plot_words(summary, *, top: int = 25, fig=None):
     Returns:
         The Figure.
 
+    Raises:
+        ValueError: ``summary`` has no row (nothing to plot).
+
     Example:
         >>> plot_words(top_words(run, top=25)).savefig("corpus.png")  # doctest: +SKIP
     """
     import matplotlib.pyplot as plt
 
+    if not len(summary):
+        raise ValueError(
+            "the word summary is empty (no text of the run was explained, or no token occurs in min_texts texts): "
+            "there is nothing to plot"
+        )
     if fig is None:
         fig = plt.figure(figsize=(12, 5))
     ax_scatter, ax_bar = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})

@@ -29,9 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..warn import warn_user
 from .api_cache import read_cache, write_cache
 from .api_errors import APIError, BudgetExceededError, TransientAPIError, redact_secrets, retry_after
-from .code_digest import callable_digest
+from .code_digest import access_only, call_digest
 from .reading import OutputShapeError
 from .strings import StringClassifier
 
@@ -59,13 +60,18 @@ class APIClassifier(StringClassifier):
             each batch of new answers. ``cache_key`` (e.g. model name and prompt version)
             is stored with it, and so is what else shapes an answer: ``class_names``, the
             number of scores, the call's name, a digest of its code and settings (its
-            bytecode, defaults, closure and the globals it reads, such as a prompt string;
-            see :func:`~slalom_core.models.code_digest.callable_digest`, taken when the
-            classifier is made) and its ``cache_identity`` attribute (a JSON-able dict of
-            settings, e.g. endpoint, model, prompt and labels, as
-            :func:`~slalom_core.experiments.openai_chat.chat_label_logprobs` sets it). A
-            file that differs in any of them is refused, so answers of one model, prompt,
-            label set or edited call function never stand in for another's. Processes may share one file: each
+            bytecode, defaults, closure and the globals it reads, followed into objects,
+            classes and modules of the user's own; see
+            :func:`~slalom_core.models.code_digest.call_digest`, taken when the classifier
+            is made) and its ``cache_identity`` attribute (a JSON-able dict of settings,
+            e.g. endpoint, model, prompt and labels, as
+            :func:`~slalom_core.experiments.openai_chat.chat_label_logprobs` sets it; it
+            then stands for everything but the call's code). A file that differs in any of
+            them is refused, so answers of one model, prompt, label set or edited call
+            function never stand in for another's. A call that reads something the digest
+            cannot see into (a library's client object, a pandas frame) and declares no
+            ``cache_identity`` does not use the file at all (a warning names what). Access
+            settings (API keys, tokens, headers, timeouts, retries: by name) never count. Processes may share one file: each
             write takes an exclusive lock on ``<cache_file>.lock`` (``fcntl.flock``; POSIX
             only, elsewhere writes are unlocked), re-reads the file and writes the union of
             its answers and this process's.
@@ -146,7 +152,19 @@ class APIClassifier(StringClassifier):
         self.cache_key = str(cache_key)
         # Taken once: what the call computes with now (its state changing later, e.g. a
         # counter it keeps, is not a new call).
-        self._call_digest = callable_digest(call)
+        digest = call_digest(call)
+        self._call_digest = digest.digest
+        if self.cache_file is not None and digest.unseen:
+            # A cache that cannot vouch for its answers does not serve them.
+            warn_user(
+                f"the API cache file {str(self.cache_file)!r} is not used: the call reads "
+                f"{', '.join(digest.unseen[:4])}{', ...' if len(digest.unseen) > 4 else ''}, which the cache cannot "
+                "see into (an edit there would be served the old answers). Declare what decides the answers as a "
+                "JSON-able dict on the call, e.g. call.cache_identity = {'model': ..., 'prompt': ..., 'labels': ...} "
+                "(never a key), or keep those settings in plain globals, defaults or closures",
+                UserWarning,
+            )
+            self.cache_file = None
         # Shared by shallow copies (explain copies adapters): one cache, one ledger.
         self._cache: dict[str, list[float]] = {}
         self._ledger = {"calls": 0, "cache_hits": 0, "input_tokens": 0, "retries": 0, "failed_calls": 0}
@@ -175,7 +193,7 @@ class APIClassifier(StringClassifier):
             "call": f"{getattr(self.call, '__module__', '?')}.{name}",
             "call_code": self._call_digest,
             "n_labels": None if self.class_names is None else len(self.class_names),
-            "call_settings": json.loads(json.dumps(settings, default=str)) if settings is not None else None,
+            "call_settings": json.loads(json.dumps(_declared(settings), default=str)) if settings is not None else None,
         }
 
     # -- tokens and budget -------------------------------------------------------------
@@ -369,3 +387,8 @@ def _as_scores(out: object, text: str) -> list[float]:
     if arr.size == 0 or not all(math.isfinite(x) for x in arr.tolist()):
         raise APIError(f"the black box returned no usable scores ({arr.tolist()}) for {text[:60]!r}")
     return arr.tolist()
+
+
+def _declared(settings: object) -> object:
+    """A declared identity without its access-only entries (a key rotated is the same call)."""
+    return {k: v for k, v in settings.items() if not access_only(k)} if isinstance(settings, dict) else settings

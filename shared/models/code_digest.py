@@ -1,26 +1,45 @@
-"""What a Python callable computes with, as a digest: "the same call" means the same code and settings.
+"""What a Python callable computes with, as a digest, and what of it the digest cannot see.
 
 A black box known by its name alone (``mymodule.call``) stays "the same" after its prompt,
 its label list or its body is edited; an answer cache or a resumed corpus run would then
-serve answers of the old call as the new one's. :func:`callable_digest` hashes what decides
-the answers, as ``joblib.Memory`` does for a cached function, and more:
+serve answers of the old call as the new one's. :func:`call_digest` hashes what decides the
+answers and lists what it could not see into; an API cache serves answers only when that
+list is empty (or when the call declares its identity, below).
 
-- a function's code: its bytecode, constants (nested functions' code included), the names
-  it uses, its argument layout; not line numbers, so a comment or a blank line changes
-  nothing, while any edit to what runs does (a Python upgrade, which changes bytecode,
-  counts as an edit);
-- its defaults and keyword defaults, and the values its closure holds;
-- the globals it reads: plain data (a ``PROMPT`` string, a ``LABELS`` list, numbers,
-  arrays) by value, functions of its own module by their digest, anything else by type;
+**Seen, by value or by code** (an edit to any of them changes the digest):
+
+- a function's code: its bytecode, exception table, constants (nested functions' code
+  included), the global and attribute names it uses and its arguments' names. Not its
+  docstring, its local variables' names, comments or line numbers: editing those changes
+  nothing (a Python upgrade, which changes bytecode, counts as an edit);
+- its defaults and keyword defaults, the values its closure holds, and the globals it reads;
+- plain data: None, bools, numbers, strings, bytes, lists, tuples, dicts, sets, numpy
+  arrays and scalars, enum members, compiled regular expressions (pattern and flags),
+  ``string.Template`` (its template), ``types.SimpleNamespace`` and instances of the
+  user's own classes (a dataclass, a ``__slots__`` object, a config object: every
+  attribute, private ones included, and the class's own attributes and methods);
+- code of the user's own modules (any module not installed as a library: outside the
+  standard library and site-packages): functions and classes by their code, and a module
+  read as ``prompts.TEMPLATE`` by the attributes the code names;
 - a ``functools.partial`` by its function and arguments, a bound method by its function
-  and its object's public plain settings, a callable object by its ``__call__`` and public
-  plain settings.
+  and its object (as above), a callable object by its class's ``__call__`` and its
+  attributes.
 
-A function may declare its settings itself with a ``cache_identity`` attribute (a
-JSON-able dict, e.g. endpoint, model, template and labels, as
-:func:`~slalom_core.experiments.openai_chat.chat_label_logprobs` sets it): then its code and
-the declaration are hashed, not its closure or defaults (they hold what only grants access,
-such as an API key, which must not decide whether an answer is the same).
+**Seen by name only**: functions, classes and modules of installed libraries (a library
+upgrade is not an edit of the user's call), locks and events.
+
+**Not seen** (listed in :attr:`CallDigest.unseen`, by the name the code reads them by):
+any other object, e.g. a library's client object, a pandas frame, a tensor, a file.
+
+**Never counted**: settings that only grant or pace access (:func:`access_only`): an API
+key, a token, a secret, headers, timeouts, retries and backoff, by their name (a global, a
+closure variable, a default, an attribute, a keyword or a dict key so named).
+
+**Declared identity.** A callable with a ``cache_identity`` attribute (a JSON-able dict,
+e.g. endpoint, model, template, labels and decoding settings, as
+:func:`~slalom_core.experiments.openai_chat.chat_label_logprobs` sets it) is known by that
+declaration (its access-only keys dropped) and its own code alone: its globals, closure,
+defaults and object are not read, and nothing is unseen.
 
 Everything hashed is the same in every process: no ``hash()``, no memory address; sets are
 hashed in sorted order.
@@ -37,27 +56,100 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import dis
+import enum
 import functools
 import hashlib
 import json
+import re
+import string
+import sys
+import sysconfig
+import threading
 import types
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["callable_digest"]
+__all__ = ["callable_digest", "call_digest", "CallDigest", "access_only", "ACCESS_ONLY"]
 
 # How deep nested functions, containers and objects are followed: enough for a call that
 # uses a helper that uses a table; bounded so that a reference cycle or a huge object
 # graph costs nothing.
-_MAX_DEPTH = 6
+_MAX_DEPTH = 12
+#: Names of settings that grant or pace access, never what an answer is (any case, leading
+#: underscores dropped; also any name ending in ``_api_key``, ``_secret`` or ``_password``).
+ACCESS_ONLY = frozenset(
+    "api_key apikey key secret secret_key client_secret password passwd token access_token auth_token api_token "
+    "hf_token bearer_token authorization auth credentials credential headers timeout timeouts request_timeout "
+    "connect_timeout read_timeout retries max_retries n_retries num_retries retry backoff max_backoff".split()
+)
+_ACCESS_SUFFIXES = ("_api_key", "_secret", "_password")
+_LIBRARIES = ("slalom_core", "captum_slalom", "shap_slalom")
+_INERT = (type(threading.Lock()), type(threading.RLock()), threading.Event, threading.Condition, threading.Semaphore)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_SKIP_CLASS_ATTRS = {"__module__", "__dict__", "__weakref__", "__doc__", "__qualname__", "__slots__", "__annotations__"}
 
 
-def callable_digest(fn: Callable) -> str:
-    """A hex digest of what ``fn`` computes with (its code, defaults, closure, the globals it reads).
+def access_only(name: object) -> bool:
+    """Whether a setting so named only grants or paces access (an API key, a timeout).
+
+    Example:
+        >>> access_only("OPENAI_API_KEY"), access_only("timeout"), access_only("max_tokens")
+        (True, True, False)
+    """
+    if not isinstance(name, str):
+        return False
+    low = name.lower().lstrip("_")
+    return low in ACCESS_ONLY or low.endswith(_ACCESS_SUFFIXES)
+
+
+@dataclasses.dataclass(frozen=True)
+class CallDigest:
+    """A callable's digest, and what it could not see.
+
+    Attributes:
+        digest: 32 hex digits; equal for two callables with the same code and settings.
+        unseen: what the callable reads that the digest knows by its type alone (e.g.
+            ``"global client (openai.OpenAI)"``): an edit there would not change the digest.
+        declared: the callable declared its identity (``cache_identity``).
+    """
+
+    digest: str
+    unseen: tuple[str, ...] = ()
+    declared: bool = False
+
+
+def call_digest(fn: Callable) -> CallDigest:
+    """The digest of what ``fn`` computes with, and what of it the digest cannot see.
 
     Args:
         fn: a function, lambda, ``functools.partial``, bound method or callable object.
+
+    Returns:
+        A :class:`CallDigest`.
+
+    Example:
+        >>> import types
+        >>> settings = types.SimpleNamespace(prompt="Is it good? {}")
+        >>> call_digest(lambda t: [len(settings.prompt.format(t)), 0.0]).unseen
+        ()
+    """
+    walk = _Walk()
+    declared = getattr(fn, "cache_identity", None)
+    if declared is not None:
+        walk.put(f"<declared {_declaration(declared)}>")
+        walk.code_of(fn)
+        return CallDigest(walk.h.hexdigest(), (), True)
+    walk.callable(fn, 0, _qualname(fn).rsplit(".", 1)[-1])
+    return CallDigest(walk.h.hexdigest(), tuple(dict.fromkeys(walk.unseen)))
+
+
+def callable_digest(fn: Callable) -> str:
+    """A hex digest of what ``fn`` computes with (its code, defaults, closure, the globals it
+    reads); :func:`call_digest` also says what it could not see.
 
     Returns:
         32 hex digits; equal for two callables with the same code and settings, in any
@@ -67,66 +159,229 @@ def callable_digest(fn: Callable) -> str:
         >>> callable_digest(lambda t: [1.0]) == callable_digest(lambda t: [2.0])
         False
     """
-    h = hashlib.blake2b(digest_size=16)
-    _feed_callable(h, fn, depth=0, seen=set(), home=getattr(fn, "__module__", None))
-    return h.hexdigest()
+    return call_digest(fn).digest
+
+
+def _declaration(declared: object) -> str:
+    if isinstance(declared, dict):
+        declared = {k: v for k, v in declared.items() if not access_only(k)}
+    return json.dumps(declared, sort_keys=True, default=str)
 
 
 def _qualname(obj: object) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 
 
-def _feed_callable(h, fn: object, depth: int, seen: set[int], home: str | None) -> None:
-    if id(fn) in seen or depth > _MAX_DEPTH:
-        h.update(f"<again {_qualname(fn)}>".encode())
-        return
-    seen.add(id(fn))
-    if isinstance(fn, functools.partial):
-        h.update(b"<partial>")
-        _feed_callable(h, fn.func, depth + 1, seen, home)
-        _feed_value(h, list(fn.args), depth + 1, seen, home)
-        _feed_value(h, dict(fn.keywords), depth + 1, seen, home)
-    elif isinstance(fn, types.MethodType):
-        h.update(b"<method>")
-        _feed_callable(h, fn.__func__, depth + 1, seen, home)
-        _feed_settings(h, fn.__self__, depth + 1, seen, home)
-    elif isinstance(fn, types.FunctionType):
-        _feed_function(h, fn, depth, seen, home)
-    elif isinstance(fn, type) or isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        h.update(f"<name {_qualname(fn)}>".encode())
-    elif callable(fn):
-        h.update(f"<object {_qualname(type(fn))}>".encode())
-        call = vars(type(fn)).get("__call__")  # the class's own code (a subclass's call is its own)
+@functools.lru_cache(maxsize=1024)
+def is_library(module: str | None) -> bool:
+    """Whether the module named ``module`` is an installed library (the standard library,
+    site-packages, or slalom-xai itself), not the user's own code."""
+    if not module:
+        return False
+    top = module.split(".")[0]
+    if top == "builtins" or top in _LIBRARIES or top in sys.stdlib_module_names:
+        return True
+    found = sys.modules.get(top)
+    file = getattr(found, "__file__", None)
+    if found is None or file is None:
+        return False
+    path = Path(file).resolve()
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(path.is_relative_to(Path(r).resolve()) for r in roots)
+
+
+def _doc_const(code: types.CodeType) -> int | None:
+    """The index of a docstring among ``code``'s constants: a leading str no instruction loads."""
+    if not code.co_consts or not isinstance(code.co_consts[0], str):
+        return None
+    loads = any(i.arg == 0 and i.opcode in dis.hasconst for i in dis.get_instructions(code))
+    return None if loads else 0
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.h = hashlib.blake2b(digest_size=16)
+        self.seen: set[int] = set()
+        self.unseen: list[str] = []
+
+    def put(self, text: str) -> None:
+        self.h.update(text.encode("utf-8", "surrogatepass") + b"\x00")
+
+    def code_of(self, fn: object) -> None:
+        """The code of a callable alone (a declared identity's callable)."""
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        fn = getattr(fn, "__func__", fn)
+        call = fn if isinstance(fn, types.FunctionType) else vars(type(fn)).get("__call__")
         if isinstance(call, types.FunctionType):
-            _feed_function(h, call, depth + 1, seen, home)
-        _feed_settings(h, fn, depth + 1, seen, home)
-    else:
-        _feed_value(h, fn, depth + 1, seen, home)
+            self.code(call.__code__)
+        else:
+            self.put(f"<name {_qualname(fn)}>")
 
+    def code(self, code: types.CodeType) -> None:
+        flags = code.co_flags
+        n_args = code.co_argcount + code.co_kwonlyargcount + bool(flags & 0x04) + bool(flags & 0x08)
+        self.h.update(code.co_code + getattr(code, "co_exceptiontable", b""))
+        self.put(
+            json.dumps([code.co_argcount, code.co_kwonlyargcount, flags, code.co_names, code.co_varnames[:n_args]])
+        )
+        skip = _doc_const(code)
+        for k, const in enumerate(code.co_consts):
+            if isinstance(const, types.CodeType):
+                self.code(const)
+            elif k != skip:
+                self.put(_const_repr(const))
 
-def _feed_function(h, fn: types.FunctionType, depth: int, seen: set[int], home: str | None) -> None:
-    h.update(f"<function {fn.__qualname__}>".encode())
-    _feed_code(h, fn.__code__)
-    declared = getattr(fn, "cache_identity", None)
-    if declared is not None:
-        # The function states its settings; its closure may hold a key that must not count.
-        h.update(b"<declared>")
-        h.update(json.dumps(declared, sort_keys=True, default=str).encode())
-    else:
-        _feed_value(h, fn.__defaults__, depth + 1, seen, home)
-        _feed_value(h, fn.__kwdefaults__, depth + 1, seen, home)
-        for cell in fn.__closure__ or ():
+    def callable(self, fn: object, depth: int, where: str) -> None:
+        if isinstance(fn, functools.partial):
+            self.put("<partial>")
+            self.callable(fn.func, depth + 1, where)
+            self.value(list(fn.args), depth + 1, f"{where} args")
+            self.value({k: v for k, v in fn.keywords.items() if not access_only(k)}, depth + 1, f"{where} keywords")
+        elif isinstance(fn, types.MethodType):
+            self.put("<method>")
+            self.callable(fn.__func__, depth + 1, where)
+            self.value(fn.__self__, depth + 1, f"{where}.__self__")
+        elif isinstance(fn, types.FunctionType):
+            self.function(fn, depth, where)
+        elif isinstance(fn, (type, types.BuiltinFunctionType, types.BuiltinMethodType)):
+            self.value(fn, depth, where)
+        else:  # a callable object: its class (and so its __call__) and its attributes
+            self.value(fn, depth, where)
+
+    def function(self, fn: types.FunctionType, depth: int, where: str) -> None:
+        if id(fn) in self.seen:
+            self.put(f"<again {_qualname(fn)}>")
+            return
+        if depth > _MAX_DEPTH:
+            self.too_deep(fn, where)
+            return
+        self.seen.add(id(fn))
+        self.put(f"<function {fn.__qualname__}>")
+        self.code(fn.__code__)
+        declared = getattr(fn, "cache_identity", None)
+        if declared is not None:  # its declaration stands for its settings
+            self.put(f"<declared {_declaration(declared)}>")
+            return
+        code = fn.__code__
+        names = code.co_varnames[code.co_argcount - len(fn.__defaults__ or ()) : code.co_argcount]
+        for name, default in zip(names, fn.__defaults__ or ()):
+            if not access_only(name):
+                self.put(f"default {name}")
+                self.value(default, depth + 1, f"{where} default {name}")
+        for name, default in sorted((fn.__kwdefaults__ or {}).items()):
+            if not access_only(name):
+                self.put(f"default {name}")
+                self.value(default, depth + 1, f"{where} default {name}")
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:
                 content = cell.cell_contents
             except ValueError:  # an empty cell (a name not yet bound)
                 content = None
-            _feed_value(h, content, depth + 1, seen, home)
-    # The globals it reads (names of its code and of the code nested in it).
-    g = fn.__globals__
-    for name in sorted(_global_names(fn.__code__)):
-        if name in g:
-            h.update(f"\x00global {name}=".encode())
-            _feed_value(h, g[name], depth + 1, seen, home)
+            if not access_only(name):
+                self.put("closure")
+                self.value(content, depth + 1, name)
+        g, names = fn.__globals__, _global_names(code)
+        for name in sorted(n for n in names if n in g and not access_only(n)):
+            self.put(f"global {name}")
+            self.value(g[name], depth + 1, name, attrs=names)
+
+    def value(self, value: object, depth: int, where: str, attrs: set[str] = frozenset()) -> None:
+        """Plain data by value, the user's code by its code, libraries by name; else unseen."""
+        if isinstance(value, _PLAIN):
+            self.put(f"{type(value).__name__}:{value!r}")
+        elif id(value) in self.seen:
+            self.put(f"<again {type(value).__qualname__}>")
+        elif depth > _MAX_DEPTH:
+            self.too_deep(value, where)
+        elif isinstance(value, (list, tuple)):
+            self.put(f"<{type(value).__name__} {len(value)}>")
+            for k, item in enumerate(value):
+                self.value(item, depth + 1, f"{where}[{k}]")
+        elif isinstance(value, (set, frozenset)):
+            self.put(f"<set {sorted(_const_repr(v) for v in value)}>")
+        elif isinstance(value, dict):
+            self.put(f"<dict {len(value)}>")
+            for key in sorted((k for k in value if not access_only(k)), key=repr):
+                self.put(repr(key))
+                self.value(value[key], depth + 1, f"{where}[{key!r}]")
+        elif isinstance(value, np.ndarray) and value.dtype != object:
+            self.put(f"<array {value.dtype} {value.shape}>")
+            self.h.update(np.ascontiguousarray(value).tobytes())
+        elif isinstance(value, np.generic):
+            self.put(f"<{type(value).__name__} {value!r}>")
+        elif isinstance(value, enum.Enum):
+            self.put(f"<enum {_qualname(type(value))}.{value.name}>")
+            self.value(value.value, depth + 1, where)
+        elif isinstance(value, re.Pattern):
+            self.put(f"<regex {value.flags}>")
+            self.value(value.pattern, depth + 1, where)
+        elif isinstance(value, (types.FunctionType, functools.partial, types.MethodType)):
+            if isinstance(value, types.FunctionType) and is_library(getattr(value, "__module__", None)):
+                self.put(f"<name {_qualname(value)}>")
+            else:
+                self.callable(value, depth + 1, where)
+        elif isinstance(value, types.ModuleType):
+            self.module(value, depth, where, attrs)
+        elif isinstance(value, type):
+            self.cls(value, depth, where)
+        elif isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, *_INERT)):
+            self.put(f"<name {_qualname(value)}>")
+        elif isinstance(value, (string.Template, types.SimpleNamespace)) or not is_library(type(value).__module__):
+            self.instance(value, depth, where)
+        else:
+            self.put(f"<unseen {_qualname(type(value))}>")
+            self.unseen.append(f"{where} ({_qualname(type(value))})")
+
+    def too_deep(self, value: object, where: str) -> None:
+        self.put(f"<deep {_qualname(type(value))}>")
+        self.unseen.append(f"{where} (nested deeper than {_MAX_DEPTH} levels)")
+
+    def module(self, mod: types.ModuleType, depth: int, where: str, attrs: set[str]) -> None:
+        self.put(f"<module {mod.__name__}>")
+        if is_library(mod.__name__):
+            return
+        # The user's own module: the attributes the code reads of it (prompts.TEMPLATE).
+        for name in sorted(n for n in attrs if not access_only(n) and n in vars(mod)):
+            self.put(f"attribute {name}")
+            self.value(vars(mod)[name], depth + 1, f"{where}.{name}")
+
+    def cls(self, cls: type, depth: int, where: str) -> None:
+        if is_library(cls.__module__) or id(cls) in self.seen:
+            self.put(f"<name {_qualname(cls)}>")
+            return
+        self.seen.add(id(cls))
+        self.put(f"<class {_qualname(cls)}>")
+        for base in cls.__mro__[1:]:
+            self.value(base, depth + 1, f"{where} base")
+        for name, attr in sorted(vars(cls).items()):
+            dunder = name.startswith("__") and name.endswith("__")
+            code = isinstance(attr, (types.FunctionType, staticmethod, classmethod, property))
+            if name in _SKIP_CLASS_ATTRS or access_only(name) or name == "_abc_impl" or (dunder and not code):
+                continue  # the class's plumbing (dataclass fields, slots' descriptors): not settings
+            if isinstance(attr, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+                continue
+            if isinstance(attr, (staticmethod, classmethod)):
+                attr = attr.__func__
+            elif isinstance(attr, property):
+                attr = [attr.fget, attr.fset, attr.fdel]
+            self.put(f"class attribute {name}")
+            self.value(attr, depth + 1, f"{where}.{name}")
+
+    def instance(self, obj: object, depth: int, where: str) -> None:
+        """An object of the user's classes (or a Template, a SimpleNamespace): its class and
+        every attribute, private ones and slots included."""
+        self.seen.add(id(obj))
+        self.value(type(obj), depth + 1, f"{where} class")
+        fields = dict(getattr(obj, "__dict__", {}) or {})
+        for klass in type(obj).__mro__:
+            slots = vars(klass).get("__slots__", ())
+            for slot in [slots] if isinstance(slots, str) else slots:
+                if slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
+                    fields[slot] = getattr(obj, slot)
+        for name in sorted(k for k in fields if isinstance(k, str) and not access_only(k)):
+            self.put(f"attribute {name}")
+            self.value(fields[name], depth + 1, f"{where}.{name}")
 
 
 def _global_names(code: types.CodeType) -> set[str]:
@@ -137,20 +392,6 @@ def _global_names(code: types.CodeType) -> set[str]:
     return names
 
 
-def _feed_code(h, code: types.CodeType) -> None:
-    h.update(code.co_code)
-    h.update(
-        json.dumps(
-            [code.co_argcount, code.co_kwonlyargcount, code.co_flags, list(code.co_names), list(code.co_varnames)]
-        ).encode()
-    )
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            _feed_code(h, const)
-        else:
-            h.update(_const_repr(const).encode())
-
-
 def _const_repr(const: object) -> str:
     # A frozenset constant (``x in {"a", "b"}``) iterates in a per-process order.
     if isinstance(const, frozenset):
@@ -158,47 +399,3 @@ def _const_repr(const: object) -> str:
     if isinstance(const, tuple):
         return "(" + ",".join(_const_repr(c) for c in const) + ")"
     return f"{type(const).__name__}:{const!r}"
-
-
-def _feed_settings(h, obj: object, depth: int, seen: set[int], home: str | None) -> None:
-    """An object's public attributes (private ones are caches, ledgers and locks)."""
-    h.update(f"<settings {_qualname(type(obj))}>".encode())
-    attrs = getattr(obj, "__dict__", None)
-    if not isinstance(attrs, dict) or depth > _MAX_DEPTH:
-        return
-    for key in sorted(k for k in attrs if isinstance(k, str) and not k.startswith("_")):
-        h.update(f"\x00{key}=".encode())
-        _feed_value(h, attrs[key], depth + 1, seen, home)
-
-
-def _feed_value(h, value: object, depth: int, seen: set[int], home: str | None) -> None:
-    """Plain data by value; functions of the call's own module by their digest; others by type."""
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        h.update(f"{type(value).__name__}:{value!r}".encode())
-    elif depth > _MAX_DEPTH:
-        h.update(f"<deep {type(value).__qualname__}>".encode())
-    elif isinstance(value, (list, tuple)):
-        h.update(f"<{type(value).__name__} {len(value)}>".encode())
-        for item in value:
-            _feed_value(h, item, depth + 1, seen, home)
-    elif isinstance(value, (set, frozenset)):
-        h.update(f"<set {sorted(_const_repr(v) for v in value)}>".encode())
-    elif isinstance(value, dict):
-        h.update(f"<dict {len(value)}>".encode())
-        for key in sorted(value, key=repr):
-            h.update(repr(key).encode())
-            _feed_value(h, value[key], depth + 1, seen, home)
-    elif isinstance(value, np.ndarray):
-        h.update(f"<array {value.dtype} {value.shape}>".encode())
-        h.update(np.ascontiguousarray(value).tobytes() if value.dtype != object else repr(value.tolist()).encode())
-    elif isinstance(value, types.ModuleType):
-        h.update(f"<module {value.__name__}>".encode())
-    elif isinstance(value, (types.FunctionType, functools.partial, types.MethodType)):
-        # A helper of the call's own module counts with its code; a library's by its name
-        # (a library upgrade is not an edit of the user's call).
-        if getattr(value, "__module__", None) == home or isinstance(value, functools.partial):
-            _feed_callable(h, value, depth + 1, seen, home)
-        else:
-            h.update(f"<name {_qualname(value)}>".encode())
-    else:
-        h.update(f"<{_qualname(type(value))}>".encode())

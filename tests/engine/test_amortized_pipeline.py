@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from slalom_core.amortized import AmortizedFewTextsWarning, AmortizedOODWarning
-from slalom_core.amortized.pipeline import explain_corpus_amortized, label_set_size, refit_flagged
+from slalom_core.amortized.pipeline import explain_corpus_amortized, label_set_size
+from slalom_core.amortized.refit import refit_flagged
 from slalom_core.corpus import CorpusRun, explain_corpus
 from tiny_models import bert_tokenizer, tiny_classifier
 
@@ -306,3 +307,134 @@ def test_the_pipeline_runs_on_ray(done, model_dir, tmp_path):
     # a score, see test_corpus), carried through the head's training; the head's outputs
     # agree within 1e-3 (tol: float32 training of a tiny head on labels that differ by ~1e-6).
     np.testing.assert_allclose(a["value"], b["value"], atol=1e-3)
+
+
+# -- follow-up commands check what they re-read (issue 48) ------------------------------------
+
+
+def _copy_run(done, tmp_path) -> tuple[Path, Path]:
+    """The finished run and its data, copied, the copy's manifest naming the copied data."""
+    import shutil
+
+    run, data = done
+    shutil.copytree(run.path, tmp_path / "run")
+    shutil.copy(data, tmp_path / "data.jsonl")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    manifest["input"]["data"] = str((tmp_path / "data.jsonl").resolve())
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps(manifest))
+    return tmp_path / "run", tmp_path / "data.jsonl"
+
+
+def test_refit_refuses_another_model_by_its_fingerprint(done, model_dir, tmp_path, capsys):
+    from slalom_core.cli import main
+
+    run, _ = done
+    tok = bert_tokenizer(tmp_path / "tok")
+    other = tiny_classifier("bert", tok, seed=1, initializer_range=0.2)
+    with pytest.raises(ValueError, match="fingerprint"):
+        refit_flagged(other, run, tok, out=tmp_path / "refit", show_progress=False)
+    assert not (tmp_path / "refit").exists()
+    other.save_pretrained(tmp_path / "other")
+    tok.save_pretrained(tmp_path / "other")
+    args = ["refit", str(run.path), "--model", str(tmp_path / "other"), "--out", str(tmp_path / "r2"), "--no-progress"]
+    assert main(args) == 2
+    assert "fingerprint" in capsys.readouterr().err and not (tmp_path / "r2").exists()
+
+
+@pytest.mark.parametrize("edit", ["text", "appended", "removed"])
+def test_refit_refuses_a_data_file_changed_since_the_run(done, model_dir, tmp_path, edit):
+    path, data = _copy_run(done, tmp_path)
+    lines = data.read_text().splitlines(keepends=True)
+    if edit == "text":
+        row = json.loads(lines[3])
+        lines[3] = json.dumps({"id": row["id"], "text": "the film was great"}) + "\n"
+    elif edit == "appended":
+        lines.append(json.dumps({"id": "new", "text": "a very good movie"}) + "\n")
+    else:
+        lines = lines[1:]
+    data.write_text("".join(lines))
+    with pytest.raises(ValueError, match="changed since the run"):
+        refit_flagged(str(model_dir), CorpusRun(path), out=tmp_path / "refit", show_progress=False)
+    assert not (tmp_path / "refit").exists()
+
+
+def test_a_resume_after_a_label_text_changed_retrains_the_head(model_dir, tmp_path):
+    first = corpus(tmp_path / "a.jsonl", 16)
+    opts = dict(label_texts=12, audit=0.0, chunk_size=4, **FAST)
+    old = quiet(explain_corpus_amortized, str(model_dir), first, tmp_path / "run", **opts).manifest["amortized"]
+    plan = json.loads((tmp_path / "run" / "auto" / "plan.json").read_text())
+    edited = tmp_path / "a.jsonl"
+    lines = edited.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if json.loads(line)["id"] == plan["label_ids"][0])
+    lines[at] = json.dumps({"id": plan["label_ids"][0], "text": "the worst story , very bad and boring"}) + "\n"
+    edited.write_text("".join(lines))
+    fresh_data = tmp_path / "b.jsonl"
+    fresh_data.write_text("".join(lines))
+    with pytest.warns(UserWarning, match="head is trained again"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AmortizedFewTextsWarning)
+            warnings.simplefilter("ignore", AmortizedOODWarning)
+            resumed = explain_corpus_amortized(str(model_dir), edited, tmp_path / "run", resume=True, **opts)
+    fresh = quiet(explain_corpus_amortized, str(model_dir), fresh_data, tmp_path / "fresh", **opts)
+    assert resumed.manifest["amortized"]["digest"] != old["digest"]  # a new head ...
+    # ... which explains every text as the uninterrupted run of the edited data does.
+    a, b = (r.positions().sort_values(["id", "position"]).reset_index(drop=True) for r in (resumed, fresh))
+    np.testing.assert_array_equal(a["value"].to_numpy(), b["value"].to_numpy())
+    # A second resume with nothing changed keeps the head.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", AmortizedFewTextsWarning)
+        warnings.simplefilter("ignore", AmortizedOODWarning)
+        warnings.filterwarnings("ignore", category=UserWarning, message=".*held-out R")
+        again = explain_corpus_amortized(str(model_dir), edited, tmp_path / "run", resume=True, **opts)
+    assert again.manifest["amortized"]["digest"] == resumed.manifest["amortized"]["digest"]
+
+
+def test_explain_corpus_reads_an_iterator_of_ids_once(model_dir, tmp_path):
+    data = corpus(tmp_path / "d.jsonl", 10)
+    opts = dict(n_samples=60, show_progress=False)
+    run = quiet(explain_corpus, str(model_dir), data, tmp_path / "m", ids=map(str, ["t1", "t3"]), **opts)
+    assert sorted(run.texts()["id"]) == ["t1", "t3"]
+    run = quiet(explain_corpus, str(model_dir), data, tmp_path / "g", ids=(f"t{i}" for i in (2, 4, 5)), **opts)
+    assert sorted(run.texts()["id"]) == ["t2", "t4", "t5"]
+    with pytest.raises(ValueError, match="none of the 2 ids"):
+        explain_corpus(str(model_dir), data, tmp_path / "none", ids=iter(["x", "y"]), **opts)
+    with pytest.raises(TypeError, match="str ids"):
+        explain_corpus(str(model_dir), data, tmp_path / "ints", ids=iter([1, 2]), **opts)
+
+
+def _fails_on_deletions(model_dir: Path, keep: str, lose: str):
+    """The model, refusing any row that holds the word ``keep`` without the word ``lose``:
+    only a per-text fit's deletions of a text holding both do."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir))
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    a, b = tok.convert_tokens_to_ids([keep, lose])
+
+    def check(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None and ((ids == a).any(-1) & ~(ids == b).any(-1)).any():
+            raise RuntimeError(f"a row with {keep!r} but not {lose!r}")
+
+    model.register_forward_pre_hook(check, with_kwargs=True)
+    return model, tok
+
+
+def test_in_label_set_comes_from_the_label_fits(model_dir, tmp_path):
+    from slalom_core.corpus import ModelLoader
+
+    rng = np.random.default_rng(3)
+    words = [w for w in WORDS if w not in ("loved", "hated")]
+    rows = [" ".join(rng.choice(words, size=rng.integers(3, 8))) for _ in range(14)]
+    rows[5] = "i loved and hated the plot"
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(rows)))
+    model = ModelLoader(lambda: _fails_on_deletions(model_dir, "loved", "hated"), name="hooked")
+    run = quiet(explain_corpus_amortized, model, data, tmp_path / "run", label_texts=14, audit=0.0, **FAST)
+    labels = CorpusRun(tmp_path / "run" / "auto" / "labels")
+    assert "t5" in set(labels.failures()["id"])  # its per-text fit failed ...
+    q = run.quality().set_index("id")
+    assert "t5" in q.index  # ... the head explained it ...
+    assert not q.loc["t5", "in_label_set"]  # ... but it taught the head nothing
+    assert q.drop(index="t5")["in_label_set"].all()

@@ -12,6 +12,7 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 from browser import needs_chromium, png_colours, render
+from node_page import needs_node, run_index
 from slalom_core.corpus import CorpusRun, explain_corpus, store
 from slalom_core.corpus.report import write_report
 from slalom_core.corpus.rows import ChunkTables
@@ -163,6 +164,41 @@ def test_rewriting_our_own_report_leaves_no_stale_page(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name not in ("big", "small", "site")]  # nothing left beside
 
 
+@pytest.mark.parametrize("added", [".git/HEAD", ".gitattributes", "notes.md", "data/mine.txt"])
+def test_a_report_over_a_report_keeps_the_users_files_and_names_them(tmp_path, added):
+    run, other = _synthetic_run(tmp_path / "run", 4), _synthetic_run(tmp_path / "other", 3)
+    out = tmp_path / "site"
+    write_report(run, out, text_pages=False)
+    mine = out / added
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("the user's own", encoding="utf-8")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    with pytest.raises(FileExistsError, match=re.escape(repr(added))):
+        write_report(other, out, text_pages=False)
+    assert mine.read_text(encoding="utf-8") == "the user's own"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing else touched
+    assert _index_ids(out) == ["0", "1", "2", "3"]
+    mine.unlink()
+    if mine.parent != out and not any(mine.parent.iterdir()):
+        mine.parent.rmdir()  # an empty folder of the user's is the user's too
+    write_report(other, out, text_pages=False)  # only its own files: replaced
+    assert _index_ids(out) == ["0", "1", "2"]
+
+
+def test_a_report_marked_by_an_older_version_vouches_only_for_a_reports_names(tmp_path):
+    from slalom_core.corpus.report import MARKER
+
+    out = tmp_path / "site"
+    write_report(_synthetic_run(tmp_path / "run", 4), out, text_pages=False)
+    (out / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
+    write_report(_synthetic_run(tmp_path / "run2", 2), out, text_pages=False)  # its own names: replaced
+    (out / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
+    (out / ".git").mkdir()
+    with pytest.raises(FileExistsError, match="did not write"):
+        write_report(_synthetic_run(tmp_path / "run3", 3), out, text_pages=False)
+    assert (out / ".git").is_dir()
+
+
 def test_ids_sort_in_natural_order_and_a_superscript_digit_is_a_string(tmp_path):
     run = _synthetic_run(tmp_path / "run", 5)
     # Rename the ids in place: "²" passes str.isdigit() but int() refuses it.
@@ -248,3 +284,109 @@ def test_a_report_never_replaces_the_folder_that_holds_its_run(tmp_path):
         with pytest.raises(FileExistsError, match="holds the run"):
             write_report(run, target, text_pages=False)
     assert (out / "run" / "manifest.json").exists()
+
+
+# -- names that are code somewhere (issue 48) --------------------------------------------------
+
+
+def _words_run(path: Path, texts: list[str]) -> CorpusRun:
+    import slalom_core as sc
+
+    def f(texts):
+        return [[0.0, float(t.count("great")) - t.count("constructor")] for t in texts]
+
+    path.mkdir(parents=True)
+    data = path / "words.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return explain_corpus(sc.StringClassifier(f), data, path / "run", n_samples=40, show_progress=False)
+
+
+@needs_node
+@pytest.mark.parametrize(
+    "texts, searches",
+    [
+        # Words no text holds, named like a property every object has.
+        (["a great film", "great fun"], [("constructor", []), ("__proto__", []), ("great", ["0", "1"])]),
+        # The index holds "__proto__" (an object literal would make its entry every object's prototype).
+        (
+            ["a great film", "the __proto__ of a constructor", "hasOwnProperty is great"],
+            [
+                ("__proto__", ["1"]),
+                ("constructor", ["1"]),
+                ("hasOwnProperty", ["2"]),
+                ("length", []),
+                ("push", []),
+                ("valueOf", []),
+                ("__proto__ great", []),
+            ],
+        ),
+    ],
+)
+def test_the_word_search_finds_words_named_like_the_prototypes_properties(tmp_path, texts, searches):
+    site = write_report(_words_run(tmp_path / "w", texts), tmp_path / "site", text_pages=False).parent
+    for word, ids in searches:
+        shown = run_index(site, "#word=" + word)
+        assert shown["error"] is None, (word, shown["error"])
+        assert shown["ids"] == ids, word
+        if " " not in word:
+            assert f"\u201c{word.lower()}\u201d is in {len(ids)} text" in shown["note"], word
+
+
+def test_names_from_the_model_and_the_data_stay_text_in_every_page(tmp_path):
+    from hostile_names import HOSTILE, hostile_run, live_markup
+
+    run = hostile_run(tmp_path / "h")
+    assert len(run.texts()) >= 3
+    site = write_report(run, tmp_path / "site", min_texts=1).parent
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 5  # the index, the word summary, the text pages
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert live_markup(html) == [], page.name
+        assert "Injected <u>" not in html and "<script>alert" not in html, page.name
+    # The names are there, as text.
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "&lt;img src=m onerror=" in index
+    rows = "".join(p.read_text(encoding="utf-8") for p in (site / "data").glob("rows-*.js"))
+    assert HOSTILE[0].replace("</", "<\\/") in rows  # data for textContent, never markup
+
+
+def _all_failed_run(path: Path) -> CorpusRun:
+    import warnings
+
+    import slalom_core as sc
+
+    path.mkdir(parents=True)
+    data = path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["", "   ", "\t"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # every text fails: said by the run, not this test's subject
+        return explain_corpus(
+            sc.StringClassifier(lambda b: [[0.0, 1.0] for _ in b]),
+            data,
+            path / "run",
+            n_samples=40,
+            show_progress=False,
+        )
+
+
+def test_summarize_and_report_of_a_run_whose_every_text_failed(tmp_path, capsys):
+    import pandas as pd
+    from slalom_core.cli.command import main
+    from slalom_core.corpus import plot_words, word_summary
+
+    run = _all_failed_run(tmp_path / "f")
+    assert len(run.texts()) == 0 and len(run.failures()) == 3
+    summary = word_summary(run)
+    assert len(summary) == 0 and summary["value_mean"].dtype == "float64" and summary["n_texts"].dtype == "int64"
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot_words(summary)
+    assert main(["summarize", str(run.path)]) == 0
+    said = capsys.readouterr()
+    assert "no text of the run was explained (3 failed" in said.out and said.err == ""
+    assert len(pd.read_csv(run.path / "words.csv")) == 0 and not (run.path / "words.png").exists()
+    # Explained texts, but no token in --min-texts of them: said too, not a crash.
+    assert main(["summarize", str(_synthetic_run(tmp_path / "few", 2).path), "--min-texts", "5"]) == 0
+    assert "no token occurs in at least 5 of its 2 explained texts" in capsys.readouterr().out
+    index = write_report(run, tmp_path / "site")
+    assert "3 texts" in index.read_text(encoding="utf-8")

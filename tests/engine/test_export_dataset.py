@@ -3,6 +3,7 @@ per (text, explained class) equal to the run's explanations, a dataset card, rea
 at a time, written whole or not at all."""
 
 import json
+import re
 import shutil
 import warnings
 
@@ -220,6 +221,29 @@ def test_a_folder_not_written_by_the_export_is_refused_and_an_export_replaced_on
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "mine"]  # no temp folder left
 
 
+@pytest.mark.parametrize("added", [".git/config", ".gitattributes", "notes.md", "data/extra.parquet"])
+def test_export_overwrite_keeps_the_users_files_and_names_them(runs, tmp_path, capsys, added):
+    from slalom_core.cli import main
+
+    run = runs[0]
+    out = export_dataset(run, tmp_path / "ds", shard_rows=1)
+    mine = out / added
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("the user's own", encoding="utf-8")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    with pytest.raises(FileExistsError, match=repr(added)):
+        export_dataset(run, out, shard_rows=10, overwrite=True)
+    assert main(["export", str(run.path), "--out", str(out), "--overwrite"]) == 2
+    assert repr(added) in capsys.readouterr().err
+    assert mine.read_text(encoding="utf-8") == "the user's own"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
+    mine.unlink()
+    if mine.parent != out and not any(mine.parent.iterdir()):
+        mine.parent.rmdir()  # an empty folder of the user's is the user's too
+    export_dataset(run, out, shard_rows=10, overwrite=True)
+    assert [p.name for p in (out / "data").iterdir()] == ["train-00000-of-00001.parquet"]
+
+
 def test_a_killed_export_leaves_no_dataset_and_the_earlier_one_as_it_was(runs, tmp_path, monkeypatch):
     run = runs[0]
     rows = export_module._text_rows
@@ -259,3 +283,44 @@ def test_cli_export_parquet_and_csv_and_its_one_line_errors(runs, tmp_path, caps
     assert main(["export", str(run.path), "--out", str(tmp_path / "ds"), "--overwrite"]) == 0
     assert main(["export", str(run.path), "--out", str(tmp_path / "csv"), "--format", "csv"]) == 0
     assert {p.suffix for p in (tmp_path / "csv" / "texts").iterdir()} == {".csv"}
+
+
+def test_the_card_writes_names_from_the_model_and_the_data_as_text(tmp_path):
+    import html as html_lib
+
+    import yaml
+    from hostile_names import DATA_NAME, HOSTILE, MODEL_NAME, hostile_run, live_markup
+
+    markdown_it = pytest.importorskip("markdown_it")
+    run = hostile_run(tmp_path / "h")
+    card = (export_dataset(run, tmp_path / "ds") / "README.md").read_text(encoding="utf-8")
+    _, front, body = card.split("---\n", 2)
+    meta = yaml.safe_load(front)  # the front matter is still the Hub's YAML
+    assert meta["configs"][0]["data_files"][0]["path"] == "data/train-*.parquet"
+    assert "\n" not in meta["pretty_name"] and "Injected" in meta["pretty_name"]
+    # Rendered as the Hub and GitHub render Markdown (raw HTML allowed).
+    html = markdown_it.MarkdownIt("commonmark", {"html": True}).render(body)
+    assert live_markup(html) == []
+    assert "<u>" not in html and "<script>" not in html and "<a " not in html
+    heads = re.findall(r"<h(\d)>(.*?)</h\1>", html, flags=re.S)
+    # The title, then the run, columns, load, citation: no heading injected by a name.
+    assert [level for level, _ in heads] == ["1", "2", "2", "2", "2"], heads
+    # The names are there, as text (a newline read as a space).
+    text = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", "", html)).split())
+    for name in (*HOSTILE, MODEL_NAME, DATA_NAME):
+        assert " ".join(name.split()) in text, name
+
+
+def test_an_export_of_a_run_with_no_explained_text_is_refused(tmp_path, capsys):
+    import slalom_core as sc
+    from slalom_core.cli import main
+
+    data = write_jsonl(tmp_path / "c.jsonl", ["", "  "])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = explain_corpus(sc.StringClassifier(lambda b: [[0.0, 1.0] for _ in b]), data, tmp_path / "r", **FAST)
+    with pytest.raises(ValueError, match="no explained text"):
+        export_dataset(run, tmp_path / "ds")
+    assert main(["export", str(run.path), "--out", str(tmp_path / "ds")]) == 2
+    assert "no explained text (2 failed" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "r"]  # nothing written, no temp folder
