@@ -18,7 +18,8 @@ class Diagnostics(dict):
     ``explain_batch`` sets the core fields below on every explanation; the fitter adds its
     own entries (:attr:`extras`), e.g. ``heldout_r2``, ``heldout_mse``, ``n_heldout``,
     ``train_r2``, ``fit_converged``, ``fit_iterations`` (eff, fidel, hybrid), ``check_r2``
-    (with ``check_samples``), ``design`` and ``n_context`` (hybrid), ``ana_invalid_pairs``
+    (with ``check_samples``), ``design``, ``n_context``, ``context_level``, ``context_scale``,
+    ``importance_temperature``, ``importance_measured`` and ``heldout_r2_of`` (hybrid), ``ana_invalid_pairs``
     (ana).
 
     A ``dict`` subclass, so that code written for the plain dict this used to be keeps

@@ -157,10 +157,11 @@ class SlalomExplanation:
         samples shrank the variance to under 64 % of the prior's, a posterior contraction
         1 − SE²/sd² above 0.36 (Betancourt 2018, "Calibrating model-based inferences and
         decisions", arXiv:1803.08393; Schad, Betancourt & Vasishth 2021, Psychological
-        Methods 26(1)); or the importance lies at least two standard errors from the mean
-        importance of the text's tokens: the data set it apart from the average token, e.g.
-        through the fitted slope of a prior centred on β·h, which no single token's samples
-        need to pin (the default's importances are determined this way). All False for a
+        Methods 26(1)); or the importance lies more than two standard errors from the mean
+        importance of the text's tokens: the data set it apart from the average token. For the
+        default (``hybrid``) the SE and the prior's sd are those *in context*: the short
+        samples' tempered by the fitted temperature γ, with γ's own uncertainty (importances
+        that γ = 0 flattens are determined nowhere). All False for a
         method without standard errors (``ana``): nothing then says the data determined
         them. Views draw an undetermined importance neutral.
 
@@ -173,9 +174,11 @@ class SlalomExplanation:
         from .fitting.constants import PRIOR_SD
 
         sd = self.diagnostics.prior_sd
-        contracted = se < DETERMINED_SE_RATIO * (float(sd) if sd else PRIOR_SD)
+        contracted = se < DETERMINED_SE_RATIO * (PRIOR_SD if sd is None else float(sd))
         centre = float(np.mean(self.surrogate.importance))  # over the text's unique tokens
-        return np.asarray(contracted | (np.abs(self.importance - centre) >= 2.0 * se), dtype=bool)
+        apart = np.abs(self.importance - centre)
+        # Strictly apart: an importance at the mean with SE 0 (γ = 0) is not set apart.
+        return np.asarray(contracted | ((apart > 2.0 * se) & (apart > 0)), dtype=bool)
 
     @property
     def lin(self) -> np.ndarray:

@@ -336,8 +336,8 @@ def explain(
         gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
         show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
             (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
-        **fit_options: passed to the fitter, e.g. ``context_share=0.04``,
-            ``value_sd=0.1`` (hybrid), ``sample_length=2``, ``solver="adam"`` (eff,
+        **fit_options: passed to the fitter, e.g. ``context_share=0.2``
+            (hybrid), ``sample_length=2``, ``solver="adam"`` (eff,
             hybrid), ``max_delete_fraction=0.5`` (fidel, hybrid), ``holdout_fraction=0.1``,
             ``prior_sd=0.25``, ``anchor_weight``, ``check_samples`` (eff, hybrid, fidel).
 

@@ -3,11 +3,13 @@
 The methods, by name (:data:`FITTERS`; :func:`get_fitter` builds one with its options):
 
 - ``hybrid`` (:class:`HybridFitter`), the default of :func:`slalom_core.explain`
-  (:data:`slalom_core.api.call.DEFAULT_METHOD`): triples for the values, a few deletions
-  from the text and the text itself for the importances, whose prior is centred on a fitted
-  slope along each unit's effect in the direction of the model's move.
+  (:data:`slalom_core.api.call.DEFAULT_METHOD`): triples measure each unit alone (90 % of
+  the budget); deletions of the text and the text itself carry that measurement into the
+  text's context (:mod:`.in_context`: a level, a scale, a temperature of the importances and
+  shrunk per-unit corrections, all measured). Recovers a true SLALOM with its defaults.
 - ``eff-slope`` (:class:`EffSlopeFitter`): triples alone, the importances' prior centred on
-  a fitted slope times each unit's |value|; the fastest faithful ranking.
+  a fitted slope times each unit's |value| (a prior built from the values: its importances
+  are not measured; kept for comparison).
 - ``eff`` (:class:`EffFitter`): the paper's short random samples, gradient fit.
 - ``fidel`` (:class:`FidelFitter`): deletions from the full text, quasi-Newton on the
   posterior (default) or alternating least squares.
@@ -36,6 +38,7 @@ The modules, one concern each:
   why) and the option defaults, each value stated once.
 - :mod:`.protocol`: what a fitter yields and returns (:class:`FitRequest`, :class:`FitResult`).
 - :mod:`.fitter`: the :class:`Fitter` interface and the option tables fitters share.
+- :mod:`.in_context`: the default's second stage, a short-sample fit carried into the text.
 - :mod:`.sampled`: the flow of the sampled fitters (design, held-out check, priors, final fit,
   standard errors), :class:`~.sampled.SampledFitter`.
 - :mod:`.eff`, :mod:`.hybrid`, :mod:`.eff_slope`, :mod:`.fidel`, :mod:`.ana`: one file

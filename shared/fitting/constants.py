@@ -80,22 +80,14 @@ SAMPLE_LENGTH = 2
 #: ... for eff-slope and hybrid: triples, as the authors' code draws them; a triple shows how
 #: two or three tokens share weight, and each token is seen in 50 % more samples than in pairs.
 TRIPLE_LENGTH = 3
-#: hybrid: share of the budget spent on samples of the text in context (deletions), the weight
-#: those samples carry together, the text itself as one more observation, and how far the
-#: values may move from the short samples' fit (log-odds). docs/results.md has the front.
-CONTEXT_SHARE = 0.01
-#: ... but never fewer context samples than this (budget permitting): with fewer, the
-#: effective number of weighted samples is so small that the importances' prior outweighs
-#: the data (on a true SLALOM of 120 tokens, 6 deletions left held-out R² at 0.91 and the
-#: text's output half reached; 10 recover it exactly), and the removal check needs them.
+#: hybrid: share of the budget spent on deletions of the text (stage two; the rest are triples).
+#: 5 % of 1,000 (50 deletions) reads about 1.7x the triples' model tokens on a review of 150
+#: tokens; 10 % described the context better but took ~2.9x the reference's time on this CPU,
+#: past the 2x the default may cost (docs/results.md §23 has the front and the pilot).
+CONTEXT_SHARE = 0.05
+#: ... but never fewer deletions than this (budget permitting): stage two fits three numbers
+#: and the removal check needs them.
 MIN_CONTEXT = 10
-CONTEXT_WEIGHT = 0.75
-CONTEXT_ANCHOR_WEIGHT = 0.1
-VALUE_SD = 0.1
-#: The axis of the importances' slope: "agreement", each token's effect in the direction of
-#: the model's move on the text (a weighted mean reaches a confident output only if the
-#: tokens that agree with it carry the weight), or "size", |v| whatever its direction.
-SLOPE_AXIS = "agreement"
 #: Deletion samples delete at most this share of the text's positions, as SLALOM-fidel does.
 MAX_DELETE_FRACTION = 0.5
 #: No share of the weight on the full text itself: the design's samples alone.

@@ -52,135 +52,28 @@ from slalom_core.experiments.data import read_jsonl
 from slalom_core.sampling import deletion_neighbourhood
 from slalom_core.surrogate import pad_sequences, predict_sparse
 
-#: name -> (method, n_samples, options). Names: method-budget, then the hybrid's context
-#: (del = deletions, sub = subsets) and its share of the budget in %, the context samples'
-#: share of the weight (w, in %; "wnone" = each sample the same), the anchor's (a, in %),
-#: and the deletions' largest fraction (d, in %) where it is not 50.
+#: name -> (method, n_samples, options). Names: method-budget, then what differs from the
+#: method's defaults (ctxN: the hybrid's deletions, N % of the budget; L3: triples).
 DESIGNS: dict[str, tuple[str, int, dict]] = {
-    # The default (hybrid: triples, 1 % deletions with 75 % of the weight, the text itself,
-    # values held within 0.1, importances' prior centred on a slope along each token's
-    # effect in the direction of the model's move).
+    # The default (hybrid): triples alone, then 5 % deletions carry them into the text's context.
     "default-1000": ("hybrid", 1000, {}),
-    # The previous default: eff's triples, importances' prior centred on a slope of |value|.
+    "hybrid-1000-ctx10": ("hybrid", 1000, {"context_share": 0.1}),
+    "hybrid-1000-ctx20": ("hybrid", 1000, {"context_share": 0.2}),
+    # Stage one alone: eff on distinct triples (what the default carries into context).
+    "hybrid-1000-ctx0": ("hybrid", 1000, {"context_share": 0.0}),
+    # The previous defaults: eff-slope (importances' prior centred on a slope of |value|) and
+    # the agreement axis (docs/results.md §20-§22).
     "eff-slope-1000": ("eff-slope", 1000, {}),
-    # The slope along each token's effect in the direction of the model's move on the text.
     "eff-slope-1000-agree": ("eff-slope", 1000, {"slope_axis": "agreement"}),
-    "hybrid-1000-L3-a10-v0.1-agree": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.0, "anchor_weight": 0.1, "value_sd": 0.1, "slope_axis": "agreement"},
-    ),
-    "hybrid-1000-L3-del2-w75-a10-v0.1-agree": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.02, "context_weight": 0.75, "slope_axis": "agreement"},
-    ),
-    "hybrid-1000-L3-del1-w75-a10-v0.1-agree": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.01, "context_weight": 0.75, "slope_axis": "agreement"},
-    ),
-    "hybrid-1000-L3-del2-w75-a10-v0.1": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.02, "context_weight": 0.75},
-    ),
-    # ... with the text itself as an anchor (10 % of the weight), values held within 0.1 of the
-    # triples' fit so that the anchor moves the slope rather than the values.
-    "hybrid-1000-L3-a10-v0.1-slope": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.0, "anchor_weight": 0.1, "value_sd": 0.1},
-    ),
-    "hybrid-1000-L3-a10-slope": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.0, "anchor_weight": 0.1, "value_sd": None, "importance_slope": True},
-    ),
-    "pA": ("hybrid", 1000, {"context_share": 0.1, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False}),
-    "pB": ("hybrid", 1000, {"context_share": 0.2, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False}),
-    "pC": ("hybrid", 1000, {"context_share": 0.2, "context_weight": 0.75, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False}),
-    "pD": ("hybrid", 1000, {"context_share": 0.2, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False, "prior_sd": "evidence"}),
-    "pE": ("hybrid", 1000, {"context_share": 0.2, "context_weight": None, "anchor_weight": 0.0, "value_sd": None, "importance_slope": False, "prior_sd": 1.0}),
-    "fidel-100": ("fidel", 100, {}),
-    "fidel-150": ("fidel", 150, {}),
-    "fidel-150-ev": ("fidel", 150, {"prior_sd": "evidence"}),
-    "pV": ("hybrid", 1000, {"context_share": 0.15, "context_weight": 0.999, "anchor_weight": 0.0, "value_sd": 1.0, "importance_slope": False}),
-    "pW": ("hybrid", 1000, {"context_share": 0.15, "context_weight": 0.999, "anchor_weight": 0.0, "value_sd": 0.3, "importance_slope": False}),
     # The authors' implementation (PyPI slalom-explanations 0.1.2, SLALOM-eff, its defaults).
     "reference-1000": ("reference", 1000, {}),
-    # The default since the importances' prior counts effective samples: as the old default,
-    # plus a fitted slope of importance on the pairs' |value| (`importance_slope`).
-    "hybrid-1000-del4-w75-a10-v0.1-slope": ("hybrid", 1000, {"context_weight": 0.75, "importance_slope": True}),
-    "hybrid-1000-del2-w75-a10-v0.1-slope": (
-        "hybrid",
-        1000,
-        {"context_weight": 0.75, "context_share": 0.02, "importance_slope": True},
-    ),
-    "hybrid-1000-del1-w75-a10-v0.1-slope": (
-        "hybrid",
-        1000,
-        {"context_weight": 0.75, "context_share": 0.01, "importance_slope": True},
-    ),
-    "hybrid-1000-del2-w75-a10-v0.1-slope-L3": (
-        "hybrid",
-        1000,
-        {"context_weight": 0.75, "context_share": 0.02, "importance_slope": True, "sample_length": 3},
-    ),
-    "eff-1000-L3": ("eff", 1000, {"sample_length": 3}),
-    # eff's triples with the slope: values held near the triples' fit, importances centred on
-    # β·|v|, one deletion sample; "a0": the text itself carries no extra weight.
-    "hybrid-1000-L3-ctx1-a0-slope": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.001, "min_context": 1, "context_weight": None, "anchor_weight": 0.0},
-    ),
-    "hybrid-1000-L3-ctx1-a10-slope": (
-        "hybrid",
-        1000,
-        {"sample_length": 3, "context_share": 0.001, "min_context": 1, "context_weight": None, "anchor_weight": 0.1},
-    ),
-    "hybrid-1000-del4-w75-a10-v0.1-noslope": ("hybrid", 1000, {"context_weight": 0.75, "importance_slope": False}),
     "eff-500": ("eff", 500, {}),
     "eff-1000": ("eff", 1000, {}),
-    "eff-1000-a10": ("eff", 1000, {"anchor_weight": 0.1}),
-    # hybrid's defaults: 4 % deletions, half the weight, anchor 0.1, values within 0.1 of eff's
-    "hybrid-1000-del4-w50-a10-v0.1": ("hybrid", 1000, {}),
-    "hybrid-1000-del4-w50-a10-v0.1-d20": ("hybrid", 1000, {"max_delete_fraction": 0.2}),
-    "hybrid-1000-del4-w50-a10-v0": ("hybrid", 1000, {"value_sd": 0.0}),
-    "hybrid-1000-del4-w75-a10-v0.1": ("hybrid", 1000, {"context_weight": 0.75}),
-    "hybrid-1000-del6-w50-a10-v0.1": ("hybrid", 1000, {"context_share": 0.06}),
-    "hybrid-1000-del6-w50-a10-v0": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.0}),
-    "hybrid-1000-del6-w50-a0-v0": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.0, "anchor_weight": 0.0}),
-    "hybrid-1000-del6-w50-a10-v0.2": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.2}),
-    "hybrid-1000-del6-w50-a10-v0.3": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.3}),
-    "hybrid-1000-del6-w50-a10-v1": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 1.0}),
-    "hybrid-1000-del6-w50-a10": ("hybrid", 1000, {"context_share": 0.06, "value_sd": None}),
-    "hybrid-1000-del6-w50-a0": ("hybrid", 1000, {"context_share": 0.06, "value_sd": None, "anchor_weight": 0.0}),
-    "hybrid-1000-del6-w25-a10": ("hybrid", 1000, {"context_share": 0.06, "value_sd": None, "context_weight": 0.25}),
-    "hybrid-1000-del6-w75-a10": ("hybrid", 1000, {"context_share": 0.06, "value_sd": None, "context_weight": 0.75}),
-    "hybrid-1000-del6-wnone-a10": ("hybrid", 1000, {"context_share": 0.06, "value_sd": None, "context_weight": None}),
-    "hybrid-1000-del6-w75-a10-v0": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.0, "context_weight": 0.75}),
-    "hybrid-1000-del3-w50-a10-v0": ("hybrid", 1000, {"context_share": 0.03, "value_sd": 0.0}),
-    "hybrid-1000-del6-w50-a10-d20": (
-        "hybrid",
-        1000,
-        {"context_share": 0.06, "value_sd": None, "max_delete_fraction": 0.2},
-    ),
-    "hybrid-1000-sub25-w50-a10": ("hybrid", 1000, {"context": "subsets", "context_share": 0.25, "value_sd": None}),
-    "hybrid-1000-del6-w50-a10-sd1": ("hybrid", 1000, {"context_share": 0.06, "value_sd": None, "prior_sd": 1.0}),
-    "hybrid-1000-del6-w50-a10-evidence": (
-        "hybrid",
-        1000,
-        {"context_share": 0.06, "value_sd": None, "prior_sd": "evidence"},
-    ),
-    "hybrid-1000-del6-w50-a10-v0-sd1": ("hybrid", 1000, {"context_share": 0.06, "value_sd": 0.0, "prior_sd": 1.0}),
-    "eff-1000-a10-sd1": ("eff", 1000, {"anchor_weight": 0.1, "prior_sd": 1.0}),
+    "eff-1000-L3": ("eff", 1000, {"sample_length": 3}),
+    "fidel-100": ("fidel", 100, {}),
     "fidel-200": ("fidel", 200, {}),
-    "fidel-250": ("fidel", 250, {}),
     "fidel-500": ("fidel", 500, {}),
     "fidel-1000": ("fidel", 1000, {}),
-    "fidel-250-d20": ("fidel", 250, {"max_delete_fraction": 0.2}),
 }
 
 #: (column, higher is better) in table order.
@@ -217,6 +110,10 @@ METRICS: tuple[tuple[str, bool], ...] = (
 #: importances' seed-to-seed differences over their combined standard errors (1 when the
 #: standard errors mean what they say; determined importances only).
 SEED_METRICS = ("top5_stable", "z_sd")
+
+
+#: Scores whose deletion AOPC the front measures (``--aopc``; each costs a deletion curve).
+AOPC_SCORES = ("lin", "value", "contribution", "removal")
 
 
 def _log_odds(adapter: sc.HFClassifier, seqs: list[list[int]]) -> np.ndarray:
@@ -296,7 +193,9 @@ def seed_agreement(runs: list[tuple[dict, np.ndarray | None]]) -> dict:
     return {"top5_stable": float(np.mean(tops)) if tops else np.nan, "z_sd": float(np.std(z)) if len(z) > 2 else np.nan}
 
 
-def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, seeds=(), ctx=None) -> dict:
+def measure(
+    adapter, inst, design, *, seed, check, check_y, nb_table, threads, seeds=(), ctx=None, aopc=AOPC_SCORES
+) -> dict:
     """One design on one text: the row of per-text numbers the front aggregates (the
     explanation at ``seed``; ``seeds`` adds :data:`SEED_METRICS`; ``ctx``, the held-out
     sub-texts and the model's log-odds on them, adds the ``ctx_*`` columns of :mod:`.context`)."""
@@ -340,7 +239,7 @@ def measure(adapter, inst, design, *, seed, check, check_y, nb_table, threads, s
     def predict(seqs):
         return torch.softmax(adapter.score(seqs), dim=1)[:, target].numpy()
 
-    for score in ("lin", "value", "contribution", "removal"):
+    for score in aopc:
         oriented = sign * scores[score]
         row[f"del_{score}"] = ev.comprehensiveness(predict, inst.token_ids, oriented).value
         if score == "lin":
@@ -449,9 +348,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated names of DESIGNS")
     ap.add_argument("--baseline", default="eff-1000")
     ap.add_argument("--check-samples", type=int, default=50)
-    ap.add_argument(
-        "--no-context", action="store_true", help="skip the held-out sub-texts (ctx_* columns, context.py)"
-    )
+    ap.add_argument("--aopc", default=",".join(AOPC_SCORES), help="scores whose deletion AOPC is measured")
+    ap.add_argument("--no-context", action="store_true", help="skip the held-out sub-texts (ctx_* columns, context.py)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -509,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
                     threads=args.threads,
                     seeds=[int(x) for x in args.seeds.split(",") if x],
                     ctx=ctx,
+                    aopc=tuple(a for a in args.aopc.split(",") if a),
                 )
                 row.update(design=name, text=inst.index, n_tokens=inst.n_tokens)
                 rows.append(row)
