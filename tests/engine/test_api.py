@@ -354,6 +354,7 @@ def test_a_list_of_texts_to_explain_points_to_explain_batch(bert):
         sc.explain(model, ["a text", "another"], tokenizer=tok)
 
 
+@pytest.mark.invariance
 def test_a_texts_scores_do_not_depend_on_its_neighbours_on_the_packaged_model():
     # The packaged MiniLM, the default method: explained together (one chunk) or alone
     # (chunks of 1), each text with its own seed as a corpus run gives it. The default fit
