@@ -65,6 +65,7 @@ def explain_batch(
     granularity: str = "token",
     seed: int | Sequence[int] | None = None,
     gamma: float = 0.0,
+    truncate: bool = False,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     show_progress: ProgressOption = False,
@@ -276,6 +277,7 @@ def explain(
     granularity: str = "token",
     seed: int | Sequence[int] | None = None,
     gamma: float = 0.0,
+    truncate: bool = False,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     show_progress: ProgressOption = False,
@@ -334,6 +336,11 @@ def explain(
         batch_size: sequences per forward pass (default: the adapter's, 64).
         device: run the model here (it is moved back afterwards).
         gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
+        truncate: False (default) refuses a text longer than the model accepts, with an
+            error that says so; True keeps its first tokens that fit beside the special
+            tokens (a word is never split), the rule of the command line and of corpus
+            runs (:meth:`~slalom_core.ModelAdapter.segment_within_length`), and records
+            how many positions were cut in ``diagnostics["truncated_positions"]``.
         show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
             (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
         **fit_options: passed to the fitter, e.g. ``context_share=0.04``,
