@@ -675,6 +675,36 @@ def test_visualize_text_renders_a_slalom_record(tiny_bert):
         visualization_record(attr[:2], tokens, pred_prob=0.5, pred_class=1, true_class=1, attr_class=1)
 
 
+def test_the_tutorials_summarize_attributions_is_for_embedding_attributions(tiny_bert):
+    """Captum's BERT tutorial sums (1, n, hidden) embedding attributions over hidden; on token
+    ids SLALOM's scores are (1, n), one per token, exactly like Lime's: the helper then sums the
+    tokens away (tensor(1.)) for both, and a visualisation record of that says why."""
+    from captum.attr import Lime
+
+    model, tok = tiny_bert
+    enc = tok(["the movie was great fun"], return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    f = lambda i, m: model(input_ids=i, attention_mask=m).logits  # noqa: E731
+    ref = torch.where((ids == tok.cls_token_id) | (ids == tok.sep_token_id), ids, tok.pad_token_id)
+    ours = SlalomAttribution(f).attribute(ids, baselines=ref, target=1, additional_forward_args=(mask,), seed=0)
+    lime = Lime(f).attribute(ids, baselines=ref, target=1, additional_forward_args=(mask,), n_samples=40)
+    assert ours.shape == lime.shape == ids.shape  # one score per token, as Lime gives
+
+    def summarize_attributions(attributions):  # the tutorial's helper, verbatim
+        attributions = attributions.sum(dim=-1).squeeze(0)
+        attributions = attributions / torch.norm(attributions)
+        return attributions
+
+    for attr in (ours, lime):
+        assert summarize_attributions(attr).shape == ()  # the tokens summed away: ±1
+    tokens = tok.convert_ids_to_tokens(ids[0])
+    with pytest.raises(ValueError, match=r"one score for 7 tokens.*summarize_attributions.*attr\[0\]"):
+        visualization_record(
+            summarize_attributions(ours), tokens, pred_prob=0.5, pred_class=1, true_class=1, attr_class=1
+        )
+    assert visualization_record(ours[0], tokens, pred_prob=0.5, pred_class=1, true_class=1, attr_class=1)
+
+
 def test_infidelity_with_token_deletion():
     from captum.metrics import infidelity
 
