@@ -44,8 +44,9 @@ DEFAULT_N_SAMPLES = 1000
 DEFAULT_METHOD = "hybrid"
 
 # show_progress: True for the engine's own tqdm bar, or a factory ``total -> bar`` so that a
-# host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)``,
-# ``close()`` and a settable ``total`` (raised when a fitter asks for a second round).
+# host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)`` and
+# ``close()``; its total (the samples the fits ask for) is known when it is made and the
+# engine never changes it.
 ProgressOption = bool | Callable[[int], object]
 ReferenceOption = str | float | Sequence[float] | np.ndarray
 

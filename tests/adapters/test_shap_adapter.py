@@ -1036,3 +1036,37 @@ def test_load_says_that_it_unpickles():
     # Like shap's own load it runs pickle on the stream: its docstring must warn about it.
     doc = " ".join(SlalomExplainer.load.__doc__.split())
     assert "unpickles" in doc and "trust" in doc
+
+
+def test_the_progress_total_is_known_up_front(gt, tok):
+    """shap's bar (SlalomExplainer's, as shap's explainers show it) starts at its total and
+    keeps it: the samples the fits ask for, the model reading each distinct one once."""
+
+    class Bar:
+        def __init__(self, total):
+            self._total, self.n, self.seen = total, 0, []
+            bars.append(self)
+
+        @property
+        def total(self):
+            return self._total
+
+        @total.setter
+        def total(self, value):  # the engine must never change it mid-run
+            raise AssertionError(f"total changed from {self._total} to {value} at {self.n}")
+
+        def update(self, n):
+            self.n += n
+            self.seen.append(self.n)
+
+        def close(self):
+            pass
+
+    bars: list = []
+    for method in ("hybrid", "eff", "fidel", "ana"):
+        ex = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200, method=method)
+        ex._progress_bar = Bar
+        ex.fit(TEXTS, silent=False)
+    for bar in bars:
+        assert bar.n == bar.total and max(bar.seen) <= bar.total
+        assert len(bar.seen) > 2 and bar.seen[0] < bar.total  # it moved on the way, not at the end only
