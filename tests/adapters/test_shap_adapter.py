@@ -298,6 +298,7 @@ def test_explain_row_protocol(gt, gt_explainer, tok):
     fit = row["slalom"]
     surrogate = fit.base_value + float(fit.surrogate.predict_sequences([fit.unit_index.tolist()])[0])
     np.testing.assert_allclose(row["expected_values"], np.array([-1.0, 1.0]) * fit.base_value)
+    # tol: float64 rounding of a sum over the text's positions
     np.testing.assert_allclose(
         row["values"].sum(axis=0), np.array([-1.0, 1.0]) * (surrogate - fit.base_value), atol=1e-9
     )
