@@ -65,6 +65,13 @@ def visualization_record(
         [1.0, -0.20000000298023224]
     """
     raw = torch.as_tensor(attributions, dtype=torch.float64).detach().cpu().flatten()
+    if raw.numel() == 1 and len(tokens) > 1:
+        raise ValueError(
+            f"one score for {len(tokens)} tokens: were the scores summed over their last axis? Captum's "
+            "tutorial helper summarize_attributions (attributions.sum(dim=-1)) is for an embedding layer's "
+            "(1, n, hidden) attributions; SLALOM's (and Lime's) on token ids are already one score per token, "
+            "shape (1, n): pass attr[0]"
+        )
     if len(tokens) != raw.numel():
         raise ValueError(f"{raw.numel()} scores for {len(tokens)} tokens")
     shown = normalise_scores(raw) if normalise else raw.to(torch.get_default_dtype())

@@ -13,7 +13,7 @@ Example:
     >>> sv = explainer(["a great movie", "a dull plot"])  # doctest: +SKIP
     >>> shap_slalom.plots.text(sv[0, :, "POSITIVE"])  # shap's text plot, with its colours  # doctest: +SKIP
     >>> shap_slalom.plots.beeswarm(shap_slalom.cohort(sv, "POSITIVE"))  # texts × tokens  # doctest: +SKIP
-    >>> shap_slalom.plots.waterfall(sv, 0, "POSITIVE")  # ends at f(x), residual in the title  # doctest: +SKIP
+    >>> shap_slalom.plots.waterfall(sv, 0, "POSITIVE")  # ends at F(x); f(x) and the residual in the title  # doctest: +SKIP
     >>> plots.plot_scatter(explainer.fit("a great movie")[0])  # value vs importance  # doctest: +SKIP
 """
 

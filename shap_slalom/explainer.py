@@ -18,6 +18,7 @@ import slalom_core as sc
 import torch
 
 from ._inputs import resolve
+from ._outputs import ADDITIVITY, check_choices, text_outputs
 from ._saving import read_settings, stream_class, write_settings
 from .models import LogOddsModel
 
@@ -27,11 +28,6 @@ __all__ = ["SlalomExplainer", "SCORES", "ADDITIVE_SCORES", "ADDITIVITY"]
 #: to an output: the engine's score table (:data:`slalom_core.SCORES`), read, not restated.
 SCORES = sc.SCORE_NAMES
 ADDITIVE_SCORES = sc.ADDITIVE_SCORES
-#: Choices of ``additivity=``, what ``base_values + values.sum()`` equals for additive scores:
-#: "model" (default) = the model's own output f(x), as for shap's explainers; the base value
-#: is then the reference point plus the fit's residual f(x) − surrogate(x). "surrogate" = the
-#: surrogate's output; the base value is the reference point alone.
-ADDITIVITY = ("model", "surrogate")
 #: shap shows an explainer's progress bar only once a call has run this long (its show_progress).
 SHOW_PROGRESS_AFTER_S = 10.0
 
@@ -55,19 +51,19 @@ class SlalomExplainer(shap.Explainer):
       from the reference point (the model's output on the input with no tokens). The other
       scores ("value", "importance", "lin", "removal", "shapley") come with ``score=``, or
       all at once, from one fit, with :meth:`explain_scores`.
-    - ``.base_values``: by default (``additivity="model"``) ``base_values + values.sum()``
-      equals the model's own output f(x) in the explained units, as for shap's Partition
-      explainer, so waterfall and text plots end at f(x). The base value is then the
-      reference point *plus the fit's residual* f(x) − surrogate(x): the part of f(x) the
-      surrogate does not explain. ``additivity="surrogate"`` keeps the reference point as
-      the base value, so values add up to the surrogate's output instead. Non-additive
-      scores always get base 0.
-    - the residual is never only inside the base value: every Explanation this explainer
-      returns also carries, per text, ``reference_values`` (the reference point),
-      ``residual_values`` (f(x) − surrogate(x)) and ``model_outputs`` (f(x)), arrays of
-      shape (texts,) or (texts, outputs), and ``additivity``. shap's slicing does not
-      carry these extra arrays: read them on the unsliced Explanation, or use
-      :func:`shap_slalom.plots.waterfall`, which shows them beside shap's waterfall.
+    - ``.base_values``: the reference point b, the model's output on the input with no
+      tokens (or the number given as ``reference=``), one per output and *the same for
+      every text*, as shap's explainers give E[f(X)]. For the additive scores
+      ``base_values + values.sum()`` is the surrogate's output F(x) on the text, so
+      waterfall and text plots end at F(x). Non-additive scores get base 0.
+    - what the surrogate leaves of the model's output, the residual f(x) − F(x), is reported
+      beside the base value, never inside it: every Explanation this explainer returns
+      carries, per text, ``residual_values`` (f(x) − F(x)), ``model_outputs`` (f(x)),
+      ``surrogate_outputs`` (F(x)) and ``reference_values`` (b), arrays of shape (texts,)
+      or (texts, outputs), so ``base_values + values.sum() + residual_values`` is f(x).
+      shap's slicing does not carry these extra arrays: read them on the unsliced
+      Explanation, or use :func:`shap_slalom.plots.waterfall`, which states them under
+      shap's waterfall.
     - an output axis per class for models with two or more outputs, named from ``id2label``:
       a binary model gives ``[-x, x]`` (log-odds of class 0 is minus that of class 1); k > 2
       classes are fitted jointly (centred logits) in one fit. ``importance`` is shared by
@@ -125,7 +121,7 @@ class SlalomExplainer(shap.Explainer):
         >>> explainer = SlalomExplainer(pipe)  # doctest: +SKIP
         >>> sv = explainer(["a great movie", "dull"])  # doctest: +SKIP
         >>> shap_slalom.plots.text(sv[0, :, "POSITIVE"])  # doctest: +SKIP
-        >>> sv.residual_values[0]  # f(x) - surrogate(x), inside sv.base_values[0]  # doctest: +SKIP
+        >>> sv.residual_values[0]  # f(x) - F(x), beside sv.base_values[0] (the reference point)  # doctest: +SKIP
     """
 
     def __init__(
@@ -337,21 +333,12 @@ class SlalomExplainer(shap.Explainer):
         return out
 
     # -- engine scores -> shap rows -----------------------------------------------------------
-    def _outputs(self, text: str, fit: Fit) -> sc.ClassOutputs:
-        """The engine's (reference point, f(x), residual) of one text, one entry per output column."""
-        if fit is None:
-            # No tokens: f(x) is the model's output on this text, and there is no surrogate
-            # to miss it; the reference point is f(x) itself.
-            f_x = np.asarray(self.model([text])[0], dtype=np.float64)
-            return sc.ClassOutputs(f_x, f_x, np.zeros_like(f_x))
-        return fit.per_class_outputs()
-
     def _row(
         self, text: str, fit: Fit, score: str, additivity: str, outputs: sc.ClassOutputs
     ) -> tuple[np.ndarray, Any]:
         """Per-masker-token values and the base value for one text."""
         n, keep, _ = self._positions(text)
-        reference, model_out, _ = outputs
+        reference, model_out = outputs.reference, outputs.model_output
         if fit is None:  # nothing to explain: no values, and f(x) is the reference point itself
             keep, s = [], np.zeros((0,) + model_out.shape)
         elif len(keep) != fit.n_positions:
@@ -362,10 +349,7 @@ class SlalomExplainer(shap.Explainer):
         values[keep] = s
         if score not in ADDITIVE_SCORES:
             expected = np.zeros(s.shape[1:])
-        elif additivity == "model":
-            # Reference + residual, computed so that the row adds up to f(x) exactly.
-            expected = model_out - s.sum(axis=0)
-        else:
+        else:  # the reference point: E[f(X)] of every text; the residual is reported beside
             expected = np.broadcast_to(reference, s.shape[1:]).astype(np.float64)
         return values, (float(expected) if expected.ndim == 0 else expected)
 
@@ -379,7 +363,7 @@ class SlalomExplainer(shap.Explainer):
         outputs: Any = None,
         silent: bool = True,
         score: str = sc.DEFAULT_SCORE,
-        additivity: str = "model",
+        additivity: str = "surrogate",
         seed: int | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
@@ -399,12 +383,12 @@ class SlalomExplainer(shap.Explainer):
         text = row_args[0]
         if not isinstance(text, str):
             raise TypeError(f"a row must be a string, got {type(text).__name__}")
-        _check_choices(score, additivity)
+        check_choices(score, additivity)
         if self._prefit and self._prefit[0][0] == text:
             _, fit, outs = self._prefit.popleft()
         else:
             fit = self.fit([text], max_evals=max_evals, seed=seed, silent=silent, batch_size=batch_size)[0]
-            outs = self._outputs(text, fit)
+            outs = text_outputs(self.model, self.reference, text, fit)
         values, expected = self._row(text, fit, score, additivity, outs)
         return {
             "values": values,
@@ -422,13 +406,14 @@ class SlalomExplainer(shap.Explainer):
         texts: str | Iterable[str],
         fits: Sequence[Fit],
         score: str = sc.DEFAULT_SCORE,
-        additivity: str = "model",
+        additivity: str = "surrogate",
     ) -> shap.Explanation:
         """Build the ``shap.Explanation`` of already fitted texts (no model calls, except
         f(x) of texts with no tokens).
 
         The Explanation also carries ``reference_values``, ``residual_values``,
-        ``model_outputs`` (one row per text) and ``additivity`` (see the class docstring).
+        ``model_outputs``, ``surrogate_outputs`` (one row per text) and ``additivity`` (see
+        the class docstring).
 
         Example:
             >>> fits = explainer.fit(texts)  # doctest: +SKIP
@@ -438,8 +423,11 @@ class SlalomExplainer(shap.Explainer):
         texts = _nonempty(sc.text_batch(texts))
         if len(texts) != len(fits):
             raise ValueError(f"{len(texts)} texts but {len(fits)} fits")
-        _check_choices(score, additivity)
-        outs = [self._outputs(t, f) for t, f in zip(texts, fits)]
+        check_choices(score, additivity)
+        fitted = [f for f in fits if f is not None]
+        # One reference point for the call: a text with no tokens gets the fitted texts'.
+        shared = fitted[0].per_class_outputs().reference if fitted else None
+        outs = [text_outputs(self.model, self.reference, t, f, shared) for t, f in zip(texts, fits)]
         # shap's own __call__ assembles the Explanation (ragged data, token names, output
         # names) exactly as for its explainers; explain_row picks up these fits in order.
         self._prefit = deque(zip(texts, fits, outs))
@@ -447,9 +435,9 @@ class SlalomExplainer(shap.Explainer):
             exp = super().__call__(texts, silent=True, score=score, additivity=additivity)
         finally:
             self._prefit.clear()
-        # The residual sits inside base_values (additivity="model"): report it on its own
-        # too, so that it is never hidden there.
+        # The residual is not in base_values (the reference point, E[f(X)]): reported beside.
         exp.reference_values, exp.model_outputs, exp.residual_values = (np.array(x) for x in zip(*outs))
+        exp.surrogate_outputs = exp.model_outputs - exp.residual_values
         exp.additivity = additivity
         exp.slalom_score = score  # what cohort() and the axis labels read
         exp.compute_time = time.perf_counter() - t0 + sum(f.summary()["seconds"] for f in fits if f is not None)
@@ -459,7 +447,7 @@ class SlalomExplainer(shap.Explainer):
         self,
         *args: Any,
         score: str = sc.DEFAULT_SCORE,
-        additivity: str = "model",
+        additivity: str = "surrogate",
         max_evals: int | Literal["auto"] = "auto",
         seed: int | None = None,
         silent: bool = False,
@@ -474,10 +462,10 @@ class SlalomExplainer(shap.Explainer):
         Args:
             score: what ``.values`` holds: "contribution" (default, additive), "value",
                 "importance", "lin", "removal" or "shapley" (additive, on the surrogate).
-            additivity: "model" (default: base + values = the model's output f(x); the base
-                holds the reference point plus the fit's residual) or "surrogate" (base =
-                the reference point; base + values = the surrogate's output). Either way
-                ``reference_values`` and ``residual_values`` report both parts per text.
+            additivity: "surrogate" (the only choice): base = the reference point, the same
+                for every text; base + values = the surrogate's output F(x); the residual
+                f(x) − F(x) is in ``residual_values``. "model" (the residual folded into the
+                base so that rows end at f(x)) is refused with what to use instead.
             max_evals: model evaluations per text ("auto": the explainer's ``n_samples``).
             seed: overrides the explainer's seed.
             silent: True hides the progress bar.
@@ -493,7 +481,7 @@ class SlalomExplainer(shap.Explainer):
             raise ValueError("SLALOM explains every class in one fit: select classes by slicing the Explanation")
         if main_effects or error_bounds:
             raise ValueError("SLALOM has no main effects or error bounds")
-        _check_choices(score, additivity)
+        check_choices(score, additivity)
         texts = _nonempty(sc.text_batch(args[0]))
         t0 = time.perf_counter()
         fits = self.fit(texts, max_evals=max_evals, seed=seed, silent=silent, batch_size=batch_size)
@@ -506,7 +494,7 @@ class SlalomExplainer(shap.Explainer):
         texts: str | Iterable[str],
         scores: Sequence[str] = ("contribution", "value", "importance", "lin", "removal"),
         *,
-        additivity: str = "model",
+        additivity: str = "surrogate",
         max_evals: int | Literal["auto"] = "auto",
         seed: int | None = None,
         silent: bool = True,
@@ -549,13 +537,6 @@ def _each(fit: Fit) -> tuple[sc.SlalomExplanation, ...]:
     if fit is None:
         return ()
     return fit if isinstance(fit, tuple) else (fit,)
-
-
-def _check_choices(score: str, additivity: str) -> None:
-    sc.check_score(score)
-    # What a row adds up to is shap's choice; the engine knows nothing of it.
-    if additivity not in ADDITIVITY:
-        raise ValueError(f"unknown additivity {additivity!r}; choose one of {ADDITIVITY}")
 
 
 def _nonempty(texts: list[str]) -> list[str]:

@@ -6,9 +6,11 @@ arrays only :class:`~shap_slalom.SlalomExplainer` attaches to it; everything tha
 SLALOM fit itself (the value-vs-importance scatter, the token highlight) is the engine's
 :mod:`slalom_core.plots`, e.g. ``slalom_core.plots.plot_scatter(explainer.fit(text)[0])``.
 
-The residual f(x) − surrogate(x) sits, by default, in the Explanation's base value (so that
-bars add up to f(x)), and it must not go unnoticed there: :func:`residual_note` states it in
-one line, which :func:`waterfall` puts under its title and any other plot can use too.
+The Explanation's base value is the reference point b (the same for every text) and its bars
+add up to the surrogate's output F(x); what the surrogate leaves of the model's own output,
+the residual f(x) − F(x), is not in any bar and must not go unnoticed: :func:`residual_note`
+states it in one line, which :func:`waterfall` puts under its title and any other plot can
+use too.
 """
 
 from __future__ import annotations
@@ -92,10 +94,10 @@ def waterfall(
 ) -> Any:
     """``shap.plots.waterfall`` of one text, with the fit's residual stated under its title.
 
-    shap's waterfall starts at the base value and ends at f(x). With the default
-    ``additivity="model"`` that base value is the reference point plus the residual
-    f(x) − surrogate(x); the note below names both, so that the residual is not mistaken
-    for part of the reference.
+    shap's waterfall starts at the base value (shap's E[f(X)]: here the reference point b)
+    and ends at the sum of the bars, which shap labels f(x): here the surrogate's output
+    F(x). The note under the title gives the model's own f(x) = F(x) + residual, so that
+    the residual is seen beside the plot.
 
     Args:
         explanation: the unsliced Explanation from :class:`~shap_slalom.SlalomExplainer`.
@@ -113,8 +115,7 @@ def waterfall(
     import matplotlib.pyplot as plt
 
     note = residual_note(explanation, row, output)
-    if getattr(explanation, "additivity", "model") == "model":
-        note += "\nbase value = reference + residual, so the bars end at f(x)"
+    note += "\nE[f(X)] = reference point; the bars end at the surrogate's F(x), not at f(x)"
     one = explanation[row]
     if np.ndim(one.values) == 2:
         names = list(one.output_names) if one.output_names is not None else None

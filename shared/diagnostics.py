@@ -68,6 +68,8 @@ class Diagnostics(dict):
             the other way); None where the model barely moves (as above).
         api_usage: what the whole call cost a model billed per call (calls, cache hits,
             input tokens, retries, the estimate); None for any other model.
+        truncated_positions: positions cut off the text's end to fit the model, with
+            ``truncate=True`` (0: none were); None where the call did not cut.
 
     Example:
         >>> d = Diagnostics(method="eff", model_evaluations=102, heldout_r2=0.93)
@@ -104,6 +106,7 @@ class Diagnostics(dict):
     direction_agrees: bool | None
     reproduced: float | None
     api_usage: dict | None
+    truncated_positions: int | None
 
     def __getattr__(self, name: str) -> Any:
         # Called only when ordinary lookup fails: the entries, then the unset core fields.

@@ -61,6 +61,8 @@ def assemble(
         class_names=None if link.class_names is None else [str(c) for c in link.class_names],
         prior_sd=fitter.prior_sd,
     )
+    if call.truncate:
+        diag.truncated_positions = plan.truncated
     if api_usage is not None:
         # Shared by the call's texts: a copy each, so that one can be edited alone.
         diag.api_usage = dict(api_usage)

@@ -44,8 +44,9 @@ DEFAULT_N_SAMPLES = 1000
 DEFAULT_METHOD = "hybrid"
 
 # show_progress: True for the engine's own tqdm bar, or a factory ``total -> bar`` so that a
-# host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)``,
-# ``close()`` and a settable ``total`` (raised when a fitter asks for a second round).
+# host framework (e.g. Captum) can report into its own bar. The bar needs ``update(n)`` and
+# ``close()``; its total (the samples the fits ask for) is known when it is made and the
+# engine never changes it.
 ProgressOption = bool | Callable[[int], object]
 ReferenceOption = str | float | Sequence[float] | np.ndarray
 
@@ -78,12 +79,13 @@ class CallOptions(FitOptions, total=False, extra_items=object):
 
     Example:
         >>> sorted(CallOptions.__optional_keys__ - FitOptions.__optional_keys__)
-        ['granularity', 'seed', 'target']
+        ['granularity', 'seed', 'target', 'truncate']
     """
 
     target: int | str | None
     granularity: str
     seed: int | Sequence[int] | None
+    truncate: bool
 
 
 class ExplainOptions(CallOptions, total=False, extra_items=object):
@@ -111,6 +113,9 @@ class CheckedCall:
         reference: None for "empty" (the empty input is scored), else the given reference
             point as a float array (0-d, or one entry per class).
         seed: None (draw one), an int for every text, or a tuple of one per text.
+        truncate: cut a text longer than the model accepts to its first positions (the
+            command line's rule, :meth:`~slalom_core.ModelAdapter.segment_within_length`)
+            instead of refusing it.
 
     Example:
         >>> call = check_call(method="ana", target=1, seed=[3, 4])
@@ -127,6 +132,7 @@ class CheckedCall:
     granularity: str
     seed: int | tuple[int, ...] | None
     gamma: float
+    truncate: bool = False
 
 
 def passed_on(local_vars: Mapping[str, object], table: type) -> dict[str, object]:
@@ -166,6 +172,7 @@ def check_call(
     granularity: str = "token",
     seed: int | Sequence[int] | None = None,
     gamma: float = 0.0,
+    truncate: bool = False,
     **fit_options,
 ) -> CheckedCall:
     """Check the options of an explain call, with no model and no text at hand.
@@ -198,6 +205,8 @@ def check_call(
         raise ValueError(f"unknown multiclass {multiclass!r}; choose one of {MULTICLASS_MODES}")
     if granularity not in GRANULARITIES:
         raise ValueError(f"unknown granularity {granularity!r}; choose one of {GRANULARITIES}")
+    if not isinstance(truncate, (bool, np.bool_)):
+        raise TypeError(f"truncate must be True or False, got {truncate!r}")
     fixed_reference = check_reference(reference)
     check_options("explain", CALL_OPTION_CONSTRAINTS, {"gamma": gamma})
     if isinstance(method, str) and method in FITTERS:
@@ -206,7 +215,9 @@ def check_call(
             method, FITTERS[method].OPTIONS, fit_options, also=[*ExplainOptions.__optional_keys__, "tokenizer"]
         )
     fitter = get_fitter(method, **fit_options)
-    return CheckedCall(fitter, n_samples, target, output, fixed_reference, multiclass, granularity, seed, gamma)
+    return CheckedCall(
+        fitter, n_samples, target, output, fixed_reference, multiclass, granularity, seed, gamma, bool(truncate)
+    )
 
 
 #: Largest fitting state one text may need (bytes); checked before any model call.

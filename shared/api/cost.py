@@ -81,6 +81,7 @@ def estimate_cost(
     seed: int | Sequence[int] = 0,
     reference: ReferenceOption = "empty",
     granularity: str = "token",
+    truncate: bool = False,
     **fit_options,
 ) -> dict[str, int]:
     """What ``explain_batch`` with these arguments would cost, without calling the model.
@@ -89,7 +90,8 @@ def estimate_cost(
     plus the samples a method only decides on later, e.g. ana's pairs), ``cache_hits``
     and ``input_tokens`` (the adapter's count: tokens the model reads, or what an API
     black box's ``count_tokens`` says it is sent). eff's and fidel's samples are known
-    exactly for a given ``seed``; later samples are counted at an upper bound.
+    exactly for a given ``seed``; later samples are counted at an upper bound. A text too
+    long for the model is refused, or with ``truncate=True`` cut as ``explain`` cuts it.
 
     Example:
         >>> est = estimate_cost(api_model, review, method="eff", n_samples=1000, seed=0)  # doctest: +SKIP
@@ -99,7 +101,13 @@ def estimate_cost(
     if batch and not isinstance(batch[0], (str, Segmentation, torch.Tensor, Sequence)):
         batch = [texts]  # one sequence of token ids
     call = check_call(
-        method=method, n_samples=n_samples, reference=reference, granularity=granularity, seed=seed, **fit_options
+        method=method,
+        n_samples=n_samples,
+        reference=reference,
+        granularity=granularity,
+        seed=seed,
+        truncate=truncate,
+        **fit_options,
     )
     adapter, plans = prepare_texts(model, batch, tokenizer, call, None, None)
     if not plans:

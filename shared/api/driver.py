@@ -36,7 +36,7 @@ from .call import (
 from .cost import UsageMeter
 from .fit_warnings import NO_EMPTY_INPUT_ADVICE, NoEmptyInputError, warn_about_fits
 from .plan import TextLike, TextPlan, prepare_texts
-from .scoring import SampleScorer, as_2d, book_round, check_rows
+from .scoring import SampleProgress, SampleScorer, as_2d, book_round, check_rows
 
 __all__ = ["explain", "explain_batch", "progress_bar"]
 
@@ -65,6 +65,7 @@ def explain_batch(
     granularity: str = "token",
     seed: int | Sequence[int] | None = None,
     gamma: float = 0.0,
+    truncate: bool = False,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     show_progress: ProgressOption = False,
@@ -98,18 +99,18 @@ def explain_batch(
     meter = UsageMeter(adapter, call, plans, seeds)
     with adapter.session():
         empty = _empty_input(adapter, call.reference)
-        # The bar's total is planned up front (every text's samples, at most), so it moves
-        # steadily instead of growing each round; it ends at what the model really read
-        # (each distinct sample once: fewer than planned).
+        # The bar counts the samples the fits ask for, a total known before the first model
+        # call that never changes (SampleProgress); it moves as the model reads them (each
+        # distinct sample once, so a short text's repeats move it at no cost).
         zero = len(plans) + (empty is not None)
-        bar = progress_bar(zero + len(plans) * call.n_samples, show_progress, "SLALOM model reads")
-        scorer = SampleScorer(adapter, plans, bar)
-        scorer.planned = len(plans) * call.n_samples
+        planned = zero + sum(call.fitter.samples_scored(len(p.units), call.n_samples) for p in plans)
+        bar = progress_bar(planned, show_progress, "SLALOM samples")
+        progress = None if bar is None else SampleProgress(bar, planned)
+        scorer = SampleScorer(adapter, plans, progress)
         first = _round_zero(scorer, empty, call)
         results = _run_fits(scorer, call, plans, seeds, first)
-        if bar is not None:
-            bar.total -= scorer.planned - scorer.read
-            bar.close()
+        if progress is not None:
+            progress.finish()
     api_usage = meter.call_usage()
     out = [assemble(p, results[i], seeds[i], call, first, api_usage) for i, p in enumerate(plans)]
     warn_about_fits(out)
@@ -134,7 +135,7 @@ def _round_zero(scorer: SampleScorer, empty: list[int] | None, call: CheckedCall
     decided from all of them together (see :func:`resolve_output`), once per call. The
     empty input's evaluation is booked on the first text.
     """
-    adapter, plans, bar = scorer.adapter, scorer.plans, scorer.bar
+    adapter, plans, progress = scorer.adapter, scorer.plans, scorer.progress
     seqs = [p.token_sequence(p.position_units) for p in plans] + ([empty] if empty is not None else [])
     t0 = time.perf_counter()
     # Each sequence in a model call of its own: a text's output (what it explains, and its
@@ -160,8 +161,8 @@ def _round_zero(scorer: SampleScorer, empty: list[int] | None, call: CheckedCall
         )
     raw = torch.cat(parts)
     check_rows(raw, len(seqs))
-    if bar is not None:
-        bar.update(len(seqs))
+    if progress is not None:
+        progress.advance(len(seqs))
     kind, how, note = resolve_output(call.output, raw, declared_output(adapter), adapter.output_dtype)
     if note is not None:
         warn_user(note, SlalomOutputWarning)
@@ -276,6 +277,7 @@ def explain(
     granularity: str = "token",
     seed: int | Sequence[int] | None = None,
     gamma: float = 0.0,
+    truncate: bool = False,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
     show_progress: ProgressOption = False,
@@ -334,8 +336,15 @@ def explain(
         batch_size: sequences per forward pass (default: the adapter's, 64).
         device: run the model here (it is moved back afterwards).
         gamma: importances are normalised to sum to ``gamma`` (0: mean-zero).
-        show_progress: a tqdm bar over model evaluations; or a callable ``total -> bar``
-            (with ``update(n)``, ``close()`` and a settable ``total``) that supplies the bar.
+        truncate: False (default) refuses a text longer than the model accepts, with an
+            error that says so; True keeps its first tokens that fit beside the special
+            tokens (a word is never split), the rule of the command line and of corpus
+            runs (:meth:`~slalom_core.ModelAdapter.segment_within_length`), and records
+            how many positions were cut in ``diagnostics["truncated_positions"]``.
+        show_progress: a tqdm bar over the samples the fits ask for (its total known
+            before the first model call; it moves as the model reads them, each distinct
+            sample once); or a callable ``total -> bar`` (with ``update(n)`` and ``close()``)
+            that supplies the bar.
         **fit_options: passed to the fitter, e.g. ``context_share=0.2``
             (hybrid), ``sample_length=2``, ``solver="adam"`` (eff,
             hybrid), ``max_delete_fraction=0.5`` (fidel, hybrid), ``holdout_fraction=0.1``,

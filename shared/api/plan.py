@@ -35,6 +35,8 @@ class TextPlan:
         self.text: str | None = seg.text
         #: The model's output on the full text, in fitted units (set by the first round).
         self.model_output: np.ndarray | None = None
+        #: Positions cut off the text's end to fit the model (``truncate=True``).
+        self.truncated = 0
 
     def token_sequence(self, sample: np.ndarray) -> list[int]:
         if self.single_token_units:
@@ -78,12 +80,14 @@ def prepare_texts(
     for t in texts:
         if isinstance(t, Segmentation):
             check_segmentation(t)
-            adapter.check_length(t.n_tokens)
-            seg = adapter.relabel(t)  # the ids the adapter scores (a string model's own pieces)
-        else:
-            seg = adapter.segment(t, call.granularity)
+        # The one cutting rule (the command line's): too long a text is refused, or with
+        # truncate=True keeps its first positions that fit.
+        seg, cut = adapter.segment_within_length(t, call.granularity, truncate=call.truncate)
+        if isinstance(t, Segmentation):
+            seg = adapter.relabel(seg)  # the ids the adapter scores (a string model's own pieces)
         plan = TextPlan(seg)
-        plan.text = t if isinstance(t, str) else seg.text
+        plan.truncated = cut
+        plan.text = t if isinstance(t, str) and not cut else seg.text
         need = fitter.min_samples(len(plan.units))
         if n_samples < need:
             raise ValueError(

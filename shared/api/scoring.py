@@ -22,7 +22,7 @@ import torch
 from ..models import ModelAdapter
 from .plan import TextPlan
 
-__all__ = ["SampleScorer", "check_rows", "as_2d", "score_in_chunks"]
+__all__ = ["SampleScorer", "SampleProgress", "check_rows", "as_2d", "score_in_chunks"]
 
 Key = tuple[int, ...]
 
@@ -40,7 +40,8 @@ def as_2d(y: torch.Tensor) -> np.ndarray:
 
 
 def score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.Tensor:
-    """Score all sequences; with a progress bar, in chunks so that it moves."""
+    """Score all sequences; with a progress bar (anything with ``update(n)``: n sequences
+    read), in chunks so that it moves."""
     if bar is None:
         return adapter.score(seqs)
     chunk = max(adapter.batch_size * 4, 1)
@@ -49,6 +50,62 @@ def score_in_chunks(adapter: ModelAdapter, seqs: list[list[int]], bar) -> torch.
         parts.append(adapter.score(seqs[start : start + chunk]))
         bar.update(min(chunk, len(seqs) - start))
     return torch.cat(parts)
+
+
+class SampleProgress:
+    """A progress bar over the samples a call asks for, its total known before the first model call.
+
+    A fitter asks each text for its planned samples; how many of them the model must really
+    read (each distinct sequence once) is known only as they come. So the bar counts samples
+    asked for, against the planned total it was made with, and moves as the model reads
+    them: a round of ``asked`` samples of which ``reads`` are new moves ``asked`` steps, in
+    proportion as the reads complete (at once when they were all read before). It never
+    passes its total (a fitter asking for more than planned waits at it) and :meth:`finish`
+    fills it, so its total never changes while it runs.
+
+    Example:
+        >>> class Bar:
+        ...     n = 0
+        ...     def update(self, k): self.n += k
+        ...     def close(self): pass
+        >>> p = SampleProgress(Bar(), total=10)
+        >>> p.answered(6, reads=2).update(1); p.bar.n  # half the reads: half the samples
+        3
+        >>> p.finish(); p.bar.n
+        10
+    """
+
+    def __init__(self, bar, total: int) -> None:
+        self.bar, self.total, self.shown = bar, int(total), 0
+
+    def advance(self, n: int) -> None:
+        """Move by ``n`` samples, never past the total."""
+        step = min(int(n), self.total - self.shown)
+        if step > 0:
+            self.bar.update(step)
+            self.shown += step
+
+    def answered(self, asked: int, reads: int) -> _RoundProgress:
+        """What the model's reads of one round move: ``asked`` samples over ``reads`` reads."""
+        return _RoundProgress(self, asked, reads)
+
+    def finish(self) -> None:
+        """Fill the bar to its total (the samples were all answered) and close it."""
+        self.advance(self.total - self.shown)
+        self.bar.close()
+
+
+class _RoundProgress:
+    """One round's reads, moving its progress by the round's samples in proportion."""
+
+    def __init__(self, progress: SampleProgress, asked: int, reads: int) -> None:
+        self.progress, self.asked, self.reads, self.done, self.moved = progress, asked, max(reads, 1), 0, 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        target = self.asked * min(self.done, self.reads) // self.reads
+        self.progress.advance(target - self.moved)
+        self.moved = target
 
 
 def book_round(
@@ -78,17 +135,15 @@ class SampleScorer:
     Args:
         adapter: the model adapter, inside its session.
         plans: the texts of the call; their diagnostics are booked here.
-        bar: a progress bar counting sequences read, or None.
+        progress: a :class:`SampleProgress` (samples asked for, moved as they are read), or None.
 
     Example:
         >>> scorer = SampleScorer(adapter, plans, None)  # doctest: +SKIP
         >>> raw = scorer.score({0: [[101, 7], [7]], 1: [[7]]})  # doctest: +SKIP  # two model calls
     """
 
-    def __init__(self, adapter: ModelAdapter, plans: list[TextPlan], bar) -> None:
-        self.adapter, self.plans, self.bar = adapter, plans, bar
-        # Sequences read and planned so far (round zero is counted by the driver).
-        self.read = self.planned = 0
+    def __init__(self, adapter: ModelAdapter, plans: list[TextPlan], progress: SampleProgress | None) -> None:
+        self.adapter, self.plans, self.progress = adapter, plans, progress
         self._rows: dict[int, dict[Key, torch.Tensor]] = {}  # per text
         self._shared: dict[Key, torch.Tensor] = {}  # read alone: the same for every text
         self._width: tuple[int, ...] = ()  # the outputs per sequence, known from round zero on
@@ -113,26 +168,23 @@ class SampleScorer:
             if not seqs:
                 out[i] = torch.empty((0, *self._width), dtype=torch.float64)
             elif not self.adapter.deterministic:
-                out[i] = self._read([list(s) for s in seqs], {i: seqs})
+                out[i] = self._read([list(s) for s in seqs], {i: seqs}, len(seqs))
             else:
                 rows = self._rows.setdefault(i, {})
                 new = list(dict.fromkeys(k for k in map(tuple, seqs) if k not in rows and k not in self._shared))
                 if new:
-                    self.remember(i, new, self._read([list(k) for k in new], {i: new}))
+                    self.remember(i, new, self._read([list(k) for k in new], {i: new}, len(seqs)))
+                elif self.progress is not None:
+                    self.progress.advance(len(seqs))  # all read before: answered at once
                 out[i] = torch.stack([rows[k] if k in rows else self._shared[k] for k in map(tuple, seqs)])
         return out
 
-    def _read(self, seqs: list[list[int]], paid: dict[int, list[Sequence[int]]]) -> torch.Tensor:
-        """One model round over ``seqs``, checked and booked on the texts that pay for them."""
-        if self.bar is not None:
-            # The bar starts at the planned reads (see driver.explain_batch); a fitter that
-            # reads more than planned grows it, never below what is already counted.
-            self.read += len(seqs)
-            if self.read > self.planned:
-                self.bar.total += self.read - self.planned
-                self.planned = self.read
+    def _read(self, seqs: list[list[int]], paid: dict[int, list[Sequence[int]]], asked: int) -> torch.Tensor:
+        """One model round over ``seqs`` (for ``asked`` samples), checked and booked on the
+        texts that pay for them."""
+        bar = None if self.progress is None else self.progress.answered(asked, len(seqs))
         t0 = time.perf_counter()
-        raw = score_in_chunks(self.adapter, seqs, self.bar)
+        raw = score_in_chunks(self.adapter, seqs, bar)
         elapsed = time.perf_counter() - t0
         check_rows(raw, len(seqs))
         book_round(self.adapter, self.plans, paid, elapsed)

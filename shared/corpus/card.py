@@ -33,10 +33,14 @@ CITATION = """@article{leemann2024attention,
 #: The meaning of each column the export writes (scores are described from the score table).
 _COLUMNS = {
     "id": "the text's id in the input data (a string, as written there)",
-    "explained_class": "the class (output) this row explains: class 1 of a binary model unless the run chose "
-    "another; every class of a joint multi-class fit, one row each",
+    "explained_class": "the class (output) this row explains, by name where the model names its classes: "
+    "class 1 of a binary model unless the run chose another; every class of a joint multi-class fit, one row "
+    "each",
     "predicted": "the class the model's output favours (null where the rows do not tell, e.g. one label of a "
     "multi-label model)",
+    "status": "the text's fit as the run's report rates it: `ok`, `poor fit` (held-out R² below 0.5, the "
+    "surrogate missing f(x) by more than 1, or a fit that did not converge) or `flagged` (an amortized run's "
+    "out-of-distribution or poor-audit flag); texts that failed are not rows (see `failures/` of the run)",
     "text": "the text as the input data hold it (a text cut to the model's length is kept whole)",
     "gold_label": "the input data's own label (null where the data have none)",
     "model_output": "f(x): the model's output on the whole text, in the explained units (below)",
@@ -46,7 +50,8 @@ _COLUMNS = {
     "method": "how the scores were obtained: a per-text fit's method, or `amortized` (a trained head, one "
     "forward pass per text)",
     "n_samples": "the per-text budget: model evaluations the fit could draw (null for amortized rows)",
-    "full_text_gap": "F(x) - f(x): what the surrogate misses on the whole text (explained units)",
+    "full_text_gap": "f(x) - F(x) = model_output - surrogate_output: what the surrogate misses on the whole "
+    "text (explained units; positive where the model's output is above the surrogate's)",
     "heldout_r2": "R² of the fit on held-out samples of the text (null/NaN where the method keeps none)",
     "n_positions": "the number of positions (tokens) explained",
     "truncated_positions": "positions cut off a text longer than the model accepts (0 for most texts)",

@@ -31,7 +31,7 @@ import numpy as np
 from ..scores import STORED_SCORES
 from .card import dataset_card
 from .folders import check_owned, replace_folder, write_marker
-from .report import predicted_class
+from .report import fit_status, predicted_class
 from .restore import explanation_from_tables, json_cell
 from .store import TABLES
 from .stored import CorpusRun
@@ -143,6 +143,7 @@ def dataset_schema(flags: str | None = None, scores: Sequence[str] | None = None
     kinds["bool"] = pa.bool_()
     scores = list(STORED_SCORES if scores is None else scores)
     fields = [("id", pa.string()), ("explained_class", pa.string()), ("predicted", pa.string())]
+    fields += [("status", pa.string())]
     fields += [(name, kinds[kind]) for name, kind in _TEXT_FIELDS.items()]
     fields += [("tokens", pa.list_(pa.string())), ("token_ids", pa.list_(pa.list_(pa.int64())))]
     fields += [(name, pa.list_(pa.float64())) for name in (*scores, "value_se", "importance_se")]
@@ -191,11 +192,15 @@ def _text_rows(
     """The dataset rows of one text: one per explained class (``records``: its texts rows as dicts)."""
     predicted, _ = predicted_class(rows, run)
     names = [row["explained_class"] for row in records]
+    status = fit_status(rows)
+    classes = _class_names(rows, run)
     out = []
     for row, name in zip(records, names):
         pos = positions[positions["explained_class"] == name].sort_values("position", kind="stable")
         exp = explanation_from_tables(positions, rows, explained_class=None if len(names) == 1 else name)
-        item = {"id": text_id, "explained_class": str(name), "predicted": predicted}
+        # A binary fit's class is stored as its index ("1"): named as `predicted` is.
+        shown = classes[int(name)] if classes and str(name).isdigit() and int(name) < len(classes) else str(name)
+        item = {"id": text_id, "explained_class": shown, "predicted": predicted, "status": status}
         item |= {c: _scalar(row[c], kind) for c, kind in _TEXT_FIELDS.items()}
         item["tokens"] = pos["token"].astype(str).tolist()
         item["token_ids"] = [ids.tolist() if hasattr(ids, "tolist") else list(ids) for ids in pos["token_ids"]]
@@ -209,6 +214,8 @@ def _text_rows(
             why = json_cell(row["ood"], {}).get("warning")
             checked = _scalar(row["ood"], "string") is not None  # null (NaN in pandas): never checked
             item |= {"ood": why is not None if checked else None, "ood_reason": why or ""}
+        if item.get("flagged") or item.get("ood"):
+            item["status"] = "flagged"  # the amortized run's own flag: its scores are not to be trusted
         out.append(item)
     return out
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..api import DEFAULT_METHOD, explain_batch
+from ..api import DEFAULT_METHOD, ProgressOption, explain_batch
 from ..explanation import SlalomExplanation
 from ..models import ModelAdapter, Segmentation, redact_secrets
 from ..scores import STORED_SCORES
@@ -247,6 +247,7 @@ def explain_chunk(
     batch_size: int | None = None,
     version: str = "",
     explainer: object | None = None,
+    show_progress: ProgressOption = False,
 ) -> ChunkTables:
     """Explain one chunk of rows; every row ends in the texts table or the failures table.
 
@@ -263,6 +264,8 @@ def explain_chunk(
         version: the library version recorded per text.
         explainer: an amortized explainer (anything with ``explain_batch(segmentations)``)
             that explains the texts instead of per-text fits; its ``adapter`` segments.
+        show_progress: :func:`explain_batch`'s progress bar for the chunk's fits (not
+            used with ``explainer``).
 
     Returns:
         The chunk's tables.
@@ -296,7 +299,14 @@ def explain_chunk(
                 exps = explainer.explain_batch(segs)
             else:
                 seeds = [text_seed(opts.seed, row.id) for row, _, _, _ in items]
-                exps = explain_batch(adapter, segs, seed=seeds, batch_size=batch_size, **opts.explain_options())
+                exps = explain_batch(
+                    adapter,
+                    segs,
+                    seed=seeds,
+                    batch_size=batch_size,
+                    show_progress=show_progress,
+                    **opts.explain_options(),
+                )
         tables.warnings.extend(f"{w.category.__name__}: {w.message}" for w in caught)
         return exps
 

@@ -344,10 +344,14 @@ def _run_local(
     pending = []
 
     def flush(rows) -> None:
-        tables = explain_chunk(adapter, rows, opts, version=version, explainer=explainer)
+        # The bar counts texts: it moves while the chunk's fits read the model, not only
+        # when the whole chunk (64 texts by default) is written.
+        texts = _ChunkTexts(bar, len(rows)) if bar is not None else None
+        progress = texts if texts is not None and explainer is None else False
+        tables = explain_chunk(adapter, rows, opts, version=version, explainer=explainer, show_progress=progress)
         store.write_chunk(out, [r.id for r in rows], tables, [cell_digest(r.text) for r in rows])
-        if bar is not None:
-            bar.update(len(rows))
+        if texts is not None:
+            texts.written()
 
     # Chunks are cut from the rows still to do, so that a resumed run re-forms the chunks
     # an uninterrupted run would have written (same keys, same files).
@@ -358,6 +362,38 @@ def _run_local(
             pending = pending[chunk_size:]
     if pending:
         flush(pending)
+
+
+class _ChunkTexts:
+    """The run's bar over texts, moved by one chunk's fits as they read the model.
+
+    :func:`~slalom_core.explain_batch` asks for its bar (``show_progress=``) with the
+    chunk's planned samples as total and reports each sample answered; this shows that share
+    of the chunk's texts on the run's bar, all but the last text, which counts once the chunk
+    is written (:meth:`written`).
+    """
+
+    def __init__(self, bar, n_texts: int) -> None:
+        self.bar, self.n_texts, self.moved, self.total, self.done = bar, n_texts, 0, 1, 0
+
+    def __call__(self, total: int) -> _ChunkTexts:
+        self.total, self.done = max(int(total), 1), 0  # a retry of the chunk's texts starts again
+        return self
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self._move(min(self.n_texts * self.done // self.total, self.n_texts - 1))
+
+    def close(self) -> None:
+        pass  # the run's bar is closed by the run
+
+    def written(self) -> None:
+        self._move(self.n_texts)
+
+    def _move(self, target: int) -> None:
+        if target > self.moved:
+            self.bar.update(target - self.moved)
+            self.moved = target
 
 
 def _report(run: CorpusRun, ood_warning: type[Warning]) -> None:

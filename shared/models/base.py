@@ -67,7 +67,14 @@ class ModelAdapter(ABC):
             self.output_dtype = dtype
 
     def segment(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str = "token") -> Segmentation:
-        """Positions of a text, or of token ids given without special tokens."""
+        """Positions of a text, or of token ids given without special tokens; too long a
+        text for the model is refused (:meth:`segment_within_length` cuts it instead)."""
+        seg = self._positions(text_or_ids, granularity)
+        self.check_length(seg.n_tokens)
+        return seg
+
+    def _positions(self, text_or_ids: str | Sequence[int] | torch.Tensor, granularity: str) -> Segmentation:
+        """Positions of a text or of token ids, whatever their length."""
         if isinstance(text_or_ids, str):
             if self.tokenizer is None:
                 raise ValueError("this model adapter has no tokenizer: pass token ids, or give tokenizer=")
@@ -82,19 +89,23 @@ class ModelAdapter(ABC):
             tok = self.tokenizer
             tokens = tok.convert_ids_to_tokens(ids) if hasattr(tok, "convert_ids_to_tokens") else map(str, ids)
             seg = Segmentation([(i,) for i in ids], list(tokens))
-        self.check_length(seg.n_tokens)
         return seg
 
     def segment_within_length(
-        self, text: str, granularity: str = "token", *, truncate: bool = True
+        self,
+        text: str | Sequence[int] | torch.Tensor | Segmentation,
+        granularity: str = "token",
+        *,
+        truncate: bool = True,
     ) -> tuple[Segmentation, int]:
         """A text's positions cut to what the model accepts, and how many were cut off: the
-        one cutting rule of every entry point that cuts (corpus runs, the command line, the
-        amortized explainer).
+        one cutting rule of every entry point that cuts (``explain(..., truncate=True)``,
+        corpus runs, the command line, the amortized explainer).
 
         With ``truncate`` (and a ``max_length``), a text too long keeps its first positions
         that fit beside the special tokens (a word is never split); without, it is refused
-        as :meth:`segment` refuses it.
+        as :meth:`segment` refuses it. Token ids and a :class:`Segmentation` are cut the same
+        way (a segmentation given whole comes back as it is; :meth:`relabel` it to score it).
 
         Example:
             >>> class Lengths(ModelAdapter):
@@ -105,16 +116,13 @@ class ModelAdapter(ABC):
             >>> seg.tokens, cut
             (['a', 'very', 'long'], 1)
         """
+        whole = isinstance(text, Segmentation)
         if not truncate or self.max_length is None:
-            try:
-                return self.segment(text, granularity), 0
-            except ValueError as err:
-                if self.max_length is not None and "accepts at most" in str(err):
-                    raise ValueError(
-                        f"{err} (truncate=True, the default, or --truncate, keeps its first tokens)"
-                    ) from None
-                raise
-        seg = segment_text(self.tokenizer, text, granularity)
+            if whole:
+                self.check_length(text.n_tokens)
+                return text, 0
+            return self.segment(text, granularity), 0
+        seg = text if whole else self._positions(text, granularity)
         room = self.max_length - len(self.prefix_ids) - len(self.suffix_ids)
         keep, used = 0, 0
         for unit in seg.unit_ids:
@@ -124,8 +132,9 @@ class ModelAdapter(ABC):
         if keep == len(seg.unit_ids):
             # The whole text: the adapter's own cut, which keeps the text (a model on strings
             # then sees its spelling, not decoded ids).
-            return self.segment(text, granularity), 0
-        return Segmentation(seg.unit_ids[:keep], seg.tokens[:keep]), len(seg.unit_ids) - keep
+            return (text if whole else self.segment(text, granularity)), 0
+        ids = None if seg.token_ids is None else seg.token_ids[:keep]
+        return Segmentation(seg.unit_ids[:keep], seg.tokens[:keep], token_ids=ids), len(seg.unit_ids) - keep
 
     def score_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """Raw outputs (B, K) of whole texts, each cut into tokens as :meth:`segment` cuts it.
@@ -231,7 +240,8 @@ class ModelAdapter(ABC):
         if self.max_length is not None and total > self.max_length:
             raise ValueError(
                 f"the text has {n_tokens} tokens ({total} with special tokens) but the model "
-                f"accepts at most {self.max_length}; truncate or split the text"
+                f"accepts at most {self.max_length}: truncate=True (--truncate on the command line) keeps its "
+                "first tokens that fit, or split the text"
             )
 
     @contextlib.contextmanager

@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -178,8 +177,11 @@ class MiniLMSentimentClassifier(torch.nn.Module):
         self.encoder = encoder
         self.dropout = torch.nn.Dropout(dropout)
         self.head = torch.nn.Linear(encoder.config.hidden_size, len(LABELS))
-        # A copy, so that relabelling leaves the encoder's own config alone.
-        cfg = copy.deepcopy(encoder.config)
+        # A copy, so that relabelling leaves the encoder's own config alone; of a config class
+        # registered with transformers' Auto classes, so that a pipeline takes the model silently.
+        from .hf_auto import MiniLMSentimentConfig, packaged_config
+
+        cfg = packaged_config(MiniLMSentimentConfig, encoder.config, MiniLMSentimentClassifier)
         cfg.id2label = dict(enumerate(LABELS))
         cfg.label2id = {name: i for i, name in enumerate(LABELS)}
         if getattr(cfg, "pad_token_id", None) is None:

@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -138,8 +137,11 @@ class ZeroShotSentimentClassifier(torch.nn.Module):
         self.positive_prototypes = tuple(positive)
         self.negative_prototypes = tuple(negative)
         # A config of our own (a copy): HFClassifier reads labels, pad id and the position
-        # limit from it, and relabelling must not touch the encoder's config.
-        cfg = copy.deepcopy(encoder.config)
+        # limit from it, and relabelling must not touch the encoder's config. Its class is
+        # registered with transformers' Auto classes, so that a pipeline takes the model silently.
+        from .hf_auto import ZeroShotSentimentConfig, packaged_config
+
+        cfg = packaged_config(ZeroShotSentimentConfig, encoder.config, ZeroShotSentimentClassifier)
         cfg.id2label = dict(enumerate(LABELS))
         cfg.label2id = {name: i for i, name in enumerate(LABELS)}
         if getattr(cfg, "pad_token_id", None) is None:

@@ -438,11 +438,11 @@ def test_progress_bar_uses_captums_name(capsys):
     )
     err = capsys.readouterr().err
     assert "Slalom attribution" in err
-    # One bar for both rows, which share one engine call, counting what the model read: at
-    # most 2 x (50 samples + the full text) + the empty input, each distinct sequence once
-    # (before it, one row is read to learn the output's shape).
+    # One bar for both rows, which share one engine call, counting the samples the fits ask
+    # for, 2 x (50 samples + the full text) + the empty input, a total known from the start;
+    # the model reads each distinct one once (before it, one row to learn the output's shape).
     read = sum(len(x) for x, _ in model.calls) - 1
-    assert 0 < read <= 103 and f"{read}/{read}" in err
+    assert 0 < read <= 103 and "0/103" in err and "103/103" in err
 
 
 def test_rows_share_one_engine_call_but_never_a_forward_batch():
@@ -498,14 +498,12 @@ def test_engine_accepts_a_progress_factory():
         model.calls.clear()
         slalom_core.explain(adapter, [5, 6, 7], show_progress=factory, **kw)
         read.append(sum(len(x) for x, _ in model.calls))
-    # each distinct sample once, + the full text and the empty input (the reference point):
-    # ana's 2·3 − 1 samples are distinct; 40 samples of a 3-token text repeat
-    assert [b.total for b in bars] == read
+    # The bar counts the samples asked for, + the full text and the empty input (the
+    # reference point), a total fixed before the first model call: ana's 2·3 − 1 samples are
+    # distinct reads; 40 samples of a 3-token text repeat, so the model reads fewer.
+    assert [b.total for b in bars] == [b.planned for b in bars] == [2 * 3 - 1 + 2, 40 + 2]
     assert read[0] == 2 * 3 - 1 + 2 and read[1] < 40 + 2
     assert all(b.n == b.total and b.closed for b in bars)
-    # The bar starts at the planned reads (the samples, the full text, the empty input), so it
-    # moves steadily rather than jumping from 0/2 to the end; it ends at what was read.
-    assert bars[1].planned == 40 + 2
 
 
 # ----------------------------------------------------------------------------------------
@@ -673,6 +671,36 @@ def test_visualize_text_renders_a_slalom_record(tiny_bert):
     assert normalise_scores(torch.zeros(3)).tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="scores for"):
         visualization_record(attr[:2], tokens, pred_prob=0.5, pred_class=1, true_class=1, attr_class=1)
+
+
+def test_the_tutorials_summarize_attributions_is_for_embedding_attributions(tiny_bert):
+    """Captum's BERT tutorial sums (1, n, hidden) embedding attributions over hidden; on token
+    ids SLALOM's scores are (1, n), one per token, exactly like Lime's: the helper then sums the
+    tokens away (tensor(1.)) for both, and a visualisation record of that says why."""
+    from captum.attr import Lime
+
+    model, tok = tiny_bert
+    enc = tok(["the movie was great fun"], return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    f = lambda i, m: model(input_ids=i, attention_mask=m).logits  # noqa: E731
+    ref = torch.where((ids == tok.cls_token_id) | (ids == tok.sep_token_id), ids, tok.pad_token_id)
+    ours = SlalomAttribution(f).attribute(ids, baselines=ref, target=1, additional_forward_args=(mask,), seed=0)
+    lime = Lime(f).attribute(ids, baselines=ref, target=1, additional_forward_args=(mask,), n_samples=40)
+    assert ours.shape == lime.shape == ids.shape  # one score per token, as Lime gives
+
+    def summarize_attributions(attributions):  # the tutorial's helper, verbatim
+        attributions = attributions.sum(dim=-1).squeeze(0)
+        attributions = attributions / torch.norm(attributions)
+        return attributions
+
+    for attr in (ours, lime):
+        assert summarize_attributions(attr).shape == ()  # the tokens summed away: ±1
+    tokens = tok.convert_ids_to_tokens(ids[0])
+    with pytest.raises(ValueError, match=r"one score for 7 tokens.*summarize_attributions.*attr\[0\]"):
+        visualization_record(
+            summarize_attributions(ours), tokens, pred_prob=0.5, pred_class=1, true_class=1, attr_class=1
+        )
+    assert visualization_record(ours[0], tokens, pred_prob=0.5, pred_class=1, true_class=1, attr_class=1)
 
 
 def test_infidelity_with_token_deletion():

@@ -181,8 +181,8 @@ def test_recovers_ground_truth_binary(gt, gt_explainer, tok):
             np.testing.assert_allclose(e[0, :, "NEG"].values, -pos)
         else:
             np.testing.assert_allclose(e[0, :, "NEG"].values, pos)
-    # The default values are additive: base + sum = the model's log-odds; the fit is exact
-    # here, so the base is the reference point (the empty input, even odds) and no residual.
+    # The default values are additive: base (the reference point: the empty input, even odds)
+    # + sum = the surrogate's log-odds, which the exact fit makes the model's: no residual.
     sv = scores["contribution"]
     # tol: float64 rounding: the fit is exact here, base and residual are sums of float64 terms
     np.testing.assert_allclose(sv.base_values, [[0.0, 0.0]], atol=1e-9)
@@ -252,29 +252,23 @@ def test_fit_summary_exposes_residual(gt, gt_explainer):
     np.testing.assert_allclose(table["model_output"], f_x, atol=1e-9)
     np.testing.assert_allclose(table["residual"], f_x - surrogate, atol=1e-9)
     assert (table["heldout_r2"] > 0.99).all()
-    # The default: base + sum(values) is the model's own output (what shap's plots call f(x));
-    # the base is reference + residual, and both parts are reported on their own.
+    # base_values is the reference point (E[f(X)]) for every text; base + sum(values) is the
+    # surrogate's F(x), and the residual f(x) − F(x) is reported beside it.
     sv = gt_explainer.to_explanation(TEXTS, fits)
-    assert sv.additivity == "model"
+    assert sv.additivity == "surrogate"
     # tol: float64 rounding of one subtraction: the residual column is the table's
     np.testing.assert_allclose(sv.residual_values[:, 1], table["residual"], atol=1e-12)
     np.testing.assert_allclose(sv.reference_values[:, 1], [f.base_value for f in fits])
-    for i, text in enumerate(TEXTS):
+    np.testing.assert_allclose(sv.surrogate_outputs[:, 1], [f.surrogate_output for f in fits])
+    for i in range(len(TEXTS)):
         row = sv[i, :, "POS"]
         # The reference point is the model on the empty input (even odds for this model).
         # tol: float64 rounding: the reference point is the model's own output on the empty input
         assert fits[i].base_value == pytest.approx(gt.log_odds(""), abs=1e-12)
-        assert row.base_values == pytest.approx(fits[i].base_value + f_x[i] - surrogate[i], abs=1e-9)
-        assert row.base_values + row.values.sum() == pytest.approx(gt.log_odds(text), abs=1e-9)
-    # additivity="surrogate": the base is the reference point, values add up to the surrogate.
-    raw = gt_explainer.to_explanation(TEXTS, fits, additivity="surrogate")
-    np.testing.assert_allclose(raw.residual_values, sv.residual_values)
-    for i in range(len(TEXTS)):
-        assert raw[i, :, "POS"].base_values == pytest.approx(fits[i].base_value)
+        assert row.base_values == fits[i].base_value
         # tol: float64 rounding of a sum over the text's positions
-        assert raw[i, :, "POS"].base_values + raw[i, :, "POS"].values.sum() == pytest.approx(
-            fits[i].surrogate_output, abs=1e-12
-        )
+        assert row.base_values + row.values.sum() == pytest.approx(surrogate[i], abs=1e-9)
+        assert row.base_values + row.values.sum() + sv.residual_values[i, 1] == pytest.approx(f_x[i], abs=1e-9)
 
 
 def test_all_scores_and_shapley_efficiency(gt_explainer):
@@ -282,12 +276,9 @@ def test_all_scores_and_shapley_efficiency(gt_explainer):
     for name in SCORES:
         e = gt_explainer.to_explanation([TEXT], fits, score=name)
         assert e.shape[-1] == 2
-    phi = gt_explainer.to_explanation([TEXT], fits, score="shapley", additivity="surrogate")[0, :, "POS"]
+    phi = gt_explainer.to_explanation([TEXT], fits, score="shapley")[0, :, "POS"]
     # tol: float64 rounding of a sum over the text's positions (Shapley values add up exactly)
     assert phi.values.sum() + phi.base_values == pytest.approx(fits[0].surrogate_output, abs=1e-9)
-    phi = gt_explainer.to_explanation([TEXT], fits, score="shapley")[0, :, "POS"]
-    # tol: float64 rounding of a sum over the text's positions (the residual added back)
-    assert phi.values.sum() + phi.base_values == pytest.approx(fits[0].model_output, abs=1e-9)
     lin = gt_explainer.to_explanation([TEXT], fits, score="lin")
     np.testing.assert_allclose(lin.base_values, [[0.0, 0.0]])  # not additive: no base
     assert lin.residual_values[0, 1] == pytest.approx(fits[0].full_text_gap)  # reported all the same
@@ -302,15 +293,12 @@ def test_explain_row_protocol(gt, gt_explainer, tok):
     assert row["values"].shape == (n, 2)
     assert row["output_names"] == ["NEG", "POS"]
     assert isinstance(row["slalom"], sc.SlalomExplanation)
-    # The base value is the reference point plus the residual, each computed here on its
-    # own: f(x) from the ground-truth model, the surrogate from its own forward pass.
+    # The base value is the reference point; the values add up from it to the surrogate's
+    # output, computed here from its own forward pass.
     fit = row["slalom"]
-    f_x = gt.log_odds(TEXT)
     surrogate = fit.base_value + float(fit.surrogate.predict_sequences([fit.unit_index.tolist()])[0])
-    # tol: float64 rounding of a sum of a few float64 terms
-    np.testing.assert_allclose(
-        row["expected_values"], np.array([-1.0, 1.0]) * (fit.base_value + f_x - surrogate), atol=1e-9
-    )
+    np.testing.assert_allclose(row["expected_values"], np.array([-1.0, 1.0]) * fit.base_value)
+    # tol: float64 rounding of a sum over the text's positions
     np.testing.assert_allclose(
         row["values"].sum(axis=0), np.array([-1.0, 1.0]) * (surrogate - fit.base_value), atol=1e-9
     )
@@ -353,8 +341,10 @@ def test_pipeline_input(pipe, pipe_explainer, tok):
     assert lo[1] == pytest.approx(scipy.special.logit(probs["POSITIVE"]), abs=1e-4)
     fits = pipe_explainer.fit(TEXTS[:2])
     assert all(f.diagnostics["heldout_r2"] > 0.5 for f in fits)
-    # tol: float32 model outputs, as the line above (shap's additivity adds float64 rounding only)
-    assert pos.base_values + pos.values.sum() == pytest.approx(lo[1], abs=1e-4)  # f(x), as shap's
+    # tol: float64 rounding: the reference point plus the contributions is the surrogate's F(x)
+    assert pos.base_values + pos.values.sum() == pytest.approx(fits[0].surrogate_output, abs=1e-9)
+    # tol: float32 model outputs, as the line above (the residual added back in float64)
+    assert pos.base_values + pos.values.sum() + sv.residual_values[0, 1] == pytest.approx(lo[1], abs=1e-4)
     # tol: float64 rounding: the residual is the fit's full-text gap, one subtraction
     assert sv.residual_values[0, 1] == pytest.approx(fits[0].full_text_gap, abs=1e-9)
 
@@ -461,10 +451,13 @@ def test_multiclass_pipeline_one_joint_fit(tok):
     # every class from one set of samples (+ text, empty input; repeated samples read once)
     assert fit.diagnostics["n_samples"] == 300 and 2 < fit.diagnostics["model_evaluations"] <= 302
     assert fit.value.shape[1] == 3
-    # (fit alone, sv in a batch of two: float32 padding effects of ~1e-7)
-    np.testing.assert_allclose(sv[0].base_values + sv[0].values.sum(axis=0), fit.model_output, atol=1e-5)
-    np.testing.assert_allclose(sv[0].base_values, fit.base_value + fit.full_text_gap, atol=1e-4)
-    np.testing.assert_allclose(sv.base_values[0], sv.reference_values[0] + sv.residual_values[0], atol=1e-9)
+    # (fit alone, sv in a batch of two: float32 padding effects of ~1e-7 on the model's outputs)
+    np.testing.assert_allclose(sv.model_outputs[0], fit.model_output, atol=1e-5)
+    np.testing.assert_allclose(sv[0].base_values, fit.base_value, atol=1e-5)
+    # one reference point per class for both texts; the values add up from it to F(x)
+    np.testing.assert_array_equal(sv.base_values[0], sv.base_values[1])
+    # tol: float64 rounding of a sum over the text's positions
+    np.testing.assert_allclose(sv[0].base_values + sv[0].values.sum(axis=0), sv.surrogate_outputs[0], atol=1e-9)
 
 
 # -- plots ---------------------------------------------------------------------------------
@@ -600,14 +593,18 @@ def test_adds_up_to_f_x_like_partition(pipe, tok):
     ps = partition(texts, silent=True)
     f_x = ours.model(texts)
     for i in range(len(texts)):
-        mine = sv.base_values[i] + sv[i].values.sum(axis=0)
+        # Ours add up to the surrogate's F(x) from the reference point; with the residual
+        # reported beside them, to f(x).
+        mine = sv.base_values[i] + sv[i].values.sum(axis=0) + sv.residual_values[i]
         theirs = ps.base_values[i] + ps[i].values.sum(axis=0)
         # tol: float32 forward passes of differently composed batches (logits to ~1e-6)
         np.testing.assert_allclose(mine, f_x[i], atol=1e-4)
         np.testing.assert_allclose(theirs, f_x[i], atol=1e-4)
-        # ... and f(x) differs from the surrogate's output by the residual, reported on its own.
-        # tol: float64 rounding: base = reference + residual, one addition
-        np.testing.assert_allclose(sv.base_values[i], sv.reference_values[i] + sv.residual_values[i], atol=1e-9)
+        # tol: float64 rounding of a sum over the text's positions
+        np.testing.assert_allclose(sv.base_values[i] + sv[i].values.sum(axis=0), sv.surrogate_outputs[i], atol=1e-9)
+    # One expected value per output for every text, as Partition's: the reference point.
+    np.testing.assert_array_equal(sv.base_values[0], sv.base_values[1])
+    np.testing.assert_array_equal(sv.base_values, sv.reference_values)
     assert np.abs(sv.residual_values).max() > 1e-3  # an inexact fit: the test has teeth
     # The usual shap pattern, f returning probabilities: Partition explains probabilities,
     # SLALOM their log-odds (with a warning that it read them so); same f(x), other units.
@@ -619,7 +616,7 @@ def test_adds_up_to_f_x_like_partition(pipe, tok):
         p = ps_probs.base_values[i] + ps_probs[i].values.sum(axis=0)
         # tol: float32 probabilities summed by shap's Partition (additive to ~1e-7)
         np.testing.assert_allclose(p, f(texts[i : i + 1])[0], atol=1e-6)
-        lo = from_probs.base_values[i] + from_probs[i].values.sum(axis=0)
+        lo = from_probs.base_values[i] + from_probs[i].values.sum(axis=0) + from_probs.residual_values[i]
         # tol: float32 probabilities near 0 or 1: their logits keep ~1e-5 of rounding
         np.testing.assert_allclose(lo, scipy.special.logit(p), atol=1e-4)
         np.testing.assert_allclose(lo, f_x[i], atol=1e-4)
@@ -675,7 +672,7 @@ def test_multilabel_pipeline_explained_per_label(tok):
     want = np.array([scipy.special.logit(scores[n]) for n in labels])
     # tol: float32 sigmoid outputs of the pipeline: their logits keep ~1e-5 of rounding
     np.testing.assert_allclose(sv.model_outputs[0], want, atol=1e-4)
-    np.testing.assert_allclose(sv.base_values[0] + sv[0].values.sum(axis=0), want, atol=1e-4)
+    np.testing.assert_allclose(sv.base_values[0] + sv[0].values.sum(axis=0) + sv.residual_values[0], want, atol=1e-4)
     assert abs(sv[0].values.sum()) > 1e-3  # not softmax-centred over labels
     fits = ex.fit([TEXT])[0]
     assert isinstance(fits, tuple) and len(fits) == 3
@@ -707,6 +704,33 @@ def test_standalone_log_odds_model_reads_the_multilabel_config(tok):
     # tol: float32 sigmoid outputs of the pipeline: their logits keep ~1e-5 of rounding
     np.testing.assert_allclose(f([TEXT])[0], [scipy.special.logit(scores[n]) for n in labels], atol=1e-4)
     assert f.output_kind == "multilabel_logits"
+
+
+def test_base_values_are_one_expected_value_for_every_text(pipe, tok):
+    """shap's explainers give one E[f(X)] per output, the same for every text: SLALOM's is the
+    reference point b, the model's output on the empty input; the fit's residual is beside it."""
+    texts = [TEXT, "awful acting but good music", "boring", ""]
+    ex = SlalomExplainer(pipe, n_samples=200, method="eff")  # an inexact fit: residuals ≠ 0
+    sv = ex(texts, silent=True)
+    b = ex.model([""])[0]
+    for i in range(len(texts)):
+        np.testing.assert_array_equal(sv.base_values[i], sv.base_values[0])
+        # tol: float32 logits of the empty input, read in another batch
+        np.testing.assert_allclose(sv.base_values[i], b, atol=1e-5)
+    assert np.abs(sv.residual_values[:3]).max() > 1e-3  # residuals there are, and not in the base
+    f_x = ex.model(texts)
+    for i in range(len(texts)):
+        # tol: float32 forward passes of differently composed batches (logits to ~1e-6)
+        np.testing.assert_allclose(
+            sv.base_values[i] + sv[i].values.sum(axis=0) + sv.residual_values[i], f_x[i], atol=1e-4
+        )
+    # A call of texts with no tokens alone: the same base value.
+    alone = ex(["", " "], silent=True)
+    # tol: float32 logits of the empty input, read in another batch
+    np.testing.assert_allclose(alone.base_values, [b, b], atol=1e-5)
+    # Non-additive scores have no base; the residual is reported all the same.
+    value = ex(texts[:1], score="value", silent=True)
+    np.testing.assert_array_equal(value.base_values, [[0.0, 0.0]])
 
 
 def test_empty_string_in_a_batch_like_partition(gt_explainer, tok):
@@ -754,7 +778,7 @@ def test_residual_is_shown_beside_the_plots(pipe):
     ax = plots.waterfall(sv, 0, "POSITIVE")
     title = ax.get_title()
     assert f"residual {res:.2f}" in title and f"f(x) = {sv.model_outputs[0, 1]:.2f}" in title
-    assert "base value = reference + residual" in title
+    assert "E[f(X)] = reference point; the bars end at the surrogate's F(x)" in title
     plt.close("all")
     # The same line for any other plot: from the Explanation, or from the engine's fit.
     assert plots.residual_note(sv, 0, "POSITIVE") in title
@@ -785,6 +809,8 @@ def test_errors(gt, tok, gt_explainer):
         gt_explainer(TEXT, score="nope")
     with pytest.raises(ValueError, match="additivity"):
         gt_explainer(TEXT, additivity="nope")
+    with pytest.raises(ValueError, match=r'additivity="model" is gone.*residual_values'):
+        gt_explainer(TEXT, additivity="model")
     with pytest.raises(ValueError, match="output"):
         SlalomExplainer(gt, tok, output="log_odds")
     with pytest.raises(TypeError):
@@ -1011,3 +1037,37 @@ def test_load_says_that_it_unpickles():
     # Like shap's own load it runs pickle on the stream: its docstring must warn about it.
     doc = " ".join(SlalomExplainer.load.__doc__.split())
     assert "unpickles" in doc and "trust" in doc
+
+
+def test_the_progress_total_is_known_up_front(gt, tok):
+    """shap's bar (SlalomExplainer's, as shap's explainers show it) starts at its total and
+    keeps it: the samples the fits ask for, the model reading each distinct one once."""
+
+    class Bar:
+        def __init__(self, total):
+            self._total, self.n, self.seen = total, 0, []
+            bars.append(self)
+
+        @property
+        def total(self):
+            return self._total
+
+        @total.setter
+        def total(self, value):  # the engine must never change it mid-run
+            raise AssertionError(f"total changed from {self._total} to {value} at {self.n}")
+
+        def update(self, n):
+            self.n += n
+            self.seen.append(self.n)
+
+        def close(self):
+            pass
+
+    bars: list = []
+    for method in ("hybrid", "eff", "fidel", "ana"):
+        ex = SlalomExplainer(gt, shap.maskers.Text(tok), n_samples=200, method=method)
+        ex._progress_bar = Bar
+        ex.fit(TEXTS, silent=False)
+    for bar in bars:
+        assert bar.n == bar.total and max(bar.seen) <= bar.total
+        assert len(bar.seen) > 2 and bar.seen[0] < bar.total  # it moved on the way, not at the end only

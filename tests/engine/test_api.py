@@ -247,7 +247,8 @@ def test_diagnostics_are_typed_and_still_a_dict(bert, method):
     assert isinstance(d, sc.Diagnostics) and isinstance(d, dict)
     for key in d:  # every entry, core or the fitter's, is an attribute
         assert getattr(d, key) is d[key]
-    assert set(CORE_FIELDS) - set(d) == {"api_usage"} and d.api_usage is None  # a free model
+    # a free model, a text not cut (truncate=False)
+    assert set(CORE_FIELDS) - set(d) == {"api_usage", "truncated_positions"} and d.api_usage is None
     assert set(d.extras) == set(d) - set(CORE_FIELDS) and "heldout_r2" in d.extras
     assert d.method == method and d.seed == 0 and d.full_text_gap == exp.full_text_gap
     assert type(dict(d)) is dict and dict(d) == d
@@ -354,6 +355,7 @@ def test_a_list_of_texts_to_explain_points_to_explain_batch(bert):
         sc.explain(model, ["a text", "another"], tokenizer=tok)
 
 
+@pytest.mark.invariance
 def test_a_texts_scores_do_not_depend_on_its_neighbours_on_the_packaged_model():
     # The packaged MiniLM, the default method: explained together (one chunk) or alone
     # (chunks of 1), each text with its own seed as a corpus run gives it. The default fit
@@ -376,3 +378,40 @@ def test_a_texts_scores_do_not_depend_on_its_neighbours_on_the_packaged_model():
         for name in ("value", "importance", "contribution"):
             # tol: the same float64 operations in the same order: only the last bits may differ
             np.testing.assert_allclose(a.scores(name), b.scores(name), rtol=0, atol=1e-12, err_msg=name)
+
+
+# -- long texts: one cutting rule ---------------------------------------------------------
+def test_truncate_cuts_a_long_text_as_the_command_line_does(bert, tmp_path):
+    from slalom_core.corpus import explain_corpus
+
+    model, tok = bert
+    long_text = " ".join(["the movie was great but the plot was boring"] * 9)  # 81 tokens; the model takes 64
+    kw = dict(tokenizer=tok, method="eff", n_samples=120, seed=0)
+    # Default: refused, and the error names the option that cuts.
+    with pytest.raises(ValueError, match=r"accepts at most 64: truncate=True .* keeps its first tokens"):
+        sc.explain(model, long_text, **kw)
+    with pytest.raises(ValueError, match="truncate=True"):
+        sc.explain_batch(model, ["fun", long_text], **kw)
+    with pytest.raises(TypeError, match="truncate must be True or False"):
+        sc.explain(model, "fun", truncate="yes", **kw)
+    exp = sc.explain(model, long_text, truncate=True, **kw)
+    # The command line's rule (ModelAdapter.segment_within_length): the first 62 tokens
+    # beside [CLS] and [SEP], the rest counted.
+    seg, n_cut = sc.HFClassifier(model, tok).segment_within_length(long_text)
+    assert exp.tokens == seg.tokens and len(exp.tokens) == 62
+    assert exp.diagnostics.truncated_positions == n_cut == 81 - 62
+    # The same scores as the cut text explained as it is.
+    cut_text = tok.convert_tokens_to_string(seg.tokens)
+    same = sc.explain(model, cut_text, **kw)
+    np.testing.assert_array_equal(exp.value, same.value)
+    batch = sc.explain_batch(model, ["fun", long_text], truncate=True, **kw)
+    assert [e.diagnostics.truncated_positions for e in batch] == [0, n_cut]
+    assert "truncated_positions" not in same.diagnostics  # a call that does not cut says nothing
+    assert sc.estimate_cost(model, long_text, tokenizer=tok, method="eff", n_samples=120, truncate=True)["calls"] > 0
+    # A corpus run (what `slalom-xai explain` runs) cuts it to the same positions.
+    data = tmp_path / "long.jsonl"
+    data.write_text(json.dumps({"id": "long", "text": long_text}) + "\n")
+    with pytest.warns(UserWarning, match="cut"):
+        run = explain_corpus(model, data, tmp_path / "run", tok, method="eff", n_samples=120, seed=0)
+    assert run.positions()["token"].tolist() == exp.tokens
+    assert int(run.texts()["truncated_positions"].iloc[0]) == n_cut

@@ -847,3 +847,29 @@ def test_a_run_whose_every_text_failed_exits_non_zero(bert, corpus, tmp_path, ca
         warnings.simplefilter("ignore")
         status = main([*argv, "--n-samples", "40", "--no-progress"])
     assert status == 1 and "every text failed" in capsys.readouterr().err
+
+
+def test_the_progress_bar_counts_texts_as_their_fits_go(bert, tmp_path, monkeypatch):
+    """A run of 6 texts in one chunk (64 by default) shows texts done while the chunk's fits
+    read the model, not 0/6 until the whole chunk is written."""
+    from slalom_core.corpus import run as run_module
+
+    model, tok = bert
+    seen: list[int] = []
+
+    class Bar:
+        def __init__(self, *args, **kwargs):
+            self.n = 0
+
+        def update(self, k):
+            self.n += k
+            seen.append(self.n)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(run_module, "_bar", lambda show, total, done, desc, file=None: Bar())
+    path = write_jsonl(tmp_path / "six.jsonl", list(SHORT_REVIEWS[:6]))
+    explain_corpus(model, path, tmp_path / "out", tok, n_samples=150, show_progress=True)
+    assert seen[-1] == 6 and seen == sorted(seen)
+    assert len(seen) > 2 and seen[0] < 6  # moved before the chunk was written

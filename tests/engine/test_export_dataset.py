@@ -60,7 +60,9 @@ def test_rows_read_back_by_datasets_are_the_runs_explanations(runs, tmp_path, mo
         np.testing.assert_array_equal(row["importance_se"], exp.importance_se)
         assert row["importance_determined"] == exp.importance_determined.tolist()
         assert (row["base_value"], row["model_output"]) == (exp.base_value, exp.model_output)
-        assert row["method"] == "hybrid" and row["n_samples"] == 150 and row["explained_class"] == "1"
+        assert row["method"] == "hybrid" and row["n_samples"] == 150
+        # The explained class by name, as `predicted` names classes (the run stores class 1 as "1").
+        assert row["explained_class"] == "LABEL_1"
         assert row["predicted"] == ("LABEL_1" if exp.model_output >= 0 else "LABEL_0")
         # The card's promise: b + sum(contribution) is the surrogate's output (float64 summation order).
         assert row["base_value"] + sum(row["contribution"]) == pytest.approx(row["surrogate_output"], abs=1e-12)
@@ -170,6 +172,8 @@ def test_an_amortized_pipelines_run_gets_its_quality_columns_and_audit_in_the_ca
             a, b = row[name], want.loc[text_id, name]
             assert a == b or (a != a and b != b), (text_id, name)  # NaN for a text not audited
     assert got["r1"]["flag_reason"].startswith("audit:") and got["r2"]["flagged"] and not got["r4"]["flagged"]
+    # status: a flagged text is "flagged", whatever its fit's own status
+    assert {t: r["status"] == "flagged" for t, r in got.items()} == {t: bool(r["flagged"]) for t, r in got.items()}
     card = (out / "README.md").read_text(encoding="utf-8")
     for fact in ("`amortized`", "headdigest", "2 texts never shown to the head", "| value | 0.812 | 0.834 | 0.523 |",
                  "Flagged in all: 2 texts", "40 texts of this corpus", "`hybrid` at 600"):  # fmt: skip
@@ -181,6 +185,7 @@ def test_an_amortized_run_without_quality_table_gets_its_ood_check(runs, tmp_pat
     ds = _load(export_dataset(run, tmp_path / "ds"), tmp_path, monkeypatch)
     assert "flagged" not in ds.column_names
     assert {r["id"]: r["ood"] for r in ds} == {"r0": False, "r1": False, "r2": True, "r4": False, "r5": None}
+    assert [r["id"] for r in ds if r["status"] == "flagged"] == ["r2"]
     assert [r["ood_reason"] for r in ds if r["id"] == "r2"] == ["its length 9 is outside [2, 5]"]
     # A per-text run has neither column.
     assert "ood" not in _load(export_dataset(runs[0], tmp_path / "plain"), tmp_path, monkeypatch).column_names
@@ -324,3 +329,31 @@ def test_an_export_of_a_run_with_no_explained_text_is_refused(tmp_path, capsys):
     assert main(["export", str(run.path), "--out", str(tmp_path / "ds")]) == 2
     assert "no explained text (2 failed" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "r"]  # nothing written, no temp folder
+
+
+def test_each_row_has_the_reports_status(runs, tmp_path, monkeypatch):
+    from slalom_core.corpus.report import POOR_GAP, POOR_R2
+
+    run = runs[0]
+    ds = _load(export_dataset(run, tmp_path / "ds"), tmp_path, monkeypatch)
+    texts = run.texts().set_index("id")
+    for row in ds:
+        t = texts.loc[row["id"]]
+        poor = t["heldout_r2"] < POOR_R2 or abs(t["full_text_gap"]) > POOR_GAP or not t["converged"]
+        assert row["status"] == ("poor fit" if poor else "ok"), row["id"]
+    # the same status as the report's index gives each text (one rule)
+    from slalom_core.corpus.report import fit_status
+
+    assert [fit_status(texts.loc[[i]].reset_index()) for i in ds["id"]] == ds["status"]
+
+
+def test_the_cards_full_text_gap_has_the_datas_sign(runs, tmp_path, monkeypatch):
+    out = export_dataset(runs[0], tmp_path / "ds")
+    ds = _load(out, tmp_path, monkeypatch)
+    card = (out / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in card.splitlines() if x.startswith("| `full_text_gap` |"))
+    assert "f(x) - F(x) = model_output - surrogate_output" in line and "F(x) - f(x)" not in line
+    gaps = np.array(ds["full_text_gap"])
+    assert np.abs(gaps).max() > 1e-3  # inexact fits: the sign is seen
+    # the card's formula on the data: f(x) is model_output, F(x) surrogate_output
+    np.testing.assert_array_equal(gaps, np.array(ds["model_output"]) - np.array(ds["surrogate_output"]))

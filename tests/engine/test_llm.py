@@ -199,8 +199,9 @@ def test_shap_path_explains_a_prompted_lm(tok_dir):
     assert list(sv.output_names) == ["bad", "good"]
     with torch.no_grad():
         lp = clf.score([tok("the movie was great", add_special_tokens=False)["input_ids"]])[0]
-    total = sv.base_values[0, 1] + sv.values[0][:, 1].sum()
-    # additivity="model": ends at f(x), the log-odds of " good" against " bad"
+    total = sv.base_values[0, 1] + sv.values[0][:, 1].sum() + sv.residual_values[0, 1]
+    # reference point + contributions (the surrogate's F(x)) + the residual: f(x), the
+    # log-odds of " good" against " bad"
     # tol: float32 log-probabilities of the causal LM, read in another batch
     assert total == pytest.approx(float(lp[1] - lp[0]), abs=1e-4)
 

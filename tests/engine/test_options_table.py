@@ -81,5 +81,5 @@ def test_passed_on_hands_on_the_tables_options_and_refuses_a_lost_one():
         return passed_on(locals(), FitOptions)
 
     assert entry() == dict(method="eff", n_samples=300, output="auto", reference="empty", multiclass="joint", gamma=0.5)
-    with pytest.raises(TypeError, match=r"missing \['granularity', 'seed', 'target'\]"):
+    with pytest.raises(TypeError, match=r"missing \['granularity', 'seed', 'target', 'truncate'\]"):
         passed_on(dict(entry.__kwdefaults__), CallOptions)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import slalom_core as sc
 import torch
+from invariance import assert_same_answer
 from slalom_core import fitting
 from slalom_core.fitting import als, solvers
 from slalom_core.fitting.objective import (
@@ -118,6 +119,7 @@ def test_preconditioner_is_the_gauss_newton_diagonal():
             torch.testing.assert_close(got[t][real], gn[real], rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.invariance
 def test_batched_fit_matches_separate_fits():
     """One optimisation over texts of different sizes gives each text its own answer."""
     rng = np.random.default_rng(1)
@@ -149,6 +151,7 @@ def pair_samples(n_units: int, *, seed: int, n: int = 300) -> list[list[int]]:
     return [sorted(rng.choice(n_units, size=min(2, n_units), replace=False).tolist()) for _ in range(n)]
 
 
+@pytest.mark.invariance
 @pytest.mark.parametrize("method,fits", [("eff", 2), ("hybrid", 4)])
 def test_explain_batch_fits_each_text_alone_as_a_loop_does(monkeypatch, method, fits):
     calls = []
@@ -191,6 +194,7 @@ def test_explain_batch_fits_each_text_alone_as_a_loop_does(monkeypatch, method, 
         assert a.diagnostics["heldout_r2"] > 0.99
 
 
+@pytest.mark.invariance
 @pytest.mark.parametrize(
     "method,opts", [("fidel", {}), ("fidel", {"solver": "als"}), ("eff", {"solver": "adam", "max_iter": 2000})]
 )
@@ -209,7 +213,8 @@ def test_other_solvers_batched_match_loop(method, opts):
         assert a.diagnostics["heldout_r2"] > 0.99 and b.diagnostics["heldout_r2"] > 0.99
         # tol: adam and ALS stop on a relative decrease (EFF_TOL, ALS_TOL): batch and loop stop at other iterations
         assert a.diagnostics["heldout_r2"] == pytest.approx(b.diagnostics["heldout_r2"], abs=1e-4)
-        np.testing.assert_allclose(a.surrogate_output, b.surrogate_output, atol=1e-3)
+        # each score within a tenth of its standard error: what the data determine (tests/invariance.py)
+        assert_same_answer(a, b)
 
 
 def test_fitting_does_not_import_scipy_optimize():

@@ -239,3 +239,35 @@ def test_training_is_deterministic(one_torch_thread):
         assert torch.equal(runs[0][k], runs[1][k]), k
     # Training moved the low-rank factors away from their zero start.
     assert any(v.abs().max() > 0 for k, v in runs[0].items() if k.endswith("lora_B"))
+
+
+@pytest.mark.parametrize("name", ["minilm-imdb", "zeroshot"])
+def test_a_pipeline_takes_the_packaged_model_silently(name, capfd):
+    """transformers' pipeline logs a ~5 kB "not supported" list for a model class it does not
+    know; the packaged models' configs are registered with its Auto classes, so it knows them."""
+    import logging
+
+    import transformers
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        model, tok = dm.load_default_model(name)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(level=logging.DEBUG)
+    handler.emit = records.append
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    try:
+        capfd.readouterr()
+        pipe = transformers.pipeline("text-classification", model=model, tokenizer=tok)
+        out = pipe("a wonderful, moving film")
+        _, err = capfd.readouterr()
+    finally:
+        logger.removeHandler(handler)
+    assert "not supported" not in err and "Supported models" not in err
+    assert not [r for r in records if r.levelno >= logging.WARNING], [r.getMessage()[:200] for r in records]
+    assert out[0]["label"] in dm.LABELS
+    assert type(model.config).model_type.startswith("slalom-minilm")
+    # The Auto class maps the config to the packaged class (what the pipeline's check reads).
+    assert transformers.AutoModelForSequenceClassification._model_mapping[type(model.config)] is type(model)
