@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..options import Interval, check_options
-from ..sampling import deletion_neighbourhood, short_sequences, split_holdout
+from ..sampling import deletion_neighbourhood, short_sequences
 from .checks import REMOVAL_AGREEMENT_MIN, removal_agreement
 from .constants import (
     CHECK_SAMPLES,
@@ -27,6 +27,9 @@ from .eff import EffFitter
 from .fitter import given_options
 from .in_context import carry_into_context
 from .sampled import fit_quality
+
+#: Folds of stage two's cross-validated check (``diagnostics["heldout_r2"]`` in context).
+CV_FOLDS = 5
 
 
 class HybridFitter(EffFitter):
@@ -158,19 +161,23 @@ class HybridFitter(EffFitter):
         return alone
 
     def _in_context(self, rng, result, dels, y_dels, position_units, full_target) -> None:
-        """Stage two, in place on ``result``: a held-out check on 10 % of the deletions, then
-        the fit on every deletion and the text itself."""
+        """Stage two, in place on ``result``: a cross-validated check on the deletions (each
+        predicted by a fit without it), then the fit on every deletion and the text itself."""
         diag = result.diagnostics
         diag["alone_heldout_r2"] = diag.get("heldout_r2")
         ctx = list(dels) + ([np.asarray(position_units)] if full_target is not None else [])
         y_ctx = y_dels if full_target is None else np.vstack([y_dels, np.reshape(full_target, (1, -1))])
-        fit_idx, hold_idx = split_holdout(rng, len(dels), self.holdout_fraction)
-        if len(hold_idx) and len(fit_idx) >= 3:
-            keep = list(fit_idx) + ([len(dels)] if full_target is not None else [])
-            first = carry_into_context([ctx[i] for i in keep], y_ctx[keep], result.value, result.importance)
-            pred = _predict([dels[i] for i in hold_idx], first.value, first.importance)
-            diag["heldout_mse"], diag["heldout_r2"] = fit_quality(y_dels[hold_idx], pred)
-            diag["n_heldout"] = int(len(hold_idx))
+        pred = np.full_like(y_dels, np.nan)
+        if len(dels) >= 2 * CV_FOLDS and self.holdout_fraction > 0:
+            # K folds rather than one 10 % split: 50 deletions would leave 5 held out, and an R²
+            # of 5 samples says little; every deletion is predicted once, by a fit without it.
+            folds = np.array_split(rng.permutation(len(dels)), CV_FOLDS)
+            for held in folds:
+                keep = np.setdiff1d(np.arange(len(ctx)), held)
+                part = carry_into_context([ctx[i] for i in keep], y_ctx[keep], result.value, result.importance)
+                pred[held] = _predict([dels[i] for i in held], part.value, part.importance)
+            diag["heldout_mse"], diag["heldout_r2"] = fit_quality(y_dels, pred)
+            diag["n_heldout"] = len(dels)
         else:
             diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
             diag["n_heldout"] = 0
@@ -180,10 +187,10 @@ class HybridFitter(EffFitter):
         diag.update(
             context_level=fit.level.tolist(),
             context_scale=fit.scale.tolist(),
-            importance_temperature=fit.temperature,
-            importance_temperature_se=fit.temperature_se,
+            importance_temperature=float(fit.temperature),
+            importance_temperature_se=float(fit.temperature_se),
             # The importances' prior sd in context: stage one's, tempered as the importances are.
-            prior_sd=(diag.get("prior_sd") or self.prior_sd or PRIOR_SD) * fit.temperature,
+            prior_sd=float((diag.get("prior_sd") or self.prior_sd or PRIOR_SD) * fit.temperature),
         )
         if full_target is not None:
             rho = removal_agreement(dels, y_dels, position_units, full_target, fit.value, fit.importance)
