@@ -195,7 +195,26 @@ def scale_of(*values: np.ndarray) -> float:
     return sections.robust_scale(*values)
 
 
-_NOT_DETERMINED = "\nimportance not determined by the data (SE ≥ 0.8 × the prior's sd): drawn neutral"
+_NOT_DETERMINED = (
+    "\nimportance not determined by the data (SE ≥ 0.8 × the prior's sd, and within 2 SE of the text's mean): "
+    "drawn neutral"
+)
+
+#: A colour scale never spans less than this share of the model's move from the reference
+#: point (nor less than this many log-odds): scores below it are float rounding, not signal.
+NOISE_SHARE = 1e-3
+
+
+def noise_floor(exp: SlalomExplanation) -> float:
+    """The smallest colour scale of ``exp``'s page: :data:`NOISE_SHARE` of the model's move
+    from the reference point (at least :data:`NOISE_SHARE` log-odds).
+
+    Example:
+        >>> noise_floor(exp)  # doctest: +SKIP
+        0.006
+    """
+    move = np.asarray(exp.model_output, dtype=float) - np.asarray(exp.base_value, dtype=float)
+    return NOISE_SHARE * max(1.0, float(np.max(np.abs(move))) if move.size else 1.0)
 _NO_SE = "\nimportance not determined by the data (this method gives no standard error): drawn neutral"
 
 
@@ -383,9 +402,11 @@ def _fragment(
     if class_index is not None:
         cols = [_pick_class(exp, class_index)]
     one = cols[0] if len(cols) == 1 else None
-    # One scale per score for every class, so equal colours mean equal numbers across the blocks.
-    scale = scale_of(*(describe.position_scores(exp, col)[score] for col in cols))
-    v_scale = scale_of(*(describe.position_scores(exp, col)["value"] for col in cols))
+    # One scale per score for every class, so equal colours mean equal numbers across the blocks;
+    # never finer than the noise floor, so that rounding noise is not drawn as a colour.
+    floor = noise_floor(exp)
+    scale = max(scale_of(*(describe.position_scores(exp, col)[score] for col in cols)), floor)
+    v_scale = max(scale_of(*(describe.position_scores(exp, col)["value"] for col in cols)), floor)
     uid = _uid(exp, score, cols)
     first, second = (
         [legend(exp, score=score, scale=scale, col=one, channels=False)],
