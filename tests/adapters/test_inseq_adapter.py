@@ -94,7 +94,11 @@ def test_batched_prompts_match_single_ones(model, tiny):
     assert [t.token for t in a.target] == [t.token for t in b.target]
     torch.testing.assert_close(a.target_attributions, b.target_attributions, atol=1e-5, rtol=0, equal_nan=True)
     torch.testing.assert_close(
-        a.sequence_scores["slalom_importance"], b.sequence_scores["slalom_importance"], atol=1e-5, rtol=0, equal_nan=True
+        a.sequence_scores["slalom_importance"],
+        b.sequence_scores["slalom_importance"],
+        atol=1e-5,
+        rtol=0,
+        equal_nan=True,
     )
 
 
@@ -105,7 +109,9 @@ def test_show_and_aggregators_work_on_the_map_and_on_each_channel(out):
     assert merged.sequence_attributions[0].target_attributions.shape[0] < out[0].target_attributions.shape[0]
     for name in ("value", "importance"):
         one = inseq_slalom.channel(out, name)
-        assert torch.equal(one[0].target_attributions.nan_to_num(), out[0].sequence_scores[f"slalom_{name}"].nan_to_num())
+        assert torch.equal(
+            one[0].target_attributions.nan_to_num(), out[0].sequence_scores[f"slalom_{name}"].nan_to_num()
+        )
         assert "<" in one.show(display=False, return_html=True)
         one.aggregate("subwords", special_chars=("Ġ",))
     with pytest.raises(ValueError, match="value"):
