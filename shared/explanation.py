@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -218,7 +218,7 @@ class SlalomExplanation:
 
     def to_interaction_values(
         self, max_order: int = 2, *, index: str = "SII", output: int | str | None = None, exact_max_positions: int = 16
-    ):
+    ) -> Any:
         """The surrogate game's Shapley interactions as a shapiq ``InteractionValues`` (needs
         ``pip install 'slalom-xai[shapiq]'``; no model call).
 
