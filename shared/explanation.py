@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -217,6 +217,31 @@ class SlalomExplanation:
             exact_max_positions=exact_max_positions,
             n_permutations=n_permutations,
             seed=seed,
+        )
+
+    def to_interaction_values(
+        self, max_order: int = 2, *, index: str = "SII", output: int | str | None = None, exact_max_positions: int = 16
+    ) -> Any:
+        """The surrogate game's Shapley interactions as a shapiq ``InteractionValues`` (needs
+        ``pip install 'slalom-xai[shapiq]'``; no model call).
+
+        The game is the one of :meth:`shapley`: S ↦ F(S), the fitted SLALOM on the kept
+        positions, F(∅) = ``base_value``, which is the object's ``baseline_value``. With
+        ``index="SII"`` (default) order 1 equals ``exp.shapley()`` and order 2 holds the
+        pairwise Shapley interaction indices; ``index="k-SII"`` sums, with the baseline, to
+        :attr:`surrogate_output` (for shapiq's force and waterfall plots). Exact: the 2^n
+        coalitions are enumerated, up to ``exact_max_positions`` positions (at most 22).
+        ``output`` picks a class of a joint multi-class fit. See
+        :mod:`slalom_core.interactions`.
+
+        Example:
+            >>> iv = exp.to_interaction_values(max_order=2)  # doctest: +SKIP
+            >>> iv.plot_network(feature_names=exp.tokens)  # doctest: +SKIP
+        """
+        from .interactions import to_interaction_values
+
+        return to_interaction_values(
+            self, max_order=max_order, index=index, output=output, exact_max_positions=exact_max_positions
         )
 
     def scores(self, name: str) -> np.ndarray:

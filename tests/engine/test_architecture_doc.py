@@ -61,7 +61,7 @@ def test_every_file_the_doc_names_exists():
     names = named_files(text)
     assert len(names) > 40
     # Named by path from the repository (tests, adapters) or from the engine's folder.
-    rooms = ("shared", "captum_slalom", "shap_slalom", "tests", "notebooks")
+    rooms = ("shared", "captum_slalom", "shap_slalom", "inseq_slalom", "tests", "notebooks")
     tree = [p.relative_to(ROOT).as_posix() for d in rooms for p in (ROOT / d).rglob("*.py")]
     tree += [p.relative_to(CORE).as_posix() for p in CORE.rglob("*.py")]
     missing = sorted(n for n in names if not any(t == n or t.endswith("/" + n) for t in tree))

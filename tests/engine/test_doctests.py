@@ -13,6 +13,12 @@ import captum_slalom
 import shap_slalom
 
 PACKAGES = (slalom_core, captum_slalom, shap_slalom)
+try:  # an optional extra (in dev): its examples are checked where it is installed
+    import inseq_slalom
+
+    PACKAGES += (inseq_slalom,)
+except ImportError:
+    pass
 MODULES = sorted(
     f"{pkg.__name__}.{m.name}"
     for pkg in PACKAGES

@@ -1,6 +1,7 @@
 """The engine core stands apart: it never imports the harness, Captum or SHAP, not even lazily."""
 
 import ast
+import importlib.util
 import io
 import tokenize
 from pathlib import Path
@@ -12,7 +13,7 @@ import captum_slalom
 import shap_slalom
 
 CORE = Path(slalom_core.__file__).resolve().parent
-FORBIDDEN = ("captum", "shap", "captum_slalom", "shap_slalom", "slalom_core.experiments")
+FORBIDDEN = ("captum", "shap", "inseq", "captum_slalom", "shap_slalom", "inseq_slalom", "slalom_core.experiments")
 
 
 def _core_files() -> list[Path]:
@@ -50,7 +51,7 @@ def _imported_modules(path: Path, package: tuple[str, ...] = ("slalom_core",)) -
 #: Functions that import a module named by a string.
 STRING_IMPORTERS = ("import_module", "__import__")
 #: Packages whose names a string may spell.
-PROJECT_PACKAGES = ("slalom_core", "captum_slalom", "shap_slalom", "captum", "shap")
+PROJECT_PACKAGES = ("slalom_core", "captum_slalom", "shap_slalom", "inseq_slalom", "captum", "shap", "inseq")
 
 
 def _imported_by_string(tree: ast.AST) -> list[tuple[int, str]]:
@@ -166,7 +167,12 @@ def test_harness_calls_captum_and_shap_only_from_its_baselines():
 
 
 # -- the layout fence: small rooms, no circles, no borrowed privates -----------------------
-ADAPTERS = [Path(captum_slalom.__file__).parent, Path(shap_slalom.__file__).parent]
+# inseq_slalom is found without being imported (importing it imports inseq, an optional extra).
+ADAPTERS = [
+    Path(captum_slalom.__file__).parent,
+    Path(shap_slalom.__file__).parent,
+    Path(importlib.util.find_spec("inseq_slalom").origin).parent,
+]
 #: Code lines (no docstrings, comments or blank lines) a file of each layer may hold.
 CORE_LIMIT, ADAPTER_LIMIT = 300, 300
 

@@ -1,0 +1,75 @@
+"""SLALOM's surrogate interactions beside shapiq's approximators on the model itself.
+
+One review, the packaged MiniLM demo model (offline), 1 torch thread. The reference is the
+model's own exact SII (all 2^n deletions, shapiq's ExactComputer on the model game: the text
+with the absent tokens deleted, log-odds of class 1, the empty text as F(∅)); SLALOM's row is
+``exp.to_interaction_values()`` after one fit; KernelSHAP-IQ and SVARM-IQ get the fit's
+number of model calls as their budget. Needs shapiq (``pip install "slalom-xai[shapiq]"``).
+
+    python -m slalom_core.experiments.benchmarks.shapiq_compare
+"""
+
+import time
+import warnings
+
+import numpy as np
+import torch
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    import shapiq
+    import slalom_core as sc
+    from slalom_core.packaged.demo_model import load_default_model
+
+    model, tok = load_default_model()
+    text = "a wonderful, moving film with a boring plot"
+    start = time.perf_counter()
+    exp = sc.explain(model, text, tokenizer=tok, seed=0, n_samples=500)
+    fit_s = time.perf_counter() - start
+    n, calls = exp.n_positions, int(exp.diagnostics.model_evaluations)
+    start = time.perf_counter()
+    iv = exp.to_interaction_values(max_order=2)
+    iv_s = time.perf_counter() - start
+    ids = [i[0] for i in exp.token_ids]
+    adapter = sc.models.as_adapter(model, tokenizer=tok)
+
+    def model_game(masks: np.ndarray) -> np.ndarray:
+        out = adapter.score([[ids[j] for j in range(n) if m[j]] for m in masks]).numpy()
+        return out[:, 1] - out[:, 0]  # log-odds of class 1, as SLALOM explains the binary model
+
+    estimates = {}
+    with adapter.session():
+        start = time.perf_counter()
+        truth = shapiq.ExactComputer(n_players=n, game=model_game)("SII", order=2)
+        exact_s = time.perf_counter() - start
+        for name, cls in [("KernelSHAPIQ", shapiq.KernelSHAPIQ), ("SVARMIQ", shapiq.SVARMIQ)]:
+            start = time.perf_counter()
+            est = cls(n=n, max_order=2, index="SII", random_state=0).approximate(budget=calls, game=model_game)
+            estimates[name] = (est, time.perf_counter() - start)
+    singles = [c for c in truth.interaction_lookup if len(c) == 1]
+    pairs = [c for c in truth.interaction_lookup if len(c) == 2]
+
+    def rmse(a, cs):
+        return float(np.sqrt(np.mean([(a[c] - truth[c]) ** 2 for c in cs])))
+
+    def corr(a, cs):
+        return float(np.corrcoef([a[c] for c in cs], [truth[c] for c in cs])[0, 1])
+
+    print(
+        f"{text!r}: n={n} positions; f(x)={float(exp.model_output):.3f}, b={float(exp.base_value):.3f}, "
+        f"F(x)={float(exp.surrogate_output):.3f}; SD of the model's pair SII {np.std([truth[c] for c in pairs]):.3f}"
+    )
+    print(f"the model's exact SII (reference): {2**n} model calls, {exact_s:.2f} s")
+    print("| method | model calls | seconds | RMSE order 1 | RMSE order 2 | corr. order 2 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    row = f"{rmse(iv, singles):.3f} | {rmse(iv, pairs):.3f} | {corr(iv, pairs):.2f}"
+    print(f"| SLALOM fit + to_interaction_values | {calls} | {fit_s:.2f} + {iv_s:.3f} | {row} |")
+    for name, (est, seconds) in estimates.items():
+        row = f"{rmse(est, singles):.3f} | {rmse(est, pairs):.3f} | {corr(est, pairs):.2f}"
+        print(f"| shapiq {name} on the model | {calls} | {seconds:.2f} | {row} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""inseq_slalom: "slalom" as an inseq attribution method, on a tiny GPT-2 built from its config."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import slalom_core as sc
+import torch
+from browser import needs_chromium, render
+from tiny_models import gpt2_tokenizer, tiny_causal_lm
+
+inseq = pytest.importorskip("inseq")
+import inseq_slalom  # noqa: E402  (registers "slalom")
+
+PROMPT = "the movie was great and"
+GEN = {"max_new_tokens": 3, "do_sample": False}
+N = 120
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    tok = gpt2_tokenizer(tmp_path_factory.mktemp("gpt2"))
+    return tiny_causal_lm("gpt2", tok), tok
+
+
+@pytest.fixture(scope="module")
+def model(tiny):
+    lm, tok = tiny
+    return inseq.load_model(lm, "slalom", tokenizer=tok)
+
+
+@pytest.fixture(scope="module")
+def out(model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)  # a random LM: poor fits, and they say so
+        return model.attribute(PROMPT, generation_args=GEN, n_samples=N, show_progress=False)
+
+
+def test_slalom_is_registered_as_inseq_registers_its_methods():
+    assert "slalom" in inseq.list_feature_attribution_methods()
+    assert inseq_slalom.SlalomInseqAttribution.method_name == "slalom"
+
+
+def test_each_generated_token_is_attributed_to_the_prompt_and_earlier_tokens(out, tiny):
+    _, tok = tiny
+    seq = out.sequence_attributions[0]
+    n_prompt = len(tok(PROMPT)["input_ids"])
+    attr = seq.target_attributions
+    assert attr.shape == (n_prompt + 3, 3)
+    for step in range(3):
+        context = n_prompt + step
+        assert torch.isfinite(attr[:context, step]).all() and torch.isnan(attr[context:, step]).all()
+    for name in inseq_slalom.EXTRA_MAPS:
+        both = seq.sequence_scores[name]
+        assert both.shape == attr.shape and torch.equal(torch.isnan(both), torch.isnan(attr))
+    # The map is α_i·v_i: it sums, with the step's reference point, to the surrogate's log p.
+    steps = seq.step_scores
+    surrogate = steps["slalom_logprob"] - steps["slalom_residual"]
+    torch.testing.assert_close(torch.nansum(attr, dim=0) + steps["slalom_reference"], surrogate, atol=1e-4, rtol=0)
+    assert (steps["slalom_model_calls"] > 0).all() and (steps["slalom_model_calls"] <= N + 1).all()
+
+
+def test_same_meaning_and_reference_point_as_explain(out, tiny):
+    lm, tok = tiny
+    seq = out.sequence_attributions[0]
+    context = tok(PROMPT)["input_ids"]
+    target = seq.target[len(context)].id
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        exp = sc.explain(
+            inseq_slalom.NextTokenLogProb(lm, target, tokenizer=tok), context, n_samples=N, seed=0, output="logits"
+        )
+    np.testing.assert_allclose(seq.sequence_scores["slalom_value"][: len(context), 0], exp.value, atol=1e-5)
+    np.testing.assert_allclose(seq.sequence_scores["slalom_importance"][: len(context), 0], exp.importance, atol=1e-5)
+    # The reference point: log p(token) after the BOS token alone; f(x): after the prompt.
+    with torch.no_grad():
+        alone = torch.log_softmax(lm(torch.tensor([[tok.bos_token_id]])).logits[0, -1], -1)[target]
+        full = torch.log_softmax(lm(torch.tensor([context])).logits[0, -1], -1)[target]
+    assert seq.step_scores["slalom_reference"][0] == pytest.approx(float(alone), abs=1e-4)
+    assert seq.step_scores["slalom_logprob"][0] == pytest.approx(float(full), abs=1e-4)
+
+
+def test_batched_prompts_match_single_ones(model, tiny):
+    _, tok = tiny
+    prompts = [PROMPT, "a bad film"]
+    generated = [p + " the" for p in prompts]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        both = model.attribute(prompts, generated, n_samples=N, show_progress=False)
+        alone = model.attribute(prompts[1], generated[1], n_samples=N, show_progress=False)
+    a, b = both.sequence_attributions[1], alone.sequence_attributions[0]
+    assert [t.token for t in a.target] == [t.token for t in b.target]
+    torch.testing.assert_close(a.target_attributions, b.target_attributions, atol=1e-5, rtol=0, equal_nan=True)
+    torch.testing.assert_close(
+        a.sequence_scores["slalom_importance"],
+        b.sequence_scores["slalom_importance"],
+        atol=1e-5,
+        rtol=0,
+        equal_nan=True,
+    )
+
+
+def test_show_and_aggregators_work_on_the_map_and_on_each_channel(out):
+    html = out.show(display=False, return_html=True)
+    assert "Ġmovie" in html or "movie" in html
+    merged = out.aggregate("subwords", special_chars=("Ġ",))
+    assert merged.sequence_attributions[0].target_attributions.shape[0] < out[0].target_attributions.shape[0]
+    for name in ("value", "importance"):
+        one = inseq_slalom.channel(out, name)
+        assert torch.equal(
+            one[0].target_attributions.nan_to_num(), out[0].sequence_scores[f"slalom_{name}"].nan_to_num()
+        )
+        assert "<" in one.show(display=False, return_html=True)
+        one.aggregate("subwords", special_chars=("Ġ",))
+    with pytest.raises(ValueError, match="value"):
+        inseq_slalom.channel(out, "lin")
+
+
+def test_options_and_wrong_uses_are_clear(model):
+    with pytest.raises(ValueError, match="score must be one of"):
+        model.attribute(PROMPT, generation_args=GEN, score="nope", show_progress=False)
+    with pytest.raises(ValueError, match="log-probability"):
+        model.attribute(PROMPT, generation_args=GEN, attributed_fn="logit", show_progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sc.SlalomFitWarning)
+        value = model.attribute(PROMPT, generation_args={**GEN, "max_new_tokens": 1}, score="value", n_samples=N)
+    seq = value.sequence_attributions[0]
+    torch.testing.assert_close(seq.target_attributions, seq.sequence_scores["slalom_value"], equal_nan=True)
+
+
+@needs_chromium
+def test_show_renders_in_headless_chromium(out, tmp_path):
+    page = tmp_path / "inseq.html"
+    page.write_text(out.show(display=False, return_html=True), encoding="utf-8")
+    seen = render(page)
+    assert "movie" in seen.dom and len(seen.png) > 1000
