@@ -39,6 +39,7 @@ from ..api import DEFAULT_METHOD, DEFAULT_N_SAMPLES
 from ..corpus import CorpusRun, CorpusSource, explain_corpus, store
 from ..corpus.loading import ModelLoader, load_model, model_name
 from ..warn import warn_user
+from .audit import AmortizedFewTextsWarning
 from .corpus_run import CorpusHead
 from .explainer import AmortizedExplainer
 from .quality import POOR_AUDIT, write_quality
@@ -47,6 +48,7 @@ __all__ = [
     "explain_corpus_amortized",
     "read_plan",
     "label_set_size",
+    "check_pays",
     "LABEL_TEXTS",
     "AUDIT_SHARE",
     "POOR_AUDIT",
@@ -99,6 +101,41 @@ def label_set_size(n_texts: int, audit: float, label_texts: int | None = None) -
         n_labels = label_texts
     n_audit = min(n_audit, n_texts - n_labels)
     return n_labels, n_audit
+
+
+def check_pays(n_texts: int, audit: float, label_texts: int | None) -> None:
+    """Refuse (default sizes) or warn (sizes given) when the labels and the audit would fit
+    more than half the corpus per text: the head then saves less than the per-text fits of
+    every text would cost (at most twice those fits), and explains the rest worse than they would.
+
+    Raises:
+        ValueError: with the default label set, naming the per-text path and the options.
+
+    Example:
+        >>> check_pays(12700, AUDIT_SHARE, None)
+        >>> check_pays(40, AUDIT_SHARE, None)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: the corpus has 40 texts: ...
+    """
+    n_labels, n_audit = label_set_size(n_texts, audit, label_texts)
+    if 2 * (n_labels + n_audit) <= n_texts:
+        return
+    pays = next((n for n in range(n_texts, 10**6) if 2 * sum(label_set_size(n, audit, label_texts)) <= n), None)
+    said = (
+        f"the corpus has {n_texts} texts: the amortized pipeline would fit {n_labels} label texts and audit "
+        f"{n_audit} per text, {n_labels + n_audit} of {n_texts} (more than half), and its head would explain the "
+        "rest worse than per-text fits"
+    )
+    if label_texts is None:
+        raise ValueError(
+            f"{said}. Explain the corpus per text (`slalom-xai explain` without --amortized; explain_corpus in "
+            "Python), at most twice the cost here, or choose the sizes with --label-texts and --audit "
+            "(label_texts=, audit=)" + (f"; with these sizes the pipeline pays from {pays} texts" if pays else "")
+        )
+    warn_user(
+        f"{said}; per-text fits of every text (explain without --amortized) would cost at most twice as much",
+        AmortizedFewTextsWarning,
+    )
 
 
 def _check(name: str, value: object, low: float, high: float | None = None, integer: bool = False) -> None:
@@ -195,6 +232,7 @@ def explain_corpus_amortized(
     source = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
     ).scan()
+    check_pays(len(set(source.row_ids()) - set(source.duplicate_ids)), audit, label_texts)
     # Loaded once here for the head's training; the local stages reuse this copy, Ray's
     # workers load their own from the path or loader.
     loaded, loaded_tok = load_model(model, tokenizer)
@@ -292,6 +330,7 @@ def explain_corpus_amortized(
         # The label set as fitted: a label text whose per-text fit failed taught the head nothing.
         fitted = set(labels.texts()["id"].astype(str))
         summary = write_quality(run, audited, fitted, poor_audit=poor_audit)
+        n_run = int(run.texts()["id"].nunique())
         state["quality"] = {"seconds": time.perf_counter() - t0}
         _write_json(auto / _STATE, state)
         record = {
@@ -306,7 +345,14 @@ def explain_corpus_amortized(
                 else f"LABEL_TEXTS={LABEL_TEXTS} (measured curve)",
             },
             "head": {"folder": f"{AUTO}/head", "digest": explainer.digest, "epochs": epochs, "hidden": hidden},
-            "audit": dict(summary["audit"], run=f"{AUTO}/audit" if audited is not None else None, share=audit),
+            # The share is what the audit covered (audited / texts in the run); the option asked for share_asked.
+            "audit": dict(
+                summary["audit"],
+                run=f"{AUTO}/audit" if audited is not None else None,
+                n_texts=n_run,
+                share=summary["audit"]["n_audited"] / max(n_run, 1),
+                share_asked=audit,
+            ),
             "flags": summary["flags"],
             "stages": state,
         }

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fit_quality import row_flags
 from . import report_index
 from . import report_pages as pages
 from .folders import check_owned, replace_folder, write_marker
@@ -69,8 +70,6 @@ INDEX_COLUMNS = (
 ROWS_PER_FILE = 5000
 #: Bytes of rows per data file, at most: a corpus of long ids and reasons stays far under 2 MB.
 ROWS_BYTES = 1_000_000
-#: Poor fit: the thresholds the run's own warning uses.
-POOR_R2, POOR_GAP = 0.5, 1.0
 #: The file that marks a folder as a report this library wrote and lists the files it wrote:
 #: only a folder holding nothing else (or an empty or new one) is ever written over.
 MARKER = ".slalom-report"
@@ -153,10 +152,9 @@ def _index_row(text_id: str, rows: list[dict], page: str | None, run: CorpusRun 
     gap = max(abs(float(r["full_text_gap"])) for r in rows)
     r2 = first["heldout_r2"]
     cut = int(first["truncated_positions"] or 0)
-    converged = first["converged"]
-    unconverged = converged is not None and converged == converged and not converged
-    poor = (r2 == r2 and r2 is not None and r2 < POOR_R2) or gap > POOR_GAP or unconverged
-    status = "poor fit" if poor else "ok"
+    # The fit-quality rule, the one the page, the call's warning and the run's use.
+    flags = row_flags(rows)
+    status = f"fit flagged ({', '.join(f.code for f in flags)})" if flags else "ok"
     predicted, predicted_index = _predicted(rows, run)
     output = max(r["model_output"] for r in rows)
     text = first["text"] if isinstance(first["text"], str) else ""
