@@ -204,7 +204,9 @@ def audit_coverage(audit: dict, n_texts: int | None = None) -> str:
         '20 of the 40 texts in the run (50%)'
     """
     n, of = audit.get("n_audited"), audit.get("n_texts", n_texts)
-    if not isinstance(of, int) or of <= 0 or not isinstance(n, int):
+    if not isinstance(n, int):  # numbers only: the card and the report write this line as it is
+        return "an unrecorded number of texts"
+    if not isinstance(of, int) or of <= 0:
         return f"{n} texts"
     return f"{n} of the {of} texts in the run ({100 * n / of:.2g}%)"
 
@@ -220,7 +222,7 @@ def _audit_lines(manifest: dict) -> list[str]:
         "",
         "## Audit",
         "",
-        f"{md_text(audit_coverage(audit, (manifest.get('input') or {}).get('n_rows')))}, never shown to the head, were "
+        f"{audit_coverage(audit, (manifest.get('input') or {}).get('n_rows'))}, never shown to the head, were "
         "also explained per text, and the head's scores compared with those fits by Spearman rank correlation over "
         "each text's tokens:",
         "",
