@@ -129,7 +129,7 @@ def _amortized_like(run: CorpusRun, path, *, quality: bool) -> CorpusRun:
         manifest["auto"] = {
             "labels": {"run": "auto/labels", "n_texts": 40, "method": "hybrid", "n_samples": 600, "chosen_by": "budget"},
             "head": {"folder": "auto/head", "digest": "headdigest"},
-            "audit": {"run": "auto/audit", "share": 0.4, "n_audited": 2, "value_spearman": stats,
+            "audit": {"run": "auto/audit", "share": 0.4, "n_audited": 2, "n_texts": 5, "value_spearman": stats,
                       "importance_spearman": {"mean": 0.61, "median": 0.6, "p10": 0.2}, "poor_below": 0.7, "n_poor": 1},
             "flags": {"n_ood": 1, "n_poor_audit": 1, "n_flagged": 2},
         }  # fmt: skip
@@ -171,7 +171,7 @@ def test_an_amortized_pipelines_run_gets_its_quality_columns_and_audit_in_the_ca
             assert a == b or (a != a and b != b), (text_id, name)  # NaN for a text not audited
     assert got["r1"]["flag_reason"].startswith("audit:") and got["r2"]["flagged"] and not got["r4"]["flagged"]
     card = (out / "README.md").read_text(encoding="utf-8")
-    for fact in ("`amortized`", "headdigest", "2 texts never shown to the head", "| value | 0.812 | 0.834 | 0.523 |",
+    for fact in ("`amortized`", "headdigest", "2 of the 5 texts in the run (40%), never shown to the head", "| value | 0.812 | 0.834 | 0.523 |",
                  "Flagged in all: 2 texts", "40 texts of this corpus", "`hybrid` at 600"):  # fmt: skip
         assert fact in card, fact
 
