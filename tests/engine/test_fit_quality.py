@@ -123,3 +123,23 @@ def test_undetermined_unstable_and_not_converged_are_what_the_fitter_and_the_che
     # A joint fit's outputs are centred logits: the move and the miss are vector norms.
     joint = FitFacts(model_output=[1.0, -1.0], surrogate_output=[-0.5, 0.5], base_value=[0.0, 0.0])
     assert [x.code for x in flags_of(joint)] == ["against", "missed"]
+
+
+def test_a_corpus_run_and_its_report_flag_the_text_the_rule_flags(tmp_path):
+    from slalom_core.corpus import explain_corpus
+    from slalom_core.corpus.report import INDEX_COLUMNS, write_report
+
+    other = "the dull plot was very awful"  # a length the model answers as the SLALOM it is
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in (("against", TEXT), ("true", other))))
+    model = _model(AgainstOnTheText(*_slalom(), n=len(TEXT.split())))
+    with pytest.warns(sc.SlalomFitWarning, match="1 the surrogate moves from the reference point against"):
+        run = explain_corpus(model, data, tmp_path / "run", n_samples=600, show_progress=False)
+    index = write_report(run, tmp_path / "site", text_pages=True)
+    script = (index.parent / "data" / "rows-000.js").read_text(encoding="utf-8")
+    rows = json.loads(script[script.index("...[") + 3 : script.rindex(");")])
+    status = {r[0]: r[INDEX_COLUMNS.index("status")] for r in rows}
+    assert status["true"] == "ok" and status["against"].startswith("fit flagged (against")
+    # The text's page says the same, from the explanation rebuilt from the tables.
+    page = next(p for p in (index.parent / "texts").rglob("*.html") if "text against" in p.read_text(encoding="utf-8"))
+    assert "Read with care" in page.read_text(encoding="utf-8")
