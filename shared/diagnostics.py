@@ -66,6 +66,10 @@ class Diagnostics(dict):
             model's direction: (surrogate − base)·(model − base) / |model − base|² (1: the
             surrogate meets the model; 0: it explains none of the move; negative: it points
             the other way); None where the model barely moves (as above).
+        units_determined: the text's unique tokens whose importance the data determine
+            (:attr:`~slalom_core.SlalomExplanation.importance_determined`); None for a method
+            without standard errors. Recorded so that a corpus run's texts table can be
+            judged by the fit-quality rule (:mod:`slalom_core.fit_quality`) without its positions.
         api_usage: what the whole call cost a model billed per call (calls, cache hits,
             input tokens, retries, the estimate); None for any other model.
         truncated_positions: positions cut off the text's end to fit the model, with
@@ -105,6 +109,7 @@ class Diagnostics(dict):
     full_text_gap: Any
     direction_agrees: bool | None
     reproduced: float | None
+    units_determined: int | None
     api_usage: dict | None
     truncated_positions: int | None
 

@@ -42,63 +42,23 @@ from ..warn import warn_user
 from .corpus_run import CorpusHead
 from .explainer import AmortizedExplainer
 from .quality import POOR_AUDIT, write_quality
+from .sizes import AUDIT_SHARE, LABEL_TEXTS, check_pays, label_set_size
 
 __all__ = [
     "explain_corpus_amortized",
     "read_plan",
     "label_set_size",
+    "check_pays",
     "LABEL_TEXTS",
     "AUDIT_SHARE",
     "POOR_AUDIT",
     "AUTO",
 ]
 
-#: The label set's size when none is given, from the measured curve (docs/amortized.md, "How
-#: many labels"): at 200 texts the audit's value Spearman is within 0.011 of 400 texts' and
-#: the importance's within 0.017 (it grows fast below 200); 200 keeps the 12,700 reviews of
-#: ../shared/data within 40 minutes on a 2-core CPU, labels included (``label_texts`` for
-#: more). A corpus smaller than it plus its audit gives every other text to the labels.
-LABEL_TEXTS = 200
-#: Share of the texts (outside the label set) fitted per text to check the head: 64 of 12,700
-#: reviews give the audit's mean value Spearman to about 0.003 (s.e.), and keep the whole
-#: run within 40 minutes on a 2-core CPU (each audited text costs a per-text fit, ~3 s).
-AUDIT_SHARE = 0.005
-#: The fewest texts an audit fits (a share of a small corpus would give a mean of a few).
-MIN_AUDIT = 20
 #: The pipeline's folder inside the run.
 AUTO = store.SIDECARS[0]
 _PLAN = "plan.json"
 _STATE = "state.json"
-
-
-def label_set_size(n_texts: int, audit: float, label_texts: int | None = None) -> tuple[int, int]:
-    """How many texts the labels and the audit take from a corpus of ``n_texts``.
-
-    Args:
-        n_texts: the corpus's explainable texts (unique ids).
-        audit: the audit's share of the texts (0 to 1); at least :data:`MIN_AUDIT` texts
-            when positive, and never more than what the labels leave.
-        label_texts: the label set's size; None: :data:`LABEL_TEXTS`, or as many as the
-            audit leaves in a smaller corpus.
-
-    Returns:
-        ``(n_labels, n_audit)``.
-
-    Example:
-        >>> label_set_size(12700, 0.01)
-        (200, 127)
-        >>> label_set_size(100, 0.01)
-        (80, 20)
-    """
-    n_audit = 0 if audit == 0 else max(MIN_AUDIT, math.ceil(audit * n_texts))
-    if label_texts is None:
-        n_labels = min(LABEL_TEXTS, max(n_texts - n_audit, 0))
-    else:
-        if label_texts > n_texts:
-            raise ValueError(f"label_texts={label_texts}: the corpus has {n_texts} texts")
-        n_labels = label_texts
-    n_audit = min(n_audit, n_texts - n_labels)
-    return n_labels, n_audit
 
 
 def _check(name: str, value: object, low: float, high: float | None = None, integer: bool = False) -> None:
@@ -195,6 +155,7 @@ def explain_corpus_amortized(
     source = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
     ).scan()
+    check_pays(len(set(source.row_ids()) - set(source.duplicate_ids)), audit, label_texts)
     # Loaded once here for the head's training; the local stages reuse this copy, Ray's
     # workers load their own from the path or loader.
     loaded, loaded_tok = load_model(model, tokenizer)
@@ -292,6 +253,7 @@ def explain_corpus_amortized(
         # The label set as fitted: a label text whose per-text fit failed taught the head nothing.
         fitted = set(labels.texts()["id"].astype(str))
         summary = write_quality(run, audited, fitted, poor_audit=poor_audit)
+        n_run = int(run.texts()["id"].nunique())
         state["quality"] = {"seconds": time.perf_counter() - t0}
         _write_json(auto / _STATE, state)
         record = {
@@ -306,7 +268,14 @@ def explain_corpus_amortized(
                 else f"LABEL_TEXTS={LABEL_TEXTS} (measured curve)",
             },
             "head": {"folder": f"{AUTO}/head", "digest": explainer.digest, "epochs": epochs, "hidden": hidden},
-            "audit": dict(summary["audit"], run=f"{AUTO}/audit" if audited is not None else None, share=audit),
+            # The share is what the audit covered (audited / texts in the run); the option asked for share_asked.
+            "audit": dict(
+                summary["audit"],
+                run=f"{AUTO}/audit" if audited is not None else None,
+                n_texts=n_run,
+                share=summary["audit"]["n_audited"] / max(n_run, 1),
+                share_asked=audit,
+            ),
             "flags": summary["flags"],
             "stages": state,
         }

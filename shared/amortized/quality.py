@@ -9,6 +9,7 @@ import numpy as np
 
 from ..corpus import CorpusRun, store
 from ..corpus.restore import explanation_from_tables, json_cell
+from ..fit_quality import row_flags
 from .audit import agreement
 
 __all__ = ["write_quality", "POOR_AUDIT"]
@@ -22,8 +23,10 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
 
     Every explained text gets a row; an audited one its value and importance Spearman
     against its per-text fit (over its unique tokens, :func:`~.audit.agreement`). A text is
-    flagged when the head's out-of-distribution check flagged it, or its audit's value
-    Spearman is below ``poor_audit``.
+    flagged when the head's out-of-distribution check flagged it, or by the fit-quality rule
+    (:mod:`slalom_core.fit_quality`) on the head's explanation: its audit's value Spearman
+    below ``poor_audit`` (the rule's "unstable", column ``poor_audit``), or the explanation
+    moving against the model or missing its output (column ``fit_flags``, the flags' codes).
 
     Example:
         >>> write_quality(CorpusRun("runs/r"), CorpusRun("runs/r/auto/audit"), set(), poor_audit=0.5)  # doctest: +SKIP
@@ -31,7 +34,10 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
     import pandas as pd
 
     rows: dict[str, dict] = {}
+    records: dict[str, list[dict]] = {}
     for _, texts in run.parts("texts"):
+        for r in texts.to_dict("records"):
+            records.setdefault(str(r["id"]), []).append(r)
         for text_id, ood in zip(texts["id"], texts["ood"] if "ood" in texts else [None] * len(texts)):
             warning = (json_cell(ood, None) or {}).get("warning")
             rows[str(text_id)] = {
@@ -64,15 +70,24 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
             "ood_reason",
         ],
     )
-    # NaN (a constant score on a text of one unique token) is not evidence of a poor head.
-    table["poor_audit"] = table["audited"] & (table["audit_value_spearman"] < poor_audit)
-    table["flagged"] = table["ood"] | table["poor_audit"]
+    # The fit-quality rule on the head's explanation (slalom_core.fit_quality), with the
+    # audit's agreement as its measured stability: "unstable" is a poor audit. NaN (a constant
+    # score on a text of one unique token) is not evidence of a poor head.
+    flags = [
+        row_flags(records[i], agreement=None if not a else rho, min_agreement=poor_audit)
+        for i, a, rho in zip(table["id"], table["audited"], table["audit_value_spearman"])
+    ]
+    table["poor_audit"] = [any(f.code == "unstable" for f in fl) for fl in flags]
+    fit = [[f for f in fl if f.code != "unstable"] for fl in flags]
+    table["fit_flags"] = [", ".join(f.code for f in fl) for fl in fit]
+    table["flagged"] = table["ood"] | table["poor_audit"] | (table["fit_flags"] != "")
     table["flag_reason"] = [
         "; ".join(
             ([f"out of distribution: {r.ood_reason}"] if r.ood else [])
             + ([f"audit: value Spearman {r.audit_value_spearman:.2f} < {poor_audit}"] if r.poor_audit else [])
+            + [f.reason for f in fl]
         )
-        for r in table.itertuples()
+        for r, fl in zip(table.itertuples(), fit)
     ]
     table = table.drop(columns="ood_reason")
     tmp = run.path / f".{store.QUALITY}.{os.getpid()}.tmp"
@@ -90,6 +105,7 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
         "flags": {
             "n_ood": int(table["ood"].sum()),
             "n_poor_audit": int(table["poor_audit"].sum()),
+            "n_fit_flags": int((table["fit_flags"] != "").sum()),
             "n_flagged": int(table["flagged"].sum()),
         },
     }

@@ -88,6 +88,10 @@ def assemble(
     diag.surrogate_output = exp.surrogate_output
     diag.full_text_gap = exp.full_text_gap
     diag.direction_agrees, diag.reproduced = direction_check(exp.model_output, exp.surrogate_output, exp.base_value)
+    if exp.importance_se is not None:
+        diag.units_determined = len(set(plan.position_units[exp.importance_determined].tolist()))
+    else:
+        diag.units_determined = None
     return exp
 
 

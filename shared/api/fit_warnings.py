@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..explanation import SlalomExplanation
+from ..fit_quality import FLAG_CODES, fit_flags
 from ..warn import warn_user
 
 __all__ = [
@@ -39,59 +38,39 @@ NO_EMPTY_INPUT_ADVICE = (
     "reference=0.0 gives the paper's raw scores)"
 )
 
-#: Corpus summaries count the texts whose surrogate misses the model's output on the text by
-#: more than this many log-odds (a factor e on the odds).
+#: No longer a flag by itself (kept for code that reads it): a surrogate's miss on the text
+#: is judged against the model's own move, :data:`slalom_core.fit_quality.MISSED_FLOOR`.
 FULL_TEXT_GAP_BOUND = 1.0
-#: A SlalomFitWarning is raised when the held-out R² on the design's samples is below this.
+#: No longer a flag by itself (kept for code that reads it): the held-out R² is the R² on
+#: held-out samples of the fit's own design, reported, never a verdict (:mod:`slalom_core.fit_quality`).
 MIN_HELDOUT_R2 = 0.5
 
 
 class SlalomFitWarning(UserWarning):
-    """A fitted surrogate that should not be read at face value: not converged, a poor fit,
-    moving against the model on the explained text, importances the data do not determine,
-    or invalid pairs in ana (see :func:`fit_problems`)."""
+    """A fitted surrogate that should not be read at face value: one of the fit-quality
+    rule's flags (:mod:`slalom_core.fit_quality`): moving against the model on the text,
+    missing its output by more than half its move, importances the data do not determine,
+    an unstable ranking where measured, a fit that did not converge, or invalid pairs in ana."""
 
 
 def fit_problems(exp: SlalomExplanation) -> list[str]:
-    """What would make this explanation mislead a reader, one phrase each (empty: nothing).
-
-    Only what misleads counts: a fit that did not converge or does not fit its own samples
-    (held-out R² below :data:`MIN_HELDOUT_R2`, for designs of short samples alone: hybrid
-    weighs them down on purpose, and is judged by the text's output instead); a surrogate that moves from the reference point
-    *against* the model's move on the text (its contributions then sum the wrong way); and
-    importances that the data determine nowhere (every one is its prior's). A surrogate that
-    reaches only part of the model's output is not a problem by itself: the part it reaches
-    is in ``diagnostics.reproduced`` and the rest in ``full_text_gap``.
+    """What would make this explanation mislead a reader, one phrase each (empty: nothing):
+    the reasons of :func:`slalom_core.fit_quality.fit_flags`, the one rule that the page,
+    the report and the quality table use too.
 
     Example:
         >>> fit_problems(exp)  # doctest: +SKIP
         []
     """
-    d = exp.diagnostics
-    found = []
-    if d.get("fit_converged") is False:
-        found.append("the fit did not converge")
-    # A design with samples in context (hybrid) gives the short samples a quarter of the
-    # weight on purpose and fits them less closely; its check is the text's own output.
-    short_only = not d.get("n_context")
-    if short_only and np.isfinite(d.get("heldout_r2", np.nan)) and d["heldout_r2"] < MIN_HELDOUT_R2:
-        found.append(f"held-out R² below {MIN_HELDOUT_R2}")
-    if d.get("direction_agrees") is False:
-        found.append("the surrogate moves from the reference point against the model's own move on the text")
-    determined = exp.importance_determined
-    if exp.importance_se is not None and len(determined) > 1 and not np.any(determined):
-        found.append("the data determine none of the importances (each is its prior's)")
-    if d.get("ana_invalid_pairs", 0):
-        found.append("ana met pairs whose importance ratio is not positive (the model is no SLALOM there)")
-    return found
+    return [flag.reason for flag in fit_flags(exp)]
 
 
 def warn_about_fits(explanations: list[SlalomExplanation]) -> None:
     """One SlalomFitWarning per call, listing what would mislead in which texts (see :func:`fit_problems`)."""
     problems: dict[str, list[int]] = {}
     for i, exp in enumerate(explanations):
-        for what in fit_problems(exp):
-            problems.setdefault(what, []).append(i)
+        for flag in fit_flags(exp):  # grouped by kind: a reason holds its text's own numbers
+            problems.setdefault(FLAG_CODES[flag.code], []).append(i)
     if problems:
         parts = [
             f"{what} (text{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx[:10]))}{', …' if len(idx) > 10 else ''})"

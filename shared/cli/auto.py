@@ -17,6 +17,7 @@ def explain_auto(args: argparse.Namespace, model, options: dict) -> int:
     """``explain --amortized auto``: the pipeline (``options``: :func:`~.common.run_options`),
     then its audit and flags in a few lines."""
     from ..amortized.pipeline import AUDIT_SHARE, explain_corpus_amortized
+    from ..corpus.card import audit_coverage
 
     if args.option or args.granularity != "token" or args.target is not None:
         raise ValueError(
@@ -37,9 +38,10 @@ def explain_auto(args: argparse.Namespace, model, options: dict) -> int:
     rho = aud["value_spearman"]["mean"]
     print(
         f"{run.path}: {n} texts explained by a head trained on {auto['labels']['n_explained']} per-text fits; "
-        f"audit of {aud['n_audited']} texts: value Spearman "
+        f"audit of {audit_coverage(aud, n)}: value Spearman "
         + ("n/a" if rho is None else f"{rho:.3f} mean, {aud['value_spearman']['p10']:.3f} at the 10th percentile")
-        + f"; {flags['n_flagged']} flagged ({flags['n_ood']} out of distribution, {flags['n_poor_audit']} poor audit)"
+        + f"; {flags['n_flagged']} flagged ({flags['n_ood']} out of distribution, {flags['n_poor_audit']} poor audit, "
+        f"{flags.get('n_fit_flags', 0)} by the fit-quality rule)"
     )
     order = ("labels", "head", "explain", "audit", "quality")  # the pipeline's, not the file's
     stages = ", ".join(f"{k} {auto['stages'][k]['seconds']:.0f} s" for k in order if k in auto["stages"])

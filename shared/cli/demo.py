@@ -57,6 +57,8 @@ def run_demo(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     from .. import explain_batch, plots
+    from ..fit_quality import HELDOUT_R2_LABEL
+    from ..views.describe import flag_line
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -79,9 +81,10 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"[{i}] {text}")
         print(
             f"    model log-odds {float(first(exp.model_output)):+.3f} · surrogate {float(first(exp.surrogate_output)):+.3f} · "
-            f"scores measured from the empty input's {float(first(exp.base_value)):+.3f} · held-out R² {d['heldout_r2']:.3f} · "
+            f"scores measured from the empty input's {float(first(exp.base_value)):+.3f} · {HELDOUT_R2_LABEL} {d['heldout_r2']:.3f} · "
             f"{d['model_evaluations']} model evaluations in {d['model_seconds']:.2f} s, fit {d['fit_seconds']:.2f} s"
         )
+        print(f"    {flag_line(exp)}")
         print(format_table(exp))
         fig, ax = plt.subplots(figsize=(6, 4.5))
         plots.plot_scatter(exp, ax=ax)  # its title: the sentence and the prediction

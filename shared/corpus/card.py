@@ -19,7 +19,7 @@ import re
 
 from ..scores import SCORES
 
-__all__ = ["dataset_card", "yaml_features", "md_text", "md_code", "plain", "CITATION"]
+__all__ = ["dataset_card", "yaml_features", "md_text", "md_code", "plain", "CITATION", "audit_coverage"]
 
 #: How to cite SLALOM (arXiv:2405.13536).
 CITATION = """@article{leemann2024attention,
@@ -74,7 +74,9 @@ _COLUMNS = {
     "tokens): its scores are extrapolations",
     "ood_reason": "why the text is out of distribution (empty when it is not)",
     "poor_audit": "the audit's value Spearman fell below the pipeline's threshold",
-    "flagged": "ood or poor_audit: a text the head's scores should not be trusted on",
+    "flagged": "ood, poor_audit, or a flag of the fit-quality rule (the head's explanation moves against the "
+    "model, or misses its output by more than half the model's move and 0.5 log-odds): a text the head's scores "
+    "should not be trusted on; flag_reason says which",
     "flag_reason": "why the text is flagged (empty when it is not)",
 }
 
@@ -194,6 +196,26 @@ def _method_lines(manifest: dict) -> list[str]:
     return lines
 
 
+def audit_coverage(audit: dict, n_texts: int | None = None) -> str:
+    """What an amortized pipeline's audit covered, truthfully: texts audited of the texts in
+    the run, and that share (the CLI's line, the report's box and the card say it so).
+
+    Args:
+        audit: ``manifest["auto"]["audit"]``.
+        n_texts: the run's texts, for a manifest written before it recorded ``n_texts``.
+
+    Example:
+        >>> audit_coverage({"n_audited": 20, "n_texts": 40})
+        '20 of the 40 texts in the run (50%)'
+    """
+    n, of = audit.get("n_audited"), audit.get("n_texts", n_texts)
+    if not isinstance(n, int):  # numbers only: the card and the report write this line as it is
+        return "an unrecorded number of texts"
+    if not isinstance(of, int) or of <= 0:
+        return f"{n} texts"
+    return f"{n} of the {of} texts in the run ({100 * n / of:.2g}%)"
+
+
 def _audit_lines(manifest: dict) -> list[str]:
     auto = manifest.get("auto")
     audit = auto.get("audit") if isinstance(auto, dict) else None
@@ -205,8 +227,8 @@ def _audit_lines(manifest: dict) -> list[str]:
         "",
         "## Audit",
         "",
-        f"{md_text(audit.get('n_audited'))} texts never shown to the head (a share of {_num(audit.get('share'))}) were also "
-        "explained per text, and the head's scores compared with those fits by Spearman rank correlation over "
+        f"{audit_coverage(audit, (manifest.get('input') or {}).get('n_rows'))}, never shown to the head, were "
+        "also explained per text, and the head's scores compared with those fits by Spearman rank correlation over "
         "each text's tokens:",
         "",
         "| | mean | median | 10th percentile |",
@@ -217,7 +239,9 @@ def _audit_lines(manifest: dict) -> list[str]:
         f"{md_text(audit.get('n_poor'))} audited texts fell below a value Spearman of "
         f"{_num(audit.get('poor_below'))}. Flagged in all: {md_text(flags.get('n_flagged'))} texts "
         f"({md_text(flags.get('n_ood'))} out of distribution, {md_text(flags.get('n_poor_audit'))} with a poor "
-        "audit); see the columns `flagged` and `flag_reason`.",
+        f"audit, {md_text(flags.get('n_fit_flags', 0))} flagged by the fit-quality rule: the head's explanation moves "
+        "against the model or misses its output by more than half its move); see the columns `flagged` and "
+        "`flag_reason`.",
     ]
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fit_quality import row_flags
 from . import report_index
 from . import report_pages as pages
 from .folders import check_owned, replace_folder, write_marker
@@ -69,8 +70,6 @@ INDEX_COLUMNS = (
 ROWS_PER_FILE = 5000
 #: Bytes of rows per data file, at most: a corpus of long ids and reasons stays far under 2 MB.
 ROWS_BYTES = 1_000_000
-#: Poor fit: the thresholds the run's own warning uses.
-POOR_R2, POOR_GAP = 0.5, 1.0
 #: The file that marks a folder as a report this library wrote and lists the files it wrote:
 #: only a folder holding nothing else (or an empty or new one) is ever written over.
 MARKER = ".slalom-report"
@@ -147,20 +146,18 @@ def predicted_class(rows, run: CorpusRun | None = None) -> tuple[str | None, int
 
 
 def fit_status(rows) -> str:
-    """A text's fit status from its rows of the texts table: "poor fit" or "ok" (the report's
-    and the dataset export's one rule).
+    """A text's fit status from its rows of the texts table: "ok", or "fit flagged (codes)"
+    under the one fit-quality rule (:func:`~slalom_core.fit_quality.row_flags`), the report's
+    and the dataset export's alike.
 
     Example:
-        >>> fit_status([{"full_text_gap": 0.2, "heldout_r2": 0.9, "converged": True}])
+        >>> fit_status([{"full_text_gap": 0.2, "heldout_r2": 0.9, "converged": True}])  # doctest: +SKIP
         'ok'
     """
     if hasattr(rows, "to_dict"):  # a DataFrame: the rule reads plain records
         rows = rows.to_dict("records")
-    gap = max(abs(float(r["full_text_gap"])) for r in rows)
-    r2, converged = rows[0]["heldout_r2"], rows[0]["converged"]
-    unconverged = converged is not None and converged == converged and not converged
-    poor = (r2 == r2 and r2 is not None and r2 < POOR_R2) or gap > POOR_GAP or unconverged
-    return "poor fit" if poor else "ok"
+    flags = row_flags(rows)
+    return f"fit flagged ({', '.join(f.code for f in flags)})" if flags else "ok"
 
 
 def _index_row(text_id: str, rows: list[dict], page: str | None, run: CorpusRun | None = None, quality=()) -> list:

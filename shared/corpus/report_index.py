@@ -13,6 +13,8 @@ from __future__ import annotations
 import html
 import json
 
+from ..fit_quality import HELDOUT_R2_LABEL, MISSED_FLOOR, MISSED_SHARE
+from .card import audit_coverage
 from .report_pages import html_page, run_line
 
 __all__ = ["index_page", "quality_summary", "flag_banner"]
@@ -84,7 +86,8 @@ function apply() {
   rows.forEach((r, i) => {
     if ((!pred || r[C.predicted] === pred) && (!gold || r[C.gold] === gold) &&
       (!status || (status === "truncated" ? r[C.truncated] > 0 : status === "failed" ?
-        String(r[C.status]).startsWith("failed") : r[C.status] === status)) &&
+        String(r[C.status]).startsWith("failed") : status === "flagged" ?
+        String(r[C.status]).startsWith("fit flagged") : r[C.status] === status)) &&
       (!wrong || (r[C.gold] !== null && r[C.predicted] !== null && r[C.gold] !== r[C.predicted] &&
         r[C.gold] !== String(r[C.predicted_index]))) &&
       (isNaN(r2min) || (r[C.r2] !== null && r[C.r2] >= r2min)) &&
@@ -147,7 +150,7 @@ _HEADERS = (
     ("gold", "gold label"),
     ("output", "model output"),
     ("gap", "|gap|"),
-    ("r2", "held-out R²"),
+    ("r2", "held-out R² (own design)"),
     ("positions", "positions"),
     ("truncated", "cut"),
     ("status", "status"),
@@ -193,12 +196,13 @@ def index_page(
         '<label>predicted <select id="pred"><option value="">any</option></select></label>'
         '<label>gold label <select id="gold"><option value="">any</option></select></label>'
         '<label>status <select id="status"><option value="">any</option><option>ok</option>'
-        '<option value="poor fit">poor fit (R² &lt; 0.5 or |gap| &gt; 1)</option><option>failed</option>'
+        '<option value="flagged">fit flagged (against the model, missed, undetermined, ...)</option>'
+        "<option>failed</option>"
         '<option value="truncated">cut to the model\'s length</option></select></label>'
         f'<label{hide}>quality <select id="flag"><option value="">any</option><option value="flagged">flagged</option>'
         f'<option value="unflagged">not flagged</option>{audit if "audited" in quality else ""}</select></label>'
         '<label><input type="checkbox" id="wrong"> predicted ≠ gold</label>'
-        '<label>R² ≥ <input id="r2min" size="4" inputmode="decimal"></label>'
+        '<label>held-out R² ≥ <input id="r2min" size="4" inputmode="decimal"></label>'
         '<label>|gap| ≤ <input id="gapmax" size="4" inputmode="decimal"></label>'
         '<label>search <select id="qmode"><option value="id">id starts with</option>'
         f'<option value="word"{"" if search["files"] else " disabled"}>text has the word</option>'
@@ -218,7 +222,11 @@ def index_page(
         + '<nav><a href="words.html">word summary</a></nav>'
         '<p class="meta">Click a column to sort; a text\'s id opens its page (what each token added '
         "to the prediction; value and importance one tab away). Outputs are the model's log-odds (or centred logits) of the explained class; "
-        "|gap| is what the surrogate misses on the full text. Search by id (its start), by word (a token as the "
+        "|gap| is what the surrogate misses on the full text; held-out R² is the "
+        f"{HELDOUT_R2_LABEL}, reported, not a verdict. A text's status is ok or the flags of the fit-quality rule: "
+        "against (the surrogate moves from the reference point the other way than the model), missed (it misses "
+        f"the model's output by more than {MISSED_SHARE:.0%} of the model's move and {MISSED_FLOOR} log-odds), "
+        "undetermined (the data determine no importance), unstable, not converged. Search by id (its start), by word (a token as the "
         "tokenizer cut it, any case; a word listed in many texts shows the "
         f"{int(search['cap'])} where it contributes most), or in the excerpts.</p>"
         f'<div class="controls">{controls}</div><p class="meta" id="qnote"></p>'
@@ -255,15 +263,16 @@ def quality_summary(run, quality: tuple[str, ...]) -> str:
         )
     if audit:
         lines.append(
-            f"Audit: {audit.get('n_audited')} texts outside the label set ({100 * float(audit.get('share') or 0):.0f}%) "
-            f"explained per text as well; Spearman of the head's scores against those fits: value "
+            f"Audit: {html.escape(audit_coverage(audit, (run.manifest.get('input') or {}).get('n_rows')))}, outside "
+            "the label set, explained per text as well; Spearman of the head's scores against those fits: value "
             f"{_stat(audit.get('value_spearman'))}; importance {_stat(audit.get('importance_spearman'))}. "
             f"{audit.get('n_poor')} audited texts have a value Spearman below {audit.get('poor_below')}."
         )
     if flags:
         lines.append(
             f"Flagged: {flags.get('n_flagged')} texts ({flags.get('n_ood')} out of distribution, "
-            f"{flags.get('n_poor_audit')} poor in the audit): filter the table by quality."
+            f"{flags.get('n_poor_audit')} poor in the audit, {flags.get('n_fit_flags', 0)} by the fit-quality rule: "
+            "the head's explanation moves against the model or misses its output): filter the table by quality."
         )
     else:
         lines.append("Texts the head's out-of-distribution check flagged are marked ⚑ (filter by quality).")

@@ -12,11 +12,10 @@ import torch
 from ..api import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
-    FULL_TEXT_GAP_BOUND,
-    MIN_HELDOUT_R2,
     SlalomFitWarning,
     check_call,
 )
+from ..fit_quality import FLAG_CODES, row_flags
 from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
 from ..models.session import check_device
@@ -426,17 +425,17 @@ def _report(run: CorpusRun, ood_warning: type[Warning]) -> None:
             "by how much (truncate=False / --no-truncate fails them instead)",
             UserWarning,
         )
-    problems = {
-        "did not converge": int((texts["converged"] == False).sum()),  # noqa: E712 - a nullable column
-        f"have held-out R² below {MIN_HELDOUT_R2}": int((texts["heldout_r2"] < MIN_HELDOUT_R2).sum()),
-        f"miss the model's output on their text by more than {FULL_TEXT_GAP_BOUND} log-odds": int(
-            (texts["full_text_gap"].abs() > FULL_TEXT_GAP_BOUND).sum()
-        ),
-    }
-    if any(problems.values()):
-        said = "; ".join(f"{n} {what}" for what, n in problems.items() if n)
+    counts: dict[str, int] = {}
+    by_id: dict[str, list[dict]] = {}
+    for r in texts.to_dict("records"):
+        by_id.setdefault(str(r["id"]), []).append(r)
+    for rows in by_id.values():  # the fit-quality rule, per text (its rows: one explanation)
+        for flag in row_flags(rows):
+            counts[flag.code] = counts.get(flag.code, 0) + 1
+    if counts:
+        said = "; ".join(f"{n} {FLAG_CODES[code]}" for code, n in counts.items())
         warn_user(
-            f"SLALOM fits of {len(texts)} (text, explained class) rows: {said}. The texts table has each text's "
-            "converged, heldout_r2 and full_text_gap; read those texts' scores with care",
+            f"SLALOM fits of {len(by_id)} texts, flagged by the fit-quality rule (a text may have several flags): "
+            f"{said}. `slalom-xai report` marks each flagged text and says why; read those texts' scores with care",
             SlalomFitWarning,
         )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..fit_quality import HELDOUT_R2_LABEL, MISSED_FLOOR, MISSED_SHARE, fit_flags
 from ..scores import SCORES
 
 if TYPE_CHECKING:
@@ -32,7 +33,10 @@ __all__ = [
     "position_scores",
     "scores_once",
     "position_standard_errors",
+    "score_standard_errors",
+    "SCORE_SE",
     "fit_line",
+    "flag_line",
     "excerpt",
     "fmt",
 ]
@@ -189,6 +193,41 @@ def position_standard_errors(exp: SlalomExplanation, col: int | None) -> dict[st
     return out
 
 
+#: The scores whose standard error :func:`score_standard_errors` gives (first-order, from the
+#: value's and importance's Laplace standard errors).
+SCORE_SE = ("contribution", "value", "importance", "lin")
+
+
+def score_standard_errors(exp: SlalomExplanation, col: int | None, score: str) -> np.ndarray | None:
+    """Per position, the standard error of one occurrence's ``score``; None where the method
+    gives no standard errors or the score is not in :data:`SCORE_SE`.
+
+    Value and importance: their Laplace standard errors. Contribution α_u·v_u and lin
+    v_u·exp(s_u): the delta method, the value's and importance's errors taken as independent
+    and the other tokens' importances as fixed: for contribution
+    SE² = (α_u·SE_v)² + (c_u·(1 − n_u·α_u)·SE_s)², with n_u the token's occurrences (the
+    derivative of α_u = exp(s_u)/Σ exp(s) in s_u is α_u(1 − n_u·α_u)). A first-order error:
+    it says how far sampling can move the number, not an exact interval.
+
+    Example:
+        >>> score_standard_errors(binary_exp, None, "contribution").shape  # doctest: +SKIP
+        (7,)
+    """
+    se = position_standard_errors(exp, col)
+    if score not in SCORE_SE or "value" not in se or "importance" not in se:
+        return None
+    if score in ("value", "importance"):
+        return se[score]
+    v, s = position_scores(exp, col)["value"], position_scores(exp, col)["importance"]
+    if score == "lin":
+        return np.exp(s) * np.hypot(se["value"], v * se["importance"])
+    alpha = np.exp(s - s.max())
+    alpha /= alpha.sum()
+    units = np.asarray(exp.unit_index)
+    n = np.bincount(units)[units]
+    return np.hypot(alpha * se["value"], alpha * v * (1.0 - n * alpha) * se["importance"])
+
+
 def fmt(x: object, digits: int = 3) -> str:
     """A number for people: ``digits`` significant digits, signed; lists joined.
 
@@ -205,11 +244,12 @@ def fmt(x: object, digits: int = 3) -> str:
 
 
 def fit_line(exp: SlalomExplanation) -> str:
-    """One line on the fit: method, samples, model calls, held-out R², the text's residual.
+    """One line on the fit: method, samples, model calls, the held-out R² named for what it
+    is of (:data:`~slalom_core.fit_quality.HELDOUT_R2_LABEL`), the text's residual.
 
     Example:
         >>> fit_line(binary_exp)  # doctest: +SKIP
-        'method eff-slope · 120 samples · 121 model calls · held-out R² 0.91 · residual f(x) − surrogate −0.02'
+        "method eff-slope · 120 samples · 121 model calls · R² on held-out samples of the fit's own design 0.91 · ..."
     """
     d = exp.diagnostics
     parts = [f"method {exp.method}"]
@@ -219,12 +259,29 @@ def fit_line(exp: SlalomExplanation) -> str:
         parts.append(f"{d.model_evaluations} model calls")
     r2 = d.get("heldout_r2")
     if r2 is not None:
-        parts.append(f"held-out R² {float(r2):.3g}")
+        parts.append(f"{HELDOUT_R2_LABEL} {float(r2):.3g}")
     if exp.model_output is not None:
         parts.append(f"residual f(x) − surrogate {fmt(exp.full_text_gap)}")
     if d.seed is not None:
         parts.append(f"seed {d.seed}")
     return " · ".join(parts)
+
+
+def flag_line(exp: SlalomExplanation) -> str:
+    """The fit-quality rule's verdict on this explanation in one sentence
+    (:func:`~slalom_core.fit_quality.fit_flags`): its flags, or that it raises none.
+
+    Example:
+        >>> flag_line(binary_exp)  # doctest: +SKIP
+        'Fit check: no flag (the surrogate moves with the model, reaches its output within half its move, ...)'
+    """
+    flags = fit_flags(exp)
+    if not flags:
+        return (
+            "Fit check: no flag (the surrogate does not move against the model, reaches its output within "
+            f"{MISSED_SHARE:.0%} of the model's move or {MISSED_FLOOR} log-odds, and the data determine importances)"
+        )
+    return "⚑ Read with care: " + "; ".join(f.reason for f in flags) + "."
 
 
 def excerpt(exp: SlalomExplanation, max_chars: int = 80) -> str:

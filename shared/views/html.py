@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..fit_quality import fit_flags
 from ..scores import SCORES, check_score
 from . import describe, sections
 from .colours import MAX_MIX, css_rgb, diverging_rgb, sequential_level
@@ -72,6 +73,8 @@ _BASE_STYLE = f"""
   background: #fff; max-width: 60rem; padding: 0.5rem 1rem; }}
 .slx-view h2 {{ font-size: 1.15rem; margin: 0.3rem 0; }}
 .slx-view h3 {{ font-size: 1rem; margin: 0.8rem 0 0.2rem; }}
+.slx-check {{ font-size: 0.85rem; margin: 0.15rem 0; color: #333; }}
+.slx-flagged {{ color: #611; background: #fdecea; border: 1px solid #e0a39d; padding: 0.2rem 0.5rem; }}
 .slx-meta, .slx-fit, .slx-faith {{ font-size: 0.85rem; color: #333; margin: 0.15rem 0; }}
 .slx-legend {{ display: flex; flex-wrap: wrap; gap: 0.6rem 2rem; font-size: 0.8rem; color: #333;
   margin: 0.5rem 0; }}
@@ -215,6 +218,8 @@ def noise_floor(exp: SlalomExplanation) -> float:
     """
     move = np.asarray(exp.model_output, dtype=float) - np.asarray(exp.base_value, dtype=float)
     return NOISE_SHARE * max(1.0, float(np.max(np.abs(move))) if move.size else 1.0)
+
+
 _NO_SE = "\nimportance not determined by the data (this method gives no standard error): drawn neutral"
 
 
@@ -349,6 +354,8 @@ def _heading(exp: SlalomExplanation, score: str) -> str:
     meta.append(f"reference b = {describe.fmt(exp.base_value)} ({unit})")
     out += f'<p class="slx-meta">{_esc(" · ".join(meta))}</p>'
     out += f'<p class="slx-fit">{_esc(describe.fit_line(exp))}</p>'
+    flagged = " slx-flagged" if fit_flags(exp) else ""
+    out += f'<p class="slx-check{flagged}" role="note">{_esc(describe.flag_line(exp))}</p>'
     return out
 
 

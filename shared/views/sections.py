@@ -33,6 +33,7 @@ __all__ = [
     "sum_line",
     "force_bar",
     "top_tokens",
+    "SIGN_SE",
     "score_table",
     "unit_scores",
     "SECTION_STYLE",
@@ -47,7 +48,9 @@ SECTION_STYLE = """
 .slx-force text { font: 13px system-ui, sans-serif; fill: #111; }
 .slx-top { margin: 0.3rem 0 0.6rem; padding-left: 1.8rem; font-size: 0.9rem; columns: 2 18rem; }
 .slx-top li { margin: 0.1rem 0; break-inside: avoid; }
-.slx-top .slx-num { font-variant-numeric: tabular-nums; display: inline-block; min-width: 4.5rem; text-align: right; }
+.slx-top .slx-num { font-variant-numeric: tabular-nums; display: inline-block; min-width: 7.5rem; text-align: right; }
+.slx-topnote { font-size: 0.8rem; color: #444; margin: 0.1rem 0; }
+.slx-top li[data-sign="undetermined"] { color: #666; }
 .slx-chip { border-radius: 3px; padding: 0 3px; }
 .slx-table { border-collapse: collapse; font-size: 0.82rem; margin: 0.3rem 0; }
 .slx-table th, .slx-table td { border-bottom: 1px solid #ddd; padding: 0.15rem 0.5rem; text-align: right; }
@@ -212,30 +215,56 @@ def unit_scores(exp: SlalomExplanation, col: int | None, score: str) -> list[tup
     return sorted(rows, key=lambda r: (-abs(r[1]) if np.isfinite(r[1]) else 0.0, r[3]))
 
 
+#: A ranked token's sign is "not determined" when |score| < SIGN_SE·SE: an interval of
+#: about 95 % (± 2 standard errors, normal approximation) holds zero.
+SIGN_SE = 2.0
+
+
 def top_tokens(
     exp: SlalomExplanation, col: int | None, *, score: str = "contribution", k: int = 10, named: bool = False
 ) -> str:
-    """The ``k`` tokens of largest |score| as a ranked list, each in its colour (``named``:
-    the heading names the class column, for a page of several).
+    """The ``k`` tokens of largest |score| as a ranked list, each in its colour with its
+    standard error (:func:`~.describe.score_standard_errors`; a repeated token's additive
+    score sums its occurrences, and so does its error, the occurrences sharing one value and
+    importance); a token whose |score| is under :data:`SIGN_SE` standard errors is marked
+    "sign not determined" (``named``: the heading names the class column, for a page of several).
 
     Example:
         >>> 'class="slx-top"' in top_tokens(binary_exp, None)  # doctest: +SKIP
         True
     """
     rows = unit_scores(exp, col, score)
+    se = describe.score_standard_errors(exp, col, score)
     scale = robust_scale(np.array([r[1] for r in rows]))
     items = []
     for token, v, n, pos in rows[:k]:
         bg = css_rgb(diverging_rgb(v, scale=scale))
         times = f" (×{n}, summed)" if n > 1 and SCORES[score].additive else f" (×{n})" if n > 1 else ""
+        err, mark = "", ""
+        if se is not None:
+            e = float(se[pos]) * (n if SCORES[score].additive else 1)
+            open_ = bool(abs(v) < SIGN_SE * e)
+            err = f' data-se="{e:.6g}" data-sign="{"undetermined" if open_ else "determined"}"'
+            mark = " · sign not determined" if open_ else ""
+            num = f"{describe.fmt(v)} ± {e:.2g}"
+        else:
+            num = describe.fmt(v)
         items.append(
-            f'<li data-position="{pos}"><span class="slx-num">{_esc(describe.fmt(v))}</span> '
-            f'<span class="slx-chip" style="background-color: {bg}">{_esc(token)}</span>{_esc(times)}</li>'
+            f'<li data-position="{pos}"{err}><span class="slx-num">{_esc(num)}</span> '
+            f'<span class="slx-chip" style="background-color: {bg}">{_esc(token)}</span>{_esc(times + mark)}</li>'
         )
     more = f" ({len(rows) - k} more in the table below)" if len(rows) > k else ""
     of = f" for {describe.class_name(exp, col)}" if named else ""
     head = f"Top {min(k, len(rows))} tokens by |{score}|{of}{more}"
-    return f'<h3>{_esc(head)}</h3><ol class="slx-top">{"".join(items)}</ol>'
+    note = (
+        f"± one standard error (first order, from the fit's Laplace errors); sign not determined: |{score}| under "
+        f"{SIGN_SE:g} standard errors, the sign could go either way on another seed."
+        if se is not None
+        else f"No standard error for {score}: it is given for {', '.join(describe.SCORE_SE)}."
+        if score not in describe.SCORE_SE
+        else "No standard error: the fitting method gives none."
+    )
+    return f'<h3>{_esc(head)}</h3><p class="slx-topnote">{_esc(note)}</p><ol class="slx-top">{"".join(items)}</ol>'
 
 
 def _with_se(x: float, se: float | None) -> str:

@@ -13,10 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from slalom_core import SlalomFitWarning
 from slalom_core.amortized import AmortizedFewTextsWarning, AmortizedOODWarning
-from slalom_core.amortized.pipeline import explain_corpus_amortized, label_set_size
+from slalom_core.amortized.pipeline import check_pays, explain_corpus_amortized, label_set_size
 from slalom_core.amortized.refit import refit_flagged
 from slalom_core.corpus import CorpusRun, explain_corpus
+from slalom_core.fit_quality import row_flags
 from tiny_models import bert_tokenizer, tiny_classifier
 
 pytest.importorskip("pyarrow")
@@ -96,7 +98,11 @@ def test_one_call_explains_every_text_and_audits_a_share(done):
     assert q.loc["t39", "flag_reason"].startswith("out of distribution: ")
     poor = q["audited"] & (q["audit_value_spearman"] < 0.5)
     assert (q["poor_audit"] == poor).all()
-    assert (q["flagged"] == (q["ood"] | q["poor_audit"])).all()
+    # Flagged: out of distribution, or by the fit-quality rule (a poor audit is its "unstable").
+    assert (q["flagged"] == (q["ood"] | q["poor_audit"] | (q["fit_flags"] != ""))).all()
+    by_id = {i: g.to_dict("records") for i, g in texts.groupby("id")}
+    for text_id, codes in q["fit_flags"].items():
+        assert codes == ", ".join(f.code for f in row_flags(by_id[text_id]) if f.code != "unstable")
 
 
 def test_the_audit_compares_the_heads_explanation_with_the_per_text_fit(done):
@@ -266,7 +272,8 @@ def test_the_command_line_runs_the_pipeline_and_refit(model_dir, tmp_path, capsy
         assert main(args) == 0
     said = capsys.readouterr().out
     assert "30 texts explained by a head trained on 10 per-text fits" in said
-    assert "audit of 20 texts" in said and f"slalom-xai refit {out}" in said
+    # The audit's share as it is: 20 audited of the 30 texts (the asked 0.2 is below the fewest it fits).
+    assert "audit of 20 of the 30 texts in the run (67%)" in said and f"slalom-xai refit {out}" in said
     q = CorpusRun(out).quality()
     assert q["audited"].sum() == 20 and q["in_label_set"].sum() == 10
     with warnings.catch_warnings():
@@ -385,7 +392,7 @@ def test_a_resume_after_a_label_text_changed_retrains_the_head(model_dir, tmp_pa
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", AmortizedFewTextsWarning)
         warnings.simplefilter("ignore", AmortizedOODWarning)
-        warnings.filterwarnings("ignore", category=UserWarning, message=".*held-out R")
+        warnings.simplefilter("ignore", SlalomFitWarning)  # the tiny random model's per-text fits
         again = explain_corpus_amortized(str(model_dir), edited, tmp_path / "run", resume=True, **opts)
     assert again.manifest["amortized"]["digest"] == resumed.manifest["amortized"]["digest"]
 
@@ -438,3 +445,37 @@ def test_in_label_set_comes_from_the_label_fits(model_dir, tmp_path):
     assert "t5" in q.index  # ... the head explained it ...
     assert not q.loc["t5", "in_label_set"]  # ... but it taught the head nothing
     assert q.drop(index="t5")["in_label_set"].all()
+
+
+def test_a_corpus_too_small_to_pay_for_the_pipeline_is_refused_with_the_way_out(model_dir, tmp_path, capsys):
+    from slalom_core.cli import main
+
+    data = corpus(tmp_path / "d.jsonl", 40)
+    # Default sizes: 20 labels + 20 audited of 40 texts, every text fitted per text anyway.
+    with pytest.raises(ValueError, match=r"20 label texts and audit 20 per text, 40 of 40 \(more than half\)") as err:
+        explain_corpus_amortized(str(model_dir), data, tmp_path / "run", **FAST)
+    assert "without --amortized" in str(err.value) and "--label-texts" in str(err.value)
+    assert "pays from 440 texts" in str(err.value)  # 200 labels + 20 audited ≤ half of 440
+    assert not (tmp_path / "run").exists()  # refused before any fit
+    args = ["explain", "--model", str(model_dir), "--data", str(data), "--out", str(tmp_path / "cli"), "--amortized"]
+    assert main([*args, "auto", "--no-progress"]) == 2
+    assert "without --amortized" in capsys.readouterr().err
+    # Sizes chosen by hand are the user's call: a clear warning, and the run goes on.
+    with pytest.warns(AmortizedFewTextsWarning, match="more than half"):
+        check_pays(40, 0.25, 12)
+    check_pays(12_700, 0.005, None)  # the measured setting pays: nothing said
+
+
+def test_the_audit_share_is_what_the_audit_covered(done, tmp_path):
+    from slalom_core.corpus.export import export_dataset
+    from slalom_core.corpus.report import write_report
+
+    run, _ = done
+    audit = run.manifest["auto"]["audit"]
+    # 20 audited of the 40 texts in the run, whatever share was asked (0.25, below the fewest an audit fits).
+    assert (audit["n_audited"], audit["n_texts"], audit["share"], audit["share_asked"]) == (20, 40, 0.5, 0.25)
+    said = "20 of the 40 texts in the run (50%)"
+    index = write_report(run, tmp_path / "report", text_pages=False).read_text(encoding="utf-8")
+    assert said in index
+    card = (quiet(export_dataset, run, tmp_path / "export") / "README.md").read_text(encoding="utf-8")
+    assert said in card and "a share of" not in card

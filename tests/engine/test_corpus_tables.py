@@ -126,13 +126,15 @@ def test_cli_help_shows_defaults_and_warnings_are_one_line(data, tmp_path, capsy
     help_text = " ".join(capsys.readouterr().out.split())
     assert "(default: 1000)" in help_text and "(default: 64)" in help_text and "(default: None)" not in help_text
     assert "--target" in help_text and "--no-truncate" in help_text
-    # The tiny run below fits poorly: its warning comes as one line, without a source line.
+    # The run below stops its fits after two iterations: the run's fit warning (the fit-quality
+    # rule's "did not converge") comes as one line, without a source line.
     with warnings.catch_warnings():
         warnings.simplefilter("always")  # whatever filters the test session runs under
         code = main(["explain", "--data", str(data), "--out", str(tmp_path / "r"), "--n-samples", "60",
-                     "--no-progress"])  # fmt: skip
+                     "--method", "eff", "--option", "max_iter=2", "--no-progress"])  # fmt: skip
     err = capsys.readouterr().err
-    assert code == 0 and "slalom-xai: SlalomFitWarning: SLALOM fits of 3" in err
+    assert code == 0 and "slalom-xai: SlalomFitWarning: SLALOM fits of 3 texts" in err
+    assert "3 the fit did not converge" in err
     assert all(line.startswith("slalom-xai: ") for line in err.strip().splitlines()) and "main()" not in err
 
 

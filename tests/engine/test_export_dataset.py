@@ -131,7 +131,7 @@ def _amortized_like(run: CorpusRun, path, *, quality: bool) -> CorpusRun:
         manifest["auto"] = {
             "labels": {"run": "auto/labels", "n_texts": 40, "method": "hybrid", "n_samples": 600, "chosen_by": "budget"},
             "head": {"folder": "auto/head", "digest": "headdigest"},
-            "audit": {"run": "auto/audit", "share": 0.4, "n_audited": 2, "value_spearman": stats,
+            "audit": {"run": "auto/audit", "share": 0.4, "n_audited": 2, "n_texts": 5, "value_spearman": stats,
                       "importance_spearman": {"mean": 0.61, "median": 0.6, "p10": 0.2}, "poor_below": 0.7, "n_poor": 1},
             "flags": {"n_ood": 1, "n_poor_audit": 1, "n_flagged": 2},
         }  # fmt: skip
@@ -175,7 +175,7 @@ def test_an_amortized_pipelines_run_gets_its_quality_columns_and_audit_in_the_ca
     # status: a flagged text is "flagged", whatever its fit's own status
     assert {t: r["status"] == "flagged" for t, r in got.items()} == {t: bool(r["flagged"]) for t, r in got.items()}
     card = (out / "README.md").read_text(encoding="utf-8")
-    for fact in ("`amortized`", "headdigest", "2 texts never shown to the head", "| value | 0.812 | 0.834 | 0.523 |",
+    for fact in ("`amortized`", "headdigest", "2 of the 5 texts in the run (40%), never shown to the head", "| value | 0.812 | 0.834 | 0.523 |",
                  "Flagged in all: 2 texts", "40 texts of this corpus", "`hybrid` at 600"):  # fmt: skip
         assert fact in card, fact
 
@@ -332,18 +332,16 @@ def test_an_export_of_a_run_with_no_explained_text_is_refused(tmp_path, capsys):
 
 
 def test_each_row_has_the_reports_status(runs, tmp_path, monkeypatch):
-    from slalom_core.corpus.report import POOR_GAP, POOR_R2
+    from slalom_core.corpus.report import fit_status
+    from slalom_core.fit_quality import row_flags
 
     run = runs[0]
     ds = _load(export_dataset(run, tmp_path / "ds"), tmp_path, monkeypatch)
     texts = run.texts().set_index("id")
     for row in ds:
-        t = texts.loc[row["id"]]
-        poor = t["heldout_r2"] < POOR_R2 or abs(t["full_text_gap"]) > POOR_GAP or not t["converged"]
-        assert row["status"] == ("poor fit" if poor else "ok"), row["id"]
+        flags = row_flags(texts.loc[[row["id"]]].reset_index().to_dict("records"))
+        assert row["status"] == ("ok" if not flags else f"fit flagged ({', '.join(f.code for f in flags)})")
     # the same status as the report's index gives each text (one rule)
-    from slalom_core.corpus.report import fit_status
-
     assert [fit_status(texts.loc[[i]].reset_index()) for i in ds["id"]] == ds["status"]
 
 

@@ -60,3 +60,50 @@ def read(page: str, view: str | None = None) -> TokenReader:
     reader.tokens = [t for t in reader.tokens if t["view"] == view]
     reader.texts = [t for t, v in zip(reader.texts, reader.text_views) if v == view]
     return reader
+
+
+class TopReader(HTMLParser):
+    """Collects the ranked tokens of ``ol.slx-top`` lists: per item its attributes
+    (``data-position``, ``data-se``, ``data-sign``), the number's text, the token and the text after it."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.items: list[dict] = []
+        self.notes: list[str] = []
+        self._in_list = False
+        self._part: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "ol" and a.get("class") == "slx-top":
+            self._in_list = True
+        elif tag == "p" and a.get("class") == "slx-topnote":
+            self.notes.append("")
+            self._part = "note"
+        elif self._in_list and tag == "li":
+            self.items.append({**a, "num": "", "token": "", "after": ""})
+            self._part = "after"
+        elif self._in_list and tag == "span":
+            self._part = {"slx-num": "num", "slx-chip": "token"}.get(a.get("class"), self._part)
+
+    def handle_endtag(self, tag):
+        if tag == "ol":
+            self._in_list = False
+        if tag == "span" and self._in_list:
+            self._part = "after"
+        if tag in ("p", "li"):
+            self._part = None
+
+    def handle_data(self, data):
+        if self._part == "note":
+            self.notes[-1] += data
+        elif self._part is not None and self.items:
+            self.items[-1][self._part] += data
+
+
+def read_top(page: str) -> TopReader:
+    """The page's ranked tokens (every ``ol.slx-top``, in order) and the notes above them."""
+    reader = TopReader()
+    reader.feed(page)
+    reader.close()
+    return reader

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import slalom_core as sc
-from page_reader import read
+from page_reader import read, read_top
 from slalom_core.views import compare_html
 from slalom_core.views.colours import css_rgb, diverging_rgb
 from slalom_core.views.html import scale_of
@@ -65,7 +65,7 @@ def test_sum_line_and_force_bar_add_up_from_b_to_the_surrogate(word_exp):
 
 def test_ranked_tokens_are_distinct_tokens_by_summed_contribution(word_exp):
     html = word_exp.to_html()
-    items = re.findall(r'<li data-position="(\d+)"><span class="slx-num">([^<]*)</span>', html)
+    items = [(i["data-position"], i["num"].split("±")[0]) for i in read_top(html).items]
     # What the ranking must be, computed here from the per-unit sums.
     c, units = word_exp.contribution, np.asarray(word_exp.unit_index)
     sums = np.bincount(units, weights=c)
@@ -131,3 +131,61 @@ def test_compare_uses_one_scale_per_score_robust_to_one_extreme(word_exp):
     want = css_rgb(diverging_rgb(float(word_exp.lin[strongest]), scale=scale))
     assert want != "rgb(255, 255, 255)" and want in tame[strongest]["style"]
     assert "slx-clip" in other[0]["class"] and not any("slx-clip" in t["class"] for t in tame)
+
+
+def _with_se(exp, value_se: float, importance_se: float):
+    """The same explanation with every unit's standard errors set (to read the marks against)."""
+    import dataclasses
+
+    n_units = len(exp.surrogate.importance)
+    return dataclasses.replace(
+        exp,
+        unit_value_se=np.full(exp.surrogate.value.shape, value_se),
+        unit_importance_se=np.full(n_units, importance_se),
+    )
+
+
+def test_top_tokens_carry_their_standard_errors_and_undetermined_signs(word_exp):
+    top = read_top(word_exp.to_html())
+    assert top.items and all("±" in i["num"] and "data-se" in i for i in top.items)
+    assert "standard error" in top.notes[0] and "sign not determined" in top.notes[0]
+    c, units = word_exp.contribution, np.asarray(word_exp.unit_index)
+    se = sc.views.describe.score_standard_errors(word_exp, None, "contribution")
+    for item in top.items:
+        pos = int(item["data-position"])
+        n = int((units == units[pos]).sum())
+        total = float(c[units == units[pos]].sum())
+        assert float(item["data-se"]) == pytest.approx(n * se[pos], rel=1e-5)  # tol: 6 significant digits written
+        # The stated rule: |contribution| under two standard errors leaves the sign open.
+        open_ = abs(total) < 2 * n * se[pos]
+        assert (item["data-sign"] == "undetermined") == open_
+        assert ("sign not determined" in item["after"]) == open_
+    # Errors far larger than every score: no sign is determined; far smaller: every one is.
+    assert all(i["data-sign"] == "undetermined" for i in read_top(_with_se(word_exp, 1e3, 1e3).to_html()).items)
+    assert all(i["data-sign"] == "determined" for i in read_top(_with_se(word_exp, 1e-9, 1e-9).to_html()).items)
+
+
+def test_contribution_standard_error_is_first_order_in_value_and_importance(word_exp):
+    # With the importances known exactly, c_u = α_u·v_u is linear in v_u: its SE is α_u·SE_v.
+    exp = _with_se(word_exp, 0.3, 0.0)
+    se = sc.views.describe.score_standard_errors(exp, None, "contribution")
+    alpha = sc.scores.attention(exp.importance)
+    np.testing.assert_allclose(se, alpha * 0.3, rtol=1e-12)  # tol: the same float64 products
+    # A finite-difference check of the importance term: ∂c_u/∂s_u by moving s_u by h.
+    exp = _with_se(word_exp, 0.0, 1.0)
+    se = sc.views.describe.score_standard_errors(exp, None, "contribution")
+    u, h = int(np.asarray(exp.unit_index)[0]), 1e-6
+    s = exp.surrogate.importance.copy()
+    s[u] += h
+    moved = sc.scores.contribution(exp.value, s[np.asarray(exp.unit_index)])
+    at = np.asarray(exp.unit_index) == u
+    slope = (moved[at] - exp.contribution[at]) / h
+    np.testing.assert_allclose(se[at], np.abs(slope), rtol=1e-4)  # tol: forward difference, O(h) error
+
+
+def test_a_method_without_standard_errors_says_so_beside_its_ranking():
+    from conftest import WORD_TEXT, slalom_model
+
+    exp = sc.explain(slalom_model(), WORD_TEXT, method="ana")
+    top = read_top(exp.to_html())
+    assert "the fitting method gives none" in top.notes[0] and not any("data-se" in i for i in top.items)

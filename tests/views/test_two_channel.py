@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pytest
 import slalom_core as sc
 from conftest import BERT_TEXT, GPT2_TEXT, WORD_TEXT
 from page_reader import read
+from slalom_core.fit_quality import HELDOUT_R2_LABEL
 from slalom_core.scores import SCORES, Score
 from slalom_core.views import compare_html, explanation_fragment
 from slalom_core.views.html import scale_of
 from slalom_core.views.surface import align, layout, pieces
+
+#: The held-out R² as a page names it (escaped: the label has an apostrophe).
+R2_NAME = html.escape(HELDOUT_R2_LABEL)
 
 
 def _scores_of(tokens: list[dict], name: str) -> np.ndarray:
@@ -122,7 +128,7 @@ def test_pieces_and_alignment_without_and_with_the_text():
 
 def test_title_names_prediction_explained_class_and_outputs(word_exp, multi_exp):
     html = word_exp.to_html()
-    assert "explained the model&#x27;s output" in html and "f(x) = " in html and "held-out R²" in html
+    assert "explained the model&#x27;s output" in html and "f(x) = " in html and R2_NAME in html
     multi = multi_exp.to_html()
     k = int(np.argmax(multi_exp.model_output))
     assert f"predicted {multi_exp.class_names[k]} (p = " in multi
@@ -162,7 +168,7 @@ def test_compare_rows_of_scores_and_of_explanations(word_exp):
     page = read(html)
     assert len(page.texts) == 4 and all(t == WORD_TEXT for t in page.texts)
     assert _close(_scores_of(page.tokens[-word_exp.n_positions :], "removal"), again.removal)
-    assert "deletion AOPC 0.25" in html and html.count("held-out R²") == 4
+    assert "deletion AOPC 0.25" in html and html.count(R2_NAME) == 4
     with pytest.raises(ValueError, match="do not exist"):
         compare_html(word_exp, faithfulness={"nope": {"x": 1.0}})
     with pytest.raises(ValueError, match="different texts"):
