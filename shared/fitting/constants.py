@@ -85,6 +85,8 @@ TRIPLE_LENGTH = 3
 #: tokens; 10 % described the context better but took ~2.9x the reference's time on this CPU,
 #: past the 2x the default may cost (docs/results.md §23 has the front and the pilot).
 CONTEXT_SHARE = 0.05
+#: hybrid: per-token corrections δ in stage two (shrunk by the evidence); False: v = a + c·v⁰.
+CONTEXT_CORRECTIONS = True
 #: ... but never fewer deletions than this (budget permitting): stage two fits three numbers
 #: and the removal check needs them.
 MIN_CONTEXT = 10

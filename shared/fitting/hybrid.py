@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..options import Interval, check_options
+from ..options import Interval, OneOf, check_options
 from ..sampling import deletion_neighbourhood, short_sequences
 from .checks import REMOVAL_AGREEMENT_MIN, removal_agreement
 from .constants import (
     CHECK_SAMPLES,
+    CONTEXT_CORRECTIONS,
     CONTEXT_SHARE,
     HOLDOUT_FRACTION,
     L2_IMPORTANCE,
@@ -55,6 +56,7 @@ class HybridFitter(EffFitter):
         context_share: share of ``n_samples`` spent on deletions of the text (0: none).
         min_context: the fewest deletions whenever ``context_share`` > 0 (budget permitting).
         max_delete_fraction: the largest share of positions one deletion sample removes.
+        corrections: whether stage two fits per-token corrections δ (False: v = a + c·v⁰).
         sample_length, solver, holdout_fraction, max_iter, tol, learning_rate,
             l2_importance, prior_sd, l2_value, check_samples: stage one's, as :class:`EffFitter`.
 
@@ -77,6 +79,7 @@ class HybridFitter(EffFitter):
         "context_share": (Interval(float, 0, 1, "left"),),
         "min_context": (Interval(int, 1, None),),
         "max_delete_fraction": (Interval(float, 0, 1, "right"),),
+        "corrections": (OneOf(True, False),),
     }
 
     def __init__(
@@ -94,8 +97,10 @@ class HybridFitter(EffFitter):
         prior_sd: float | str = PRIOR_SD,
         l2_value: float = RIDGE_WEIGHT,
         check_samples: int = CHECK_SAMPLES,
+        corrections: bool = CONTEXT_CORRECTIONS,
     ) -> None:
         check_options(self.name, self.OPTIONS, given_options(locals(), self.OPTIONS))
+        self.corrections = bool(corrections)
         super().__init__(
             sample_length=sample_length,
             solver=solver,
@@ -174,14 +179,18 @@ class HybridFitter(EffFitter):
             folds = np.array_split(rng.permutation(len(dels)), CV_FOLDS)
             for held in folds:
                 keep = np.setdiff1d(np.arange(len(ctx)), held)
-                part = carry_into_context([ctx[i] for i in keep], y_ctx[keep], result.value, result.importance)
+                part = carry_into_context(
+                    [ctx[i] for i in keep], y_ctx[keep], result.value, result.importance, corrections=self.corrections
+                )
                 pred[held] = _predict([dels[i] for i in held], part.value, part.importance)
             diag["heldout_mse"], diag["heldout_r2"] = fit_quality(y_dels, pred)
             diag["n_heldout"] = len(dels)
         else:
             diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
             diag["n_heldout"] = 0
-        fit = carry_into_context(ctx, y_ctx, result.value, result.importance, result.value_se, result.importance_se)
+        fit = carry_into_context(
+            ctx, y_ctx, result.value, result.importance, result.value_se, result.importance_se, self.corrections
+        )
         result.value, result.importance = fit.value, fit.importance
         result.value_se, result.importance_se = fit.value_se, fit.importance_se
         diag.update(

@@ -98,29 +98,38 @@ def _search_temperature(samples, y, v0, s0) -> float:
     return float(grid[i]) if rss[i] <= _affine_rss(samples, y, v0, s0, best)[0] else best
 
 
-def _corrections(a: np.ndarray, y: np.ndarray, f0: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+def _corrections(
+    a: np.ndarray, y: np.ndarray, f0: np.ndarray, ratios: tuple[float, ...] = RATIOS
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """One column: y = l + c·f0 + A δ + ε with δ ~ N(0, τ²), ε ~ N(0, σ²), (l, c) flat.
 
     Chooses r = τ²/σ² by restricted maximum likelihood over :data:`RATIOS`; returns (l, c),
     δ's posterior mean, r and the (U,) posterior sd of l + c·v⁰ + δ's δ part (σ² profiled)."""
     m = len(y)
-    x = np.c_[np.ones(m), f0]
+    # A short-sample fit that is constant on the context (a model that ignores its input)
+    # says nothing about the scale: c stays 1 and only the level is fitted.
+    flat = np.ptp(f0) <= 1e-12 * (1.0 + np.abs(f0).max())
+    x = np.ones((m, 1)) if flat else np.c_[np.ones(m), f0]
+    target = y - f0 if flat else y
     gram = a @ a.T
     best = None
-    for r in RATIOS:
+    for r in ratios:
         v = np.eye(m) + r * gram
         chol = np.linalg.cholesky(v)
-        xw, yw = np.linalg.solve(chol, x), np.linalg.solve(chol, y)
+        xw, yw = np.linalg.solve(chol, x), np.linalg.solve(chol, target)
         xtx = xw.T @ xw
-        b = np.linalg.solve(xtx, xw.T @ yw)
+        b = np.linalg.lstsq(xw, yw, rcond=None)[0]
         res = yw - xw @ b
-        s2 = max(float(res @ res) / max(m - 2, 1), 1e-300)
-        ll = -0.5 * ((m - 2) * np.log(s2) + 2.0 * np.sum(np.log(np.diag(chol))) + np.linalg.slogdet(xtx)[1])
+        p = x.shape[1]
+        s2 = max(float(res @ res) / max(m - p, 1), 1e-300)
+        ll = -0.5 * ((m - p) * np.log(s2) + 2.0 * np.sum(np.log(np.diag(chol))) + np.linalg.slogdet(xtx)[1])
         if best is None or ll > best[0] + 1e-12:  # ties keep the smaller r (no corrections)
             best = (ll, r, b, v, s2)
     _, r, b, v, s2 = best
     vinv_a = np.linalg.solve(v, a)
-    delta = r * vinv_a.T @ (y - x @ b)
+    delta = r * vinv_a.T @ (target - x @ b)
+    if flat:
+        b = np.array([b[0], 1.0])
     # Posterior covariance of δ: τ²(I − r AᵀV⁻¹A), τ² = r·σ²; its diagonal is the corrections' sd.
     var = r * s2 * (1.0 - r * np.einsum("mu,mu->u", a, vinv_a)) if r > 0 else np.zeros(a.shape[1])
     return b, delta, float(r), np.sqrt(np.clip(var, 0.0, None))
@@ -133,6 +142,7 @@ def carry_into_context(
     importance0: np.ndarray,
     value0_se: np.ndarray | None = None,
     importance0_se: np.ndarray | None = None,
+    corrections: bool = True,
 ) -> ContextFit:
     """Fit a, c, γ and δ (module docstring) to samples of the text in context.
 
@@ -141,6 +151,7 @@ def carry_into_context(
         y: (m, K) the model's outputs on them, from the reference point.
         value0, importance0: the short-sample fit, (U, K) and (U,).
         value0_se, importance0_se: its standard errors (None: zero), carried through.
+        corrections: whether per-token corrections δ are fitted (False: δ = 0).
 
     Returns:
         A :class:`ContextFit`. Its importances are γ·s⁰ (mean-zero when s⁰ is); its values'
@@ -166,7 +177,7 @@ def carry_into_context(
     corr_sd = np.zeros_like(v0)
     level, scale, ratio = np.zeros(n_out), np.zeros(n_out), np.zeros(n_out)
     for k in range(n_out):
-        b, delta, r, sd = _corrections(a, y[:, k], f0[:, k])
+        b, delta, r, sd = _corrections(a, y[:, k], f0[:, k], (0.0,) if not corrections else RATIOS)
         level[k], scale[k], ratio[k] = b[0], b[1], r
         value[:, k] = b[0] + b[1] * v0[:, k] + delta
         corr_sd[:, k] = sd
@@ -176,7 +187,7 @@ def carry_into_context(
     value_se = np.sqrt((scale[None, :] * se_v0) ** 2 + corr_sd**2)
     gamma_se = _temperature_se(samples, y, v0, s0, gamma, rss)
     se_s0 = np.zeros_like(s0) if importance0_se is None else np.asarray(importance0_se, dtype=np.float64)
-    importance_se = np.sqrt((gamma * se_s0) ** 2 + (gamma_se * s0) ** 2)
+    importance_se = np.sqrt((gamma * se_s0) ** 2 + (gamma_se * (s0 - s0.mean())) ** 2)
     return ContextFit(value, gamma * s0, value_se, importance_se, level, scale, gamma, gamma_se, ratio)
 
 
@@ -192,4 +203,7 @@ def _temperature_se(samples, y, v0, s0, gamma: float, rss: float) -> float:
     r_lo, r_mid, r_hi = (_affine_rss(samples, y, v0, s0, g)[0] for g in (lo, mid, hi))
     curv = (r_lo - 2.0 * r_mid + r_hi) / h**2
     s2 = rss / (m - 3)
-    return float(np.sqrt(2.0 * s2 / curv)) if curv > 0 else float("inf")
+    # Where the RSS is flat in γ the data do not locate it within its search range: its sd
+    # is then that of a uniform on [0, GAMMA_MAX] (finite, so that scores' SEs stay numbers).
+    flat = GAMMA_MAX / np.sqrt(12.0)
+    return float(min(np.sqrt(2.0 * s2 / curv), flat)) if curv > 0 else float(flat)

@@ -58,7 +58,9 @@ def test_each_generated_token_is_attributed_to_the_prompt_and_earlier_tokens(out
     # The map is α_i·v_i: it sums, with the step's reference point, to the surrogate's log p.
     steps = seq.step_scores
     surrogate = steps["slalom_logprob"] - steps["slalom_residual"]
-    torch.testing.assert_close(torch.nansum(attr, dim=0) + steps["slalom_reference"], surrogate, atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        torch.nansum(attr, dim=0) + steps["slalom_reference"], surrogate, atol=1e-4, rtol=0
+    )  # tol: float32 log-probabilities of the tiny GPT-2
     assert (steps["slalom_model_calls"] > 0).all() and (steps["slalom_model_calls"] <= N + 1).all()
 
 
@@ -72,14 +74,22 @@ def test_same_meaning_and_reference_point_as_explain(out, tiny):
         exp = sc.explain(
             inseq_slalom.NextTokenLogProb(lm, target, tokenizer=tok), context, n_samples=N, seed=0, output="logits"
         )
-    np.testing.assert_allclose(seq.sequence_scores["slalom_value"][: len(context), 0], exp.value, atol=1e-5)
-    np.testing.assert_allclose(seq.sequence_scores["slalom_importance"][: len(context), 0], exp.importance, atol=1e-5)
+    np.testing.assert_allclose(
+        seq.sequence_scores["slalom_value"][: len(context), 0], exp.value, atol=1e-5
+    )  # tol: float32 rounding of the two calls' model outputs
+    np.testing.assert_allclose(
+        seq.sequence_scores["slalom_importance"][: len(context), 0], exp.importance, atol=1e-5
+    )  # tol: float32 rounding of the two calls' model outputs
     # The reference point: log p(token) after the BOS token alone; f(x): after the prompt.
     with torch.no_grad():
         alone = torch.log_softmax(lm(torch.tensor([[tok.bos_token_id]])).logits[0, -1], -1)[target]
         full = torch.log_softmax(lm(torch.tensor([context])).logits[0, -1], -1)[target]
-    assert seq.step_scores["slalom_reference"][0] == pytest.approx(float(alone), abs=1e-4)
-    assert seq.step_scores["slalom_logprob"][0] == pytest.approx(float(full), abs=1e-4)
+    assert seq.step_scores["slalom_reference"][0] == pytest.approx(
+        float(alone), abs=1e-4
+    )  # tol: float32 log-probabilities
+    assert seq.step_scores["slalom_logprob"][0] == pytest.approx(
+        float(full), abs=1e-4
+    )  # tol: float32 log-probabilities
 
 
 def test_batched_prompts_match_single_ones(model, tiny):
@@ -92,7 +102,10 @@ def test_batched_prompts_match_single_ones(model, tiny):
         alone = model.attribute(prompts[1], generated[1], n_samples=N, show_progress=False)
     a, b = both.sequence_attributions[1], alone.sequence_attributions[0]
     assert [t.token for t in a.target] == [t.token for t in b.target]
-    torch.testing.assert_close(a.target_attributions, b.target_attributions, atol=1e-5, rtol=0, equal_nan=True)
+    torch.testing.assert_close(
+        a.target_attributions, b.target_attributions, atol=1e-5, rtol=0, equal_nan=True
+    )  # tol: float32 rounding of batched and single forward passes
+    # tol: float32 rounding of batched and single forward passes
     torch.testing.assert_close(
         a.sequence_scores["slalom_importance"],
         b.sequence_scores["slalom_importance"],

@@ -605,7 +605,9 @@ def test_adds_up_to_f_x_like_partition(pipe, tok):
     # One expected value per output for every text, as Partition's: the reference point.
     np.testing.assert_array_equal(sv.base_values[0], sv.base_values[1])
     np.testing.assert_array_equal(sv.base_values, sv.reference_values)
-    assert np.abs(sv.residual_values).max() > 1e-3  # an inexact fit: the test has teeth
+    assert (
+        np.abs(sv.residual_values).max() > 1e-4
+    )  # an inexact fit (the 1e-4 above is float32 noise): the test has teeth
     # The usual shap pattern, f returning probabilities: Partition explains probabilities,
     # SLALOM their log-odds (with a warning that it read them so); same f(x), other units.
     f = _probs_of(pipe)

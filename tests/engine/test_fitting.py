@@ -153,8 +153,10 @@ def test_hybrid_recovers_a_true_slalom_with_its_default_options(n_tokens):
     # (values are of size ~1.5)
     assert np.median(np.abs(exp.value - v[pos_ids])) < 1e-3 and np.abs(exp.value - v[pos_ids]).max() < 0.02
     assert spearmanr(exp.importance, s[pos_ids])[0] >= 0.999
-    assert d["importance_temperature"] == pytest.approx(1.0, abs=1e-3)
-    assert d["context_scale"][0] == pytest.approx(1.0, abs=1e-3) and abs(d["context_level"][0]) < 1e-3
+    assert d["importance_temperature"] == pytest.approx(1.0, abs=1e-3)  # tol: exact data, fitted to EXACT_FIT
+    assert (
+        d["context_scale"][0] == pytest.approx(1.0, abs=1e-3) and abs(d["context_level"][0]) < 1e-3
+    )  # tol: exact data, fitted to EXACT_FIT
     rng = np.random.default_rng(3)
     subs = [np.sort(rng.choice(n_tokens, size=int(k * n_tokens), replace=False)) for k in (0.5, 0.7, 0.9)]
     for sub in subs:

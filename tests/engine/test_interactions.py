@@ -48,7 +48,9 @@ def test_sii_order_one_is_the_shapley_value_and_pairs_follow_the_definition():
     rng = np.random.default_rng(0)
     v, s = rng.normal(size=6), rng.normal(size=6)
     iv = shapley_interactions(v, s, max_order=2)
-    np.testing.assert_allclose([iv[(i,)] for i in range(6)], shapley(v, s), atol=1e-12)
+    np.testing.assert_allclose(
+        [iv[(i,)] for i in range(6)], shapley(v, s), atol=1e-12
+    )  # tol: float64 rounding of sums over 2^n coalitions
     # Pair (0, 1) by its definition, from four coalition values per subset of the others.
     n, total = 6, 0.0
     for code in range(2**4):
@@ -59,7 +61,7 @@ def test_sii_order_one_is_the_shapley_value_and_pairs_follow_the_definition():
         f = coalition_values(v, s, masks)
         weight = math.factorial(len(rest)) * math.factorial(n - len(rest) - 2) / math.factorial(n - 1)
         total += weight * (f[3] - f[1] - f[2] + f[0])
-    assert iv[(0, 1)] == pytest.approx(total, abs=1e-12)
+    assert iv[(0, 1)] == pytest.approx(total, abs=1e-12)  # tol: float64 rounding
 
 
 def test_k_sii_is_efficient_and_equals_sii_at_the_top_order():
@@ -69,7 +71,7 @@ def test_k_sii_is_efficient_and_equals_sii_at_the_top_order():
     ksii = shapley_interactions(v, s, max_order=2, index="k-SII", empty_value=0.3)
     full = coalition_values(v, s, np.ones((1, 5)))[0]
     assert ksii[()] == 0.3
-    assert sum(val for c, val in ksii.items() if c) == pytest.approx(full, abs=1e-12)
+    assert sum(val for c, val in ksii.items() if c) == pytest.approx(full, abs=1e-12)  # tol: float64 rounding
     assert all(ksii[c] == pytest.approx(sii[c]) for c in sii if len(c) == 2)
 
 
@@ -94,22 +96,25 @@ def test_interaction_values_match_shapiqs_exact_computer(exp):
         ours = exp.to_interaction_values(max_order=2, index=index)
         assert ours.index == theirs.index and ours.baseline_value == pytest.approx(theirs.baseline_value)
         for coalition, pos in theirs.interaction_lookup.items():
-            assert ours[coalition] == pytest.approx(theirs.values[pos], abs=1e-10), (index, coalition)
+            assert ours[coalition] == pytest.approx(theirs.values[pos], abs=1e-10), (
+                index,
+                coalition,
+            )  # tol: float64 rounding of two exact enumerations
 
 
 def test_order_one_is_exp_shapley_and_sums_to_the_surrogates_move(exp):
     pytest.importorskip("shapiq")
     iv = exp.to_interaction_values(max_order=2)
     first = np.array([iv[(i,)] for i in range(exp.n_positions)])
-    np.testing.assert_allclose(first, exp.shapley(), atol=1e-10)
-    assert first.sum() == pytest.approx(exp.surrogate_output - exp.base_value, abs=1e-10)
+    np.testing.assert_allclose(first, exp.shapley(), atol=1e-10)  # tol: float64 rounding
+    assert first.sum() == pytest.approx(exp.surrogate_output - exp.base_value, abs=1e-10)  # tol: float64 rounding
     # The game's value on the whole text is the surrogate's output (the model's, less the residual).
     assert surrogate_game(exp)(np.ones((1, exp.n_positions)))[0] == pytest.approx(exp.surrogate_output)
     # The two copies of "the" (positions 0 and 5) are symmetric players.
     assert iv[(0,)] == pytest.approx(iv[(5,)]) and iv[(0, 1)] == pytest.approx(iv[(1, 5)])
     ksii = exp.to_interaction_values(max_order=2, index="k-SII")
     total = ksii.baseline_value + sum(ksii[c] for c in ksii.interaction_lookup if c)
-    assert total == pytest.approx(exp.surrogate_output, abs=1e-10)
+    assert total == pytest.approx(exp.surrogate_output, abs=1e-10)  # tol: float64 rounding
 
 
 def test_shapiq_plots_draw_it(exp):
@@ -131,7 +136,7 @@ def test_a_joint_fit_needs_an_output():
     iv = exp.to_interaction_values(output=2)
     base = np.asarray(exp.base_value).reshape(-1)[2]
     assert iv.baseline_value == pytest.approx(base)
-    np.testing.assert_allclose([iv[(i,)] for i in range(4)], exp.shapley()[:, 2], atol=1e-10)
+    np.testing.assert_allclose([iv[(i,)] for i in range(4)], exp.shapley()[:, 2], atol=1e-10)  # tol: float64 rounding
 
 
 def test_without_shapiq_the_error_says_how_to_install(exp, monkeypatch):
