@@ -58,7 +58,7 @@ DESIGNS: dict[str, tuple[str, int, dict]] = {
     # The default (hybrid): triples alone, then 5 % deletions carry them into the text's context.
     "default-1000": ("hybrid", 1000, {}),
     "hybrid-1000-ctx10": ("hybrid", 1000, {"context_share": 0.1}),
-    "hybrid-1000-nocorr": ("hybrid", 1000, {"corrections": False}),
+    "hybrid-1000-corr": ("hybrid", 1000, {"corrections": True}),
     "hybrid-1000-ctx20": ("hybrid", 1000, {"context_share": 0.2}),
     # Stage one alone: eff on distinct triples (what the default carries into context).
     "hybrid-1000-ctx0": ("hybrid", 1000, {"context_share": 0.0}),
