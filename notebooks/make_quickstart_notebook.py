@@ -57,9 +57,11 @@ cells = [
     ),
     nbf.v4.new_markdown_cell(
         "The surrogate meets the model's log-odds on this very sentence closely (`exp.full_text_gap`): the "
-        "default, `hybrid`, fits each token's value on random triples of the text's tokens and reads a few "
-        "deletions from the full text, and the text itself, to set the importances. `eff-slope` (below) fits "
-        "the triples alone: it ranks tokens as well, at fewer model tokens, but misses the sentence's output. "
+        "default, `hybrid`, measures each token alone on random triples of the text's tokens, then carries "
+        "that fit into the sentence with a level, a scale and a temperature of the importances that 50 "
+        "deletions of the sentence determine (`exp.diagnostics`: `context_level`, `context_scale`, "
+        "`importance_temperature`). `eff` (below) fits short samples alone: each token alone, and it misses "
+        "the sentence's output. "
         "A `SlalomFitWarning` says when an explanation would mislead (e.g. a surrogate moving against the "
         "model).\n\n"
         "The scatter (paper Fig. 5): tokens to the right push towards *positive*, tokens high up dominate the "
@@ -91,8 +93,9 @@ cells = [
     ),
     nbf.v4.new_markdown_cell(
         "## The fitting methods\n\n"
-        "`hybrid` (the default) adds a few deletions of the full text to random triples; `eff-slope` fits the "
-        "triples alone, with the importances' prior centred on a fitted slope times each token's |value|; "
+        "`hybrid` (the default) measures each token alone on random triples, then in the text's context on "
+        "deletions of it; `eff-slope` fits the triples alone, with the importances' prior centred on a fitted "
+        "slope times each token's |value| (not a measurement: kept for comparison); "
         "`eff` fits random 2-token samples (the paper's "
         "Algorithm 1); `fidel` fits deletions from the full text (all three with a Gaussian prior on the "
         "importances; `solver='als'` gives fidel's alternating least squares); `ana` uses exactly 2U − 1 "

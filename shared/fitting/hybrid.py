@@ -27,7 +27,7 @@ from .constants import (
 from .eff import EffFitter
 from .fitter import given_options
 from .in_context import carry_into_context
-from .sampled import fit_quality
+from .sampled import mse_and_r2
 
 #: Folds of stage two's cross-validated check (``diagnostics["heldout_r2"]`` in context).
 CV_FOLDS = 5
@@ -161,7 +161,7 @@ class HybridFitter(EffFitter):
             checks = deletion_neighbourhood(rng, position_units, self.check_samples)
             y_check = yield checks
             pred = _predict(checks, alone.value, alone.importance)
-            diag["check_mse"], diag["check_r2"] = fit_quality(y_check, pred)
+            diag["check_mse"], diag["check_r2"] = mse_and_r2(y_check, pred)
             diag["n_check"] = len(checks)
         return alone
 
@@ -183,7 +183,7 @@ class HybridFitter(EffFitter):
                     [ctx[i] for i in keep], y_ctx[keep], result.value, result.importance, corrections=self.corrections
                 )
                 pred[held] = _predict([dels[i] for i in held], part.value, part.importance)
-            diag["heldout_mse"], diag["heldout_r2"] = fit_quality(y_dels, pred)
+            diag["heldout_mse"], diag["heldout_r2"] = mse_and_r2(y_dels, pred)
             diag["n_heldout"] = len(dels)
         else:
             diag["heldout_mse"] = diag["heldout_r2"] = float("nan")

@@ -54,7 +54,7 @@ def single_threaded_fits() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def fit_quality(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
+def mse_and_r2(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
     """MSE and R² (pooled over output columns); R² is NaN when the targets are constant.
 
     Every sample counts once, whatever weight the fit gave it: a design's few heavily
@@ -160,7 +160,7 @@ class SampledFitter(Fitter):
             checks = deletion_neighbourhood(rng, position_units, self.check_samples)
             y_check = yield checks
             pred = predict_sparse(*pad_sequences(checks), result.value, result.importance)[0]
-            result.diagnostics["check_mse"], result.diagnostics["check_r2"] = fit_quality(y_check, pred)
+            result.diagnostics["check_mse"], result.diagnostics["check_r2"] = mse_and_r2(y_check, pred)
             result.diagnostics["n_check"] = len(checks)
         return result
 
@@ -273,7 +273,7 @@ class SampledFitter(Fitter):
             )
             hold = [samples[i] for i in hold_idx]
             pred, _ = predict_sparse(*pad_sequences(hold), value, imp)
-            diag["heldout_mse"], diag["heldout_r2"] = fit_quality(y[hold_idx], pred)
+            diag["heldout_mse"], diag["heldout_r2"] = mse_and_r2(y[hold_idx], pred)
             diag["n_heldout"] = int(len(hold_idx))
             init = (value, imp)
         else:
@@ -292,7 +292,7 @@ class SampledFitter(Fitter):
         if self.evidence:
             diag["prior_sd"] = sd
         pred, _ = predict_sparse(*pad_sequences(samples), value, imp)
-        diag["train_mse"], diag["train_r2"] = fit_quality(y, pred)
+        diag["train_mse"], diag["train_r2"] = mse_and_r2(y, pred)
         dels = self.deletion_indices(len(samples), len(position_units))
         if len(dels) and full_target is not None:
             rho = removal_agreement([samples[i] for i in dels], y[dels], position_units, full_target, value, imp)
