@@ -40,11 +40,12 @@ class HybridFitter(EffFitter):
     Stage one is eff on triples of distinct tokens (95 % of the budget by default): each
     token's value v⁰ and importance s⁰ *alone*, under a prior on the importances centred at
     zero. Stage two reads the text itself with up to half of its positions deleted (the
-    remaining 5 %, and the text) and fits the SLALOM v = a + c·v⁰ + δ, s = γ·s⁰
+    remaining 5 %, and the text) and fits the SLALOM v = a + c·v⁰ (+ δ), s = γ·s⁰
     (:func:`~.in_context.carry_into_context`): the context's level a and scale c, the
-    temperature γ with which the short samples' importances carry into the text, and
-    per-token corrections δ shrunk with a strength the evidence chooses. Every number is
-    measured from the model's outputs; no prior is built from the values.
+    temperature γ with which the short samples' importances carry into the text, and, with
+    ``corrections=True``, per-token corrections δ shrunk with a strength the evidence chooses
+    (off by default: with 50 deletions they cost stability and ranking, docs/results.md §23).
+    Every number is measured from the model's outputs; no prior is built from the values.
 
     On a model that *is* a SLALOM the triples are exact, a = 0, c = 1, γ = 1, δ = 0 fit the
     context exactly, and the fit is the model (Proposition 5.2). On a transformer, stage two

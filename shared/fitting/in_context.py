@@ -11,10 +11,11 @@ samples and the text, the SLALOM
 whose numbers each have one meaning: ``a`` the level of the text's context and ``c`` its scale
 (log-odds in context per log-odds alone; v is still measured from the reference point), ``γ`` how
 strongly the short samples' importances carry into the context (0: equal weights, 1: as alone;
-searched on [0, ``GAMMA_MAX``]), and ``δ`` per-token corrections that the context samples
-determine, shrunk towards 0 with a strength chosen by the evidence (restricted maximum
-likelihood). On a model that *is* a SLALOM the short samples are exact, so a = 0, c = 1, γ = 1
-and δ = 0 fit the context exactly and the stage returns the stage-one fit unchanged: the
+searched on [0, ``GAMMA_MAX``]), and, where asked for (``corrections=True``; the default
+fitter leaves them out), ``δ`` per-token corrections that the context samples determine, shrunk
+towards 0 with a strength chosen by the evidence (restricted maximum likelihood). On a model
+that *is* a SLALOM the short samples are exact, so a = 0, c = 1, γ = 1 and δ = 0 fit the
+context exactly and the stage returns the stage-one fit unchanged: the
 recovery property (Proposition 5.2) holds with the default options.
 
 Everything here is linear algebra on (m context samples) × (U units) matrices in float64 (numpy),
