@@ -271,3 +271,32 @@ def test_a_pipeline_takes_the_packaged_model_silently(name, capfd):
     assert type(model.config).model_type.startswith("slalom-minilm")
     # The Auto class maps the config to the packaged class (what the pipeline's check reads).
     assert transformers.AutoModelForSequenceClassification._model_mapping[type(model.config)] is type(model)
+
+
+#: The README's first example: a real review (Yelp-HAT dev).
+README_REVIEW = (
+    "We go here every week and just love it. Food is excellent. People are super friendly. You feel good just "
+    "hanging out there. The only complaint is because it is so good, the line is long and it just takes a bit "
+    "too much time if you came later in the day."
+)
+
+
+def test_the_readme_review_is_stable_determined_and_unflagged():
+    """The README's first example shows the method at its best on a real review: no fit flag,
+    a good share of its importances determined, and the same top tokens whatever the seed."""
+    import warnings
+    from pathlib import Path
+
+    from slalom_core.packaged.demo_model import load_default_model
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert README_REVIEW[:60] in readme  # the review the README shows
+    model, tok = load_default_model()
+    tops = []
+    for seed in (0, 1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", sc.SlalomFitWarning)
+            exp = sc.explain(model, README_REVIEW, tokenizer=tok, seed=seed)
+        assert exp.importance_determined.mean() >= 0.25  # a third to a half of its positions, by seed
+        tops.append({exp.tokens[i] for i in np.argsort(-np.abs(exp.contribution))[:3]})
+    assert tops[0] == tops[1] == tops[2], tops
