@@ -58,9 +58,9 @@ def test_each_generated_token_is_attributed_to_the_prompt_and_earlier_tokens(out
     # The map is α_i·v_i: it sums, with the step's reference point, to the surrogate's log p.
     steps = seq.step_scores
     surrogate = steps["slalom_logprob"] - steps["slalom_residual"]
-    torch.testing.assert_close(
-        torch.nansum(attr, dim=0) + steps["slalom_reference"], surrogate, atol=1e-4, rtol=0
-    )  # tol: float32 log-probabilities of the tiny GPT-2
+    # tol: an identity of the fit, computed in float64 but stored by inseq as float32 tensors:
+    # each entry rounded to ~1e-7 of log-probabilities of size ~10, summed over < 20 positions
+    torch.testing.assert_close(torch.nansum(attr, dim=0) + steps["slalom_reference"], surrogate, atol=1e-4, rtol=0)
     assert (steps["slalom_model_calls"] > 0).all() and (steps["slalom_model_calls"] <= N + 1).all()
 
 
@@ -74,22 +74,22 @@ def test_same_meaning_and_reference_point_as_explain(out, tiny):
         exp = sc.explain(
             inseq_slalom.NextTokenLogProb(lm, target, tokenizer=tok), context, n_samples=N, seed=0, output="logits"
         )
-    np.testing.assert_allclose(
-        seq.sequence_scores["slalom_value"][: len(context), 0], exp.value, atol=1e-5
-    )  # tol: float32 rounding of the two calls' model outputs
-    np.testing.assert_allclose(
-        seq.sequence_scores["slalom_importance"][: len(context), 0], exp.importance, atol=1e-5
-    )  # tol: float32 rounding of the two calls' model outputs
+    # Two fits of the same samples, whose model calls may be batched differently: compare what
+    # the data determine. tol: a tenth of each score's own standard error (tests/invariance.py's
+    # rule) plus float32 storage in inseq's tensors (~1e-6 of scores of size ~10).
+    for name, mine, se in (("value", exp.value, exp.value_se), ("importance", exp.importance, exp.importance_se)):
+        theirs = np.asarray(seq.sequence_scores[f"slalom_{name}"][: len(context), 0], dtype=float)
+        bound = 0.1 * np.ravel(se) + 1e-5
+        assert np.all(np.abs(theirs - np.ravel(mine)) <= bound), name
     # The reference point: log p(token) after the BOS token alone; f(x): after the prompt.
     with torch.no_grad():
         alone = torch.log_softmax(lm(torch.tensor([[tok.bos_token_id]])).logits[0, -1], -1)[target]
         full = torch.log_softmax(lm(torch.tensor([context])).logits[0, -1], -1)[target]
-    assert seq.step_scores["slalom_reference"][0] == pytest.approx(
-        float(alone), abs=1e-4
-    )  # tol: float32 log-probabilities
-    assert seq.step_scores["slalom_logprob"][0] == pytest.approx(
-        float(full), abs=1e-4
-    )  # tol: float32 log-probabilities
+    # tol: float32 forward passes of the same ids in differently padded batches (log-probabilities
+    # of size ~10 agree to ~1e-6 on any CPU; 1e-4 leaves a wide margin)
+    assert seq.step_scores["slalom_reference"][0] == pytest.approx(float(alone), abs=1e-4)
+    # tol: as above
+    assert seq.step_scores["slalom_logprob"][0] == pytest.approx(float(full), abs=1e-4)
 
 
 def test_batched_prompts_match_single_ones(model, tiny):
@@ -102,17 +102,22 @@ def test_batched_prompts_match_single_ones(model, tiny):
         alone = model.attribute(prompts[1], generated[1], n_samples=N, show_progress=False)
     a, b = both.sequence_attributions[1], alone.sequence_attributions[0]
     assert [t.token for t in a.target] == [t.token for t in b.target]
-    torch.testing.assert_close(
-        a.target_attributions, b.target_attributions, atol=1e-5, rtol=0, equal_nan=True
-    )  # tol: float32 rounding of batched and single forward passes
-    # tol: float32 rounding of batched and single forward passes
-    torch.testing.assert_close(
-        a.sequence_scores["slalom_importance"],
-        b.sequence_scores["slalom_importance"],
-        atol=1e-5,
-        rtol=0,
-        equal_nan=True,
-    )
+    # A prompt batched with another and alone: its model calls are composed differently, so
+    # compare what the data determine rather than fitted parameters.
+    for key in ("slalom_logprob", "slalom_reference"):
+        # tol: float32 forward passes of the same ids in differently padded batches (~1e-6)
+        torch.testing.assert_close(a.step_scores[key], b.step_scores[key], atol=1e-4, rtol=0)
+    for name in ("target_attributions", "slalom_importance"):
+        x = a.target_attributions if name == "target_attributions" else a.sequence_scores[name]
+        y = b.target_attributions if name == "target_attributions" else b.sequence_scores[name]
+        assert torch.equal(torch.isnan(x), torch.isnan(y)), name  # the same positions, each step
+    # Each step's surrogate output lies within its residual of the model's log p, in both runs:
+    # by the triangle inequality the two differ by at most the sum of the residuals (exact),
+    # plus the float32 storage of the maps (tol: ~1e-6 per entry, 1e-4 in all).
+    out_a = torch.nansum(a.target_attributions, dim=0) + a.step_scores["slalom_reference"]
+    out_b = torch.nansum(b.target_attributions, dim=0) + b.step_scores["slalom_reference"]
+    bound = a.step_scores["slalom_residual"].abs() + b.step_scores["slalom_residual"].abs() + 1e-4
+    assert bool(((out_a - out_b).abs() <= bound).all())
 
 
 def test_show_and_aggregators_work_on_the_map_and_on_each_channel(out):
