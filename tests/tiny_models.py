@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from slalom_core.experiments.benchmarks.recovery import TrueSlalom
 
 WORDS = (
     "the a movie film was is great good bad awful boring fun plot actor i it and but not very "
@@ -169,26 +170,9 @@ def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0, in
     return model.eval()
 
 
-class SlalomModel(torch.nn.Module):
-    """A classifier that *is* a SLALOM over token ids: ground truth for the fitters.
-
-    ``value`` (V,) gives one log-odds output; (V, C) gives C logits (a joint multi-class
-    SLALOM whose centred logits are F_c). The input with no tokens scores 0 (even odds),
-    so the default reference point leaves the true values unshifted.
-    """
-
-    def __init__(self, value: np.ndarray, importance: np.ndarray) -> None:
-        super().__init__()
-        self.register_buffer("value", torch.as_tensor(value, dtype=torch.float64))
-        self.register_buffer("importance", torch.as_tensor(importance, dtype=torch.float64))
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        w = torch.exp(self.importance[input_ids]) * attention_mask
-        alpha = w / w.sum(dim=1, keepdim=True).clamp_min(1e-300)
-        v = self.value[input_ids]
-        if v.ndim == 2:
-            return (alpha * v).sum(dim=1, keepdim=True)
-        return torch.einsum("bl,blc->bc", alpha, v)
+# A classifier that *is* a SLALOM over token ids (ground truth for the fitters): the harness's,
+# so that the recovery benchmark and the tests share one definition.
+SlalomModel = TrueSlalom
 
 
 def random_slalom(vocab: int, n_classes: int = 1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,13 @@ from slalom_core.experiments.benchmarks.context import held_out_subtexts, surrog
 
 
 class TrueSlalom(torch.nn.Module):
-    """A classifier whose log-odds are a SLALOM over token ids (the empty input scores 0)."""
+    """A classifier that *is* a SLALOM over token ids: ground truth for the fitters (here and
+    in the tests, which import it as ``SlalomModel``).
+
+    ``value`` (V,) gives one log-odds output; (V, C) gives C logits (a joint multi-class
+    SLALOM whose centred logits are F_c). The input with no tokens scores 0 (even odds),
+    so the default reference point leaves the true values unshifted.
+    """
 
     def __init__(self, value: np.ndarray, importance: np.ndarray) -> None:
         super().__init__()
@@ -39,7 +45,10 @@ class TrueSlalom(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         w = torch.exp(self.importance[input_ids]) * attention_mask
         alpha = w / w.sum(dim=1, keepdim=True).clamp_min(1e-300)
-        return (alpha * self.value[input_ids]).sum(dim=1, keepdim=True)
+        v = self.value[input_ids]
+        if v.ndim == 2:
+            return (alpha * v).sum(dim=1, keepdim=True)
+        return torch.einsum("bl,blc->bc", alpha, v)
 
 
 def recover(method: str, n_models: int, lengths: list[int], vocab: int, n_samples: int) -> list[dict]:
