@@ -4,12 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Diagnostics", "CORE_FIELDS", "MIN_MOVE", "direction_check"]
+__all__ = ["Diagnostics", "CORE_FIELDS", "IMPORTANCE_MEASURED", "MIN_MOVE", "direction_check"]
 
 #: Below this move from the reference point (log-odds, or the norm of the centred logits'
 #: move) the model's output on a text has no direction worth checking: a hundredth of the
 #: odds' range that a confident classifier spans (±5 log-odds) is noise next to sampling error.
 MIN_MOVE = 0.1
+
+#: What a method's importances measure, by the samples they were fitted to (the core field
+#: ``importance_measured`` holds the key; pages print the sentence). A transformer weighs a
+#: token differently beside two others than inside the review (docs/results.md), so a user
+#: must know which of the two the importances describe.
+IMPORTANCE_MEASURED: dict[str, str] = {
+    "in context": "measured in this text (deletions of the text)",
+    "alone": "measured for each token alone (samples of a few tokens), not in this text",
+    "alone, scaled in context": (
+        "measured for each token alone (samples of a few tokens), carried into this text by a "
+        "temperature fitted to its deletions"
+    ),
+    "alone and in context": "one fit to short samples and deletions of the text together",
+    "prior from the values": (
+        "partly not measured: where the short samples leave them open, a prior centred on a slope of |value| sets them"
+    ),
+    "predicted": "predicted by an amortized head trained on per-text fits, not measured for this text",
+}
 
 
 class Diagnostics(dict):
@@ -19,7 +37,7 @@ class Diagnostics(dict):
     own entries (:attr:`extras`), e.g. ``heldout_r2``, ``heldout_mse``, ``n_heldout``,
     ``train_r2``, ``fit_converged``, ``fit_iterations`` (eff, fidel, hybrid), ``check_r2``
     (with ``check_samples``), ``design``, ``n_context``, ``context_level``, ``context_scale``,
-    ``importance_temperature``, ``importance_measured`` and ``heldout_r2_of`` (hybrid), ``ana_invalid_pairs``
+    ``importance_temperature`` and ``heldout_r2_of`` (hybrid), ``ana_invalid_pairs``
     (ana).
 
     A ``dict`` subclass, so that code written for the plain dict this used to be keeps
@@ -70,6 +88,9 @@ class Diagnostics(dict):
             (:attr:`~slalom_core.SlalomExplanation.importance_determined`); None for a method
             without standard errors. Recorded so that a corpus run's texts table can be
             judged by the fit-quality rule (:mod:`slalom_core.fit_quality`) without its positions.
+        importance_measured: what the importances measure, a key of
+            :data:`IMPORTANCE_MEASURED` ("in context": fitted to deletions of this text;
+            "alone": to samples of a few tokens each; ...), from the fitter's samples.
         api_usage: what the whole call cost a model billed per call (calls, cache hits,
             input tokens, retries, the estimate); None for any other model.
         truncated_positions: positions cut off the text's end to fit the model, with
@@ -110,6 +131,7 @@ class Diagnostics(dict):
     direction_agrees: bool | None
     reproduced: float | None
     units_determined: int | None
+    importance_measured: str | None
     api_usage: dict | None
     truncated_positions: int | None
 

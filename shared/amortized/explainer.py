@@ -268,6 +268,7 @@ class AmortizedExplainer:
             # (a run's report reads the predicted class from them).
             n_outputs=link.n_outputs,
             class_names=None if link.class_names is None else [str(c) for c in link.class_names],
+            importance_measured="predicted",
             amortized_from={k: trained[k] for k in ("method", "n_samples", "run")},
             ood=ood_check(
                 len(seg.unit_ids),

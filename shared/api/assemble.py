@@ -60,6 +60,7 @@ def assemble(
         n_outputs=first.link.n_outputs,
         class_names=None if link.class_names is None else [str(c) for c in link.class_names],
         prior_sd=fitter.prior_sd,
+        importance_measured=fitter.importance_measured,
     )
     if call.truncate:
         diag.truncated_positions = plan.truncated

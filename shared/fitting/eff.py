@@ -124,6 +124,11 @@ class EffFitter(SampledFitter):
         return self.deletion_share == 0
 
     @property
+    def importance_measured(self) -> str:
+        """ "alone" on short samples; with ``deletion_share`` the two kinds in one fit."""
+        return "alone" if self.deletion_share == 0 else "alone and in context"
+
+    @property
     def samples_repeat_units(self) -> bool:
         """Whether one short sample may hold a unit more than once (and count it twice):
         samples of 3 or more units drawn with replacement. A pair that draws one unit twice

@@ -124,6 +124,11 @@ class EffSlopeFitter(EffFitter):
     def samples_short(self) -> bool:
         return True
 
+    @property
+    def importance_measured(self) -> str:
+        """ "prior from the values" while the slope prior is on (its default), else "alone"."""
+        return "prior from the values" if self.importance_slope else "alone"
+
     def design(self, rng, position_units, n_units, n_samples):
         return short_sequences(rng, n_units, n_samples, self.sample_length, self.distinct_units)
 

@@ -43,6 +43,19 @@ class Fitter(ABC):
     #: text): a caller may then batch far more samples per forward pass.
     samples_short: bool = False
 
+    @property
+    def importance_measured(self) -> str:
+        """What the importances of this fitter measure, a key of
+        :data:`~slalom_core.diagnostics.IMPORTANCE_MEASURED`: "alone" when every sample holds a
+        few units (each token beside one or two others), "in context" when the samples are
+        deletions of the text. A fitter whose design mixes them says so (eff, hybrid).
+
+        Example:
+            >>> get_fitter("fidel").importance_measured, get_fitter("ana").importance_measured
+            ('in context', 'alone')
+        """
+        return "alone" if self.samples_short else "in context"
+
     @abstractmethod
     def run(
         self,

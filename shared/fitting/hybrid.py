@@ -124,6 +124,14 @@ class HybridFitter(EffFitter):
         """Short samples only, unless a share of the budget goes to samples in context."""
         return self.context_share == 0
 
+    @property
+    def importance_measured(self) -> str:
+        """The short samples' importances carried into the text by a temperature (with
+        ``corrections``, corrected token by token there); "alone" without samples in context."""
+        if self.context_share == 0:
+            return "alone"
+        return "in context" if self.corrections else "alone, scaled in context"
+
     def n_context(self, n_samples: int, n_positions: int) -> int:
         """How many of ``n_samples`` are deletions of the text (none for a one-position text)."""
         if n_positions < 2 or self.context_share == 0:
@@ -153,7 +161,7 @@ class HybridFitter(EffFitter):
         diag.update(
             design=f"{n_short} short samples + {n_ctx} deletions",
             n_context=n_ctx,
-            importance_measured="in context" if n_ctx else "alone",
+            importance_measured=self.importance_measured if n_ctx else "alone",
             heldout_r2_of="short samples" if not n_ctx else "deletions of the text",
         )
         if n_ctx:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..diagnostics import IMPORTANCE_MEASURED
 from ..fit_quality import HELDOUT_R2_LABEL, MISSED_FLOOR, MISSED_SHARE, fit_flags
 from ..scores import SCORES
 
@@ -262,6 +263,9 @@ def fit_line(exp: SlalomExplanation) -> str:
         parts.append(f"{HELDOUT_R2_LABEL} {float(r2):.3g}")
     if exp.model_output is not None:
         parts.append(f"residual f(x) − surrogate {fmt(exp.full_text_gap)}")
+    measured = IMPORTANCE_MEASURED.get(d.get("importance_measured") or "")
+    if measured:
+        parts.append(f"importances {measured}")
     if d.seed is not None:
         parts.append(f"seed {d.seed}")
     return " · ".join(parts)

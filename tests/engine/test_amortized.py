@@ -64,6 +64,7 @@ def test_explanations_are_slalom_explanations_of_the_predicted_v_and_s(bert, fit
     text = "the film was great , the plot was boring"
     exp = fitted.explain(text)
     assert exp.method == "amortized" and exp.diagnostics["method"] == "amortized"
+    assert exp.diagnostics.importance_measured == "predicted"  # not measured for this text
     v, s = exp.value, exp.importance
     np.testing.assert_allclose(exp.lin, scores.lin(v, s))
     np.testing.assert_allclose(exp.contribution, scores.contribution(v, s))
