@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .diagnostics import Diagnostics
+from .files import write_atomically
 from .scores import SCORES, STORED_SCORES
 from .surrogate import SlalomSurrogate
 
@@ -358,31 +358,6 @@ def save_explanation(explanation: SlalomExplanation, path: str | os.PathLike) ->
         ) from None
     write_atomically(path, data)
     return path
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` beside ``path`` and rename it over: ``path`` is either the old file or the new one.
-
-    The new file gets the old one's permissions (or the umask's default for a new file).
-    """
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_explanation_dict(path: str | os.PathLike) -> dict:

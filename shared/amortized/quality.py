@@ -3,12 +3,11 @@ text, the audit's agreement with its per-text fit, the out-of-distribution check
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..corpus import CorpusRun, store
 from ..corpus.restore import explanation_from_tables, json_cell
+from ..files import replace_with
 from ..fit_quality import row_flags
 from .audit import agreement
 
@@ -90,9 +89,7 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
         for r, fl in zip(table.itertuples(), fit)
     ]
     table = table.drop(columns="ood_reason")
-    tmp = run.path / f".{store.QUALITY}.{os.getpid()}.tmp"
-    table.to_parquet(tmp, index=False)
-    os.replace(tmp, run.path / store.QUALITY)
+    replace_with(run.path / store.QUALITY, lambda tmp: table.to_parquet(tmp, index=False))
     aud = table[table["audited"]]
     return {
         "audit": {

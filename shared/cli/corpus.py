@@ -119,8 +119,8 @@ def add_explain(sub) -> None:
 @one_line_errors
 def run_explain(args: argparse.Namespace) -> int:
     from ..amortized import CorpusHead
-    from ..amortized.cli import check_out_not_data
     from ..corpus import ModelLoader, explain_corpus
+    from .amortize import check_out_not_data
 
     check_out_not_data(args.out, args.data)  # before anything is read or written
     engine = "local" if args.ray is None else "ray"

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..files import read_manifest
 from . import store
 
-__all__ = ["CorpusRun", "read_manifest"]
-
-
-def read_manifest(path: Path) -> dict:
-    """A run's manifest.json, or an error naming it (a run killed while the file was being
-    written by hand, or a copy cut short, leaves it truncated; json's own message names
-    no file)."""
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        why = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8"
-        raise ValueError(
-            f"{str(path)!r} is not a valid manifest ({why}{where}; truncated?): restore it, or start the run "
-            "again in another output path"
-        ) from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("options"), dict):
-        raise ValueError(f"{str(path)!r} is not a corpus run's manifest (no options): restore it, or use another path")
-    return manifest
+__all__ = ["CorpusRun"]
 
 
 class CorpusRun:
@@ -38,10 +20,7 @@ class CorpusRun:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        manifest = self.path / "manifest.json"
-        if not manifest.exists():
-            raise FileNotFoundError(f"{str(self.path)!r} holds no corpus run (no manifest.json)")
-        self.manifest: dict = read_manifest(manifest)
+        self.manifest: dict = read_manifest(self.path)
 
     def positions(self):
         """One row per (text id, explained class, position): token, unit, word index, the
