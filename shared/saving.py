@@ -74,11 +74,16 @@ _ARRAY_DIAGNOSTICS = ("model_output", "surrogate_output", "full_text_gap")
 _SCORE_RTOL, _SCORE_ATOL = 1e-9, 1e-9
 
 
-def _plain(x: Any) -> Any:
-    """A numpy array or scalar as plain Python (what JSON writes)."""
+def plain(x: Any) -> Any:
+    """A numpy array or scalar as plain Python (what JSON writes); anything else as it is.
+
+    Example:
+        >>> plain(np.array([1.5, 2.0])), plain(np.int64(3)), plain("a")
+        ([1.5, 2.0], 3, 'a')
+    """
     if isinstance(x, np.ndarray):
         return x.tolist()
-    if isinstance(x, (np.floating, np.integer)):
+    if isinstance(x, np.generic):
         return x.item()
     return x
 
@@ -105,24 +110,24 @@ def explanation_dict(explanation: SlalomExplanation) -> dict:
         "granularity": e.granularity,
         "target": e.target,
         "class_names": e.class_names,
-        **{name: _plain(e.scores(name)) for name in STORED_SCORES},
-        "model_output": _plain(e.model_output),
-        "base_value": _plain(e.base_value),
-        "value_se": _plain(e.value_se),
-        "importance_se": _plain(e.importance_se),
-        "surrogate_output": _plain(e.surrogate_output),
+        **{name: plain(e.scores(name)) for name in STORED_SCORES},
+        "model_output": plain(e.model_output),
+        "base_value": plain(e.base_value),
+        "value_se": plain(e.value_se),
+        "importance_se": plain(e.importance_se),
+        "surrogate_output": plain(e.surrogate_output),
         "units": e.unit_table(),
-        "diagnostics": {k: _plain(v) for k, v in e.diagnostics.items()},
+        "diagnostics": {k: plain(v) for k, v in e.diagnostics.items()},
         "text": e.text,
         "class_index": e.class_index,
-        "unit_index": _plain(np.asarray(e.unit_index, dtype=np.int64)),
+        "unit_index": plain(np.asarray(e.unit_index, dtype=np.int64)),
         "surrogate": {
-            "value": _plain(e.surrogate.value),
-            "importance": _plain(e.surrogate.importance),
+            "value": plain(e.surrogate.value),
+            "importance": plain(e.surrogate.importance),
             "gamma": float(e.surrogate.gamma),
         },
-        "unit_value_se": _plain(e.unit_value_se),
-        "unit_importance_se": _plain(e.unit_importance_se),
+        "unit_value_se": plain(e.unit_value_se),
+        "unit_importance_se": plain(e.unit_importance_se),
     }
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..amortized.head import EPOCHS, HIDDEN
 from ..files import replace_with
+from ..saving import plain
 from .format import subcommand
 
 __all__ = ["add_parser", "main", "inside", "check_out_not_data"]
@@ -62,9 +64,9 @@ def add_parser(subparsers, *, load_pair: Loader | None = None) -> None:
         "only if it holds a saved explainer)",
     )
     p.add_argument(
-        "--epochs", type=int, default=60, help="training passes over the run's texts (at least 1; the best kept)"
+        "--epochs", type=int, default=EPOCHS, help="training passes over the run's texts (at least 1; the best kept)"
     )
-    p.add_argument("--hidden", type=int, default=256, help="width of the head's MLP (at least 1)")
+    p.add_argument("--hidden", type=int, default=HIDDEN, help="width of the head's MLP (at least 1)")
     p.add_argument("--seed", type=int, default=0, help="the head's initialisation and order of training texts")
     p.set_defaults(func=lambda a: _amortize(a, load))
     e = subcommand(
@@ -125,7 +127,6 @@ def _amortize(args: argparse.Namespace, load: Loader) -> int:
 
 
 def _record(text_id: str, exp) -> dict:
-    plain = lambda x: np.asarray(x, dtype=float).round(6).tolist()  # noqa: E731 - one line
     rec = {"id": text_id, "tokens": list(exp.tokens), "base_value": float(exp.base_value)}
     rec["model_output"] = float(exp.model_output)
     # The predicted class, named as the model names it (the per-text run's report does so).
@@ -134,7 +135,12 @@ def _record(text_id: str, exp) -> dict:
     rec["predicted"] = str(names[k]) if names and len(names) == 2 else k
     rec["class_names"] = names
     rec["truncated_positions"] = int(exp.diagnostics.get("truncated_positions", 0))
-    rec.update({name: plain(exp.scores(name)) for name in ("value", "importance", "lin", "contribution")})
+    rec.update(
+        {
+            name: plain(np.asarray(exp.scores(name), dtype=float).round(6))
+            for name in ("value", "importance", "lin", "contribution")
+        }
+    )
     rec["ood"] = exp.diagnostics["ood"]
     if "audit" in exp.diagnostics:
         rec["audit"] = exp.diagnostics["audit"]
