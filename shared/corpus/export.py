@@ -307,7 +307,7 @@ def export_dataset(
         for key, texts in run.parts("texts"):
             if not len(texts):
                 continue
-            positions = _positions_of(run, key)
+            positions = run.part("positions", key)
             rows = []
             # One pass over the chunk's positions, not one scan of them per text.
             by_id = dict(tuple(positions.groupby("id", sort=False)))
@@ -350,15 +350,6 @@ def export_dataset(
 def _class_names(rows, run: CorpusRun) -> list[str] | None:
     names = class_names_of(rows, run)
     return None if names is None else [str(n) for n in names]
-
-
-def _positions_of(run: CorpusRun, key: str):
-    for _, table in run.parts("positions", [key]):
-        return table
-    raise FileNotFoundError(
-        f"{run.path / 'positions' / f'part-{key}.parquet'} is missing: the run's texts part {key} has no "
-        "positions (re-run `slalom-xai explain --resume`)"
-    )
 
 
 def _check_dataset_out(out: Path, run: CorpusRun, overwrite: bool) -> None:

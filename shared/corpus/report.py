@@ -235,16 +235,6 @@ def _check_out(out: Path, run: CorpusRun) -> None:
     check_owned(out, MARKER, "slalom-xai report", REPORT_NAMES)
 
 
-def _positions_of(run: CorpusRun, key: str):
-    """The positions table of chunk ``key``; a missing part is named, never skipped."""
-    for _, table in run.parts("positions", [key]):
-        return table
-    raise FileNotFoundError(
-        f"{run.path / 'positions' / f'part-{key}.parquet'} is missing: the run's texts part {key} has no "
-        "positions (re-run `slalom-xai explain --resume`, or write the report with --no-text-pages)"
-    )
-
-
 def _write_site(run: CorpusRun, out: Path, *, min_texts: int, top: int, text_pages: bool, score: str) -> None:
     from ..views import to_html
 
@@ -257,8 +247,10 @@ def _write_site(run: CorpusRun, out: Path, *, min_texts: int, top: int, text_pag
     for key, texts in run.parts("texts"):
         positions = None
         if len(texts):
+            # Text pages need every chunk's positions; the index alone does without a lost part.
+            lost = ", or write the report with --no-text-pages"
             positions = (
-                _positions_of(run, key) if text_pages else next(iter(run.parts("positions", [key])), (0, None))[1]
+                run.part("positions", key, lost) if text_pages else next(run.parts("positions", [key]), (0, None))[1]
             )
         if positions is not None:
             words.add(positions)

@@ -67,6 +67,27 @@ class CorpusRun:
         """
         return store.read_parts(self.path, table, keys)
 
+    def part(self, table: str, key: str, hint: str = ""):
+        """One finished chunk's part of ``table``; a missing part is named, never skipped.
+
+        Args:
+            table: "texts", "positions" or "failures".
+            key: the chunk's key (as :meth:`parts` gives it).
+            hint: what else the caller may do, added to the error (", or ...").
+
+        Raises:
+            FileNotFoundError: the part is missing (deleted by hand, a partial copy).
+
+        Example:
+            >>> CorpusRun("runs/imdb").part("positions", key)  # doctest: +SKIP
+        """
+        for _, frame in self.parts(table, [key]):
+            return frame
+        raise FileNotFoundError(
+            f"{self.path / table / f'part-{key}.parquet'} is missing: the run's texts part {key} has no "
+            f"{table} (re-run `slalom-xai explain --resume`{hint})"
+        )
+
     def explanation(self, text_id: str, *, explained_class: str | None = None):
         """A stored text's :class:`~slalom_core.SlalomExplanation`, rebuilt without the model.
 
