@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..files import MANIFEST, replace_with
+from ..files import MANIFEST, has_manifest, read_manifest, replace_with
 from ..scores import STORED_SCORES
 from .fingerprint import DUPLICATE
 from .rows import ChunkTables
@@ -113,14 +113,12 @@ def holds_no_results(out: Path) -> bool:
         return False
     if any(p.is_dir() and any(p.iterdir()) for p in entries):
         return False
-    manifest = out / MANIFEST
-    if manifest.exists():
-        try:
-            found = json.loads(manifest.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            return False
-        return isinstance(found, dict) and isinstance(found.get("options"), dict) and "input" in found
-    return True
+    if not has_manifest(out):
+        return True
+    try:
+        return "input" in read_manifest(out)
+    except ValueError:  # cut short, or not a corpus run's
+        return False
 
 
 def schemas():
