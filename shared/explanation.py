@@ -329,9 +329,9 @@ class SlalomExplanation:
         d = self.diagnostics
         return {
             "tokens": self.n_positions,
-            "model_output": _plain(self.model_output),
-            "surrogate_output": _plain(self.surrogate_output),
-            "residual": _plain(self.full_text_gap),
+            "model_output": _floats(self.model_output),
+            "surrogate_output": _floats(self.surrogate_output),
+            "residual": _floats(self.full_text_gap),
             "heldout_r2": d.get("heldout_r2"),
             "heldout_mse": d.get("heldout_mse"),
             "model_evaluations": d.get("model_evaluations", 0),
@@ -451,9 +451,8 @@ class SlalomExplanation:
         )
 
 
-def _plain(x: object) -> float | list:
-    x = np.asarray(x, dtype=np.float64)
-    return float(x) if x.ndim == 0 else x.tolist()
+def _floats(x: object) -> float | list:
+    return saving.plain(np.asarray(x, dtype=np.float64))
 
 
 class LabelExplanations(tuple):

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .diagnostics import Diagnostics
+from .files import write_atomically
 from .scores import SCORES, STORED_SCORES
 from .surrogate import SlalomSurrogate
 
@@ -74,11 +74,16 @@ _ARRAY_DIAGNOSTICS = ("model_output", "surrogate_output", "full_text_gap")
 _SCORE_RTOL, _SCORE_ATOL = 1e-9, 1e-9
 
 
-def _plain(x: Any) -> Any:
-    """A numpy array or scalar as plain Python (what JSON writes)."""
+def plain(x: Any) -> Any:
+    """A numpy array or scalar as plain Python (what JSON writes); anything else as it is.
+
+    Example:
+        >>> plain(np.array([1.5, 2.0])), plain(np.int64(3)), plain("a")
+        ([1.5, 2.0], 3, 'a')
+    """
     if isinstance(x, np.ndarray):
         return x.tolist()
-    if isinstance(x, (np.floating, np.integer)):
+    if isinstance(x, np.generic):
         return x.item()
     return x
 
@@ -105,24 +110,24 @@ def explanation_dict(explanation: SlalomExplanation) -> dict:
         "granularity": e.granularity,
         "target": e.target,
         "class_names": e.class_names,
-        **{name: _plain(e.scores(name)) for name in STORED_SCORES},
-        "model_output": _plain(e.model_output),
-        "base_value": _plain(e.base_value),
-        "value_se": _plain(e.value_se),
-        "importance_se": _plain(e.importance_se),
-        "surrogate_output": _plain(e.surrogate_output),
+        **{name: plain(e.scores(name)) for name in STORED_SCORES},
+        "model_output": plain(e.model_output),
+        "base_value": plain(e.base_value),
+        "value_se": plain(e.value_se),
+        "importance_se": plain(e.importance_se),
+        "surrogate_output": plain(e.surrogate_output),
         "units": e.unit_table(),
-        "diagnostics": {k: _plain(v) for k, v in e.diagnostics.items()},
+        "diagnostics": {k: plain(v) for k, v in e.diagnostics.items()},
         "text": e.text,
         "class_index": e.class_index,
-        "unit_index": _plain(np.asarray(e.unit_index, dtype=np.int64)),
+        "unit_index": plain(np.asarray(e.unit_index, dtype=np.int64)),
         "surrogate": {
-            "value": _plain(e.surrogate.value),
-            "importance": _plain(e.surrogate.importance),
+            "value": plain(e.surrogate.value),
+            "importance": plain(e.surrogate.importance),
             "gamma": float(e.surrogate.gamma),
         },
-        "unit_value_se": _plain(e.unit_value_se),
-        "unit_importance_se": _plain(e.unit_importance_se),
+        "unit_value_se": plain(e.unit_value_se),
+        "unit_importance_se": plain(e.unit_importance_se),
     }
 
 
@@ -358,31 +363,6 @@ def save_explanation(explanation: SlalomExplanation, path: str | os.PathLike) ->
         ) from None
     write_atomically(path, data)
     return path
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` beside ``path`` and rename it over: ``path`` is either the old file or the new one.
-
-    The new file gets the old one's permissions (or the umask's default for a new file).
-    """
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_explanation_dict(path: str | os.PathLike) -> dict:

@@ -220,40 +220,65 @@ def _shapley_default(v: np.ndarray, s: np.ndarray) -> np.ndarray:
 SCORES: dict[str, Score] = {
     row.name: row
     for row in (
-        Score("value", "v_i", "log-odds from the reference point", False, True, -1, "token", _value),
         Score(
-            "importance", "s_i (mean-zero over the text's units)", "log-weight", False, False, 1, "token", _importance
+            "value",
+            "v_i",
+            "log-odds from the reference point",
+            additive=False,
+            from_base=True,
+            class0_sign=-1,
+            per="token",
+            compute=_value,
         ),
-        Score("lin", "v_i·exp(s_i)", "log-odds from the reference point × weight", False, True, -1, "token", lin),
+        Score(
+            "importance",
+            "s_i (mean-zero over the text's units)",
+            "log-weight",
+            additive=False,
+            from_base=False,
+            class0_sign=1,
+            per="token",
+            compute=_importance,
+        ),
+        Score(
+            "lin",
+            "v_i·exp(s_i)",
+            "log-odds from the reference point × weight",
+            additive=False,
+            from_base=True,
+            class0_sign=-1,
+            per="token",
+            compute=lin,
+        ),
         Score(
             "removal",
             "α_i(v_i − F)/(1 − α_i) = F(t) − F(t∖i)",
             "log-odds (a difference)",
-            False,
-            False,
-            -1,
-            "position",
-            removal,
+            additive=False,
+            from_base=False,
+            class0_sign=-1,
+            per="position",
+            compute=removal,
         ),
         Score(
             "contribution",
             "α_i·v_i, α = softmax(s)",
             "log-odds from the reference point",
-            True,
-            True,
-            -1,
-            "position",
-            contribution,
+            additive=True,
+            from_base=True,
+            class0_sign=-1,
+            per="position",
+            compute=contribution,
         ),
         Score(
             "shapley",
             "Shapley values of S ↦ F(S)",
             "log-odds from the reference point",
-            True,
-            True,
-            -1,
-            "position",
-            _shapley_default,
+            additive=True,
+            from_base=True,
+            class0_sign=-1,
+            per="position",
+            compute=_shapley_default,
             stored=False,
         ),
     )
@@ -311,8 +336,8 @@ def register_score(row: Score, *, replace: bool = False) -> Score:
         ``row``.
 
     Example:
-        >>> row = Score("odds_share", "exp(v_i)·α_i", "odds ratio × weight", False, True, -1, "position",
-        ...             lambda v, s: np.exp(v) * attention(s))
+        >>> row = Score("odds_share", "exp(v_i)·α_i", "odds ratio × weight", additive=False, from_base=True,
+        ...             class0_sign=-1, per="position", compute=lambda v, s: np.exp(v) * attention(s))
         >>> register_score(row).name in SCORE_NAMES
         True
         >>> unregister_score("odds_share")

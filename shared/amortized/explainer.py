@@ -23,15 +23,15 @@ import torch
 
 from ..api import explain_batch as per_text_explain_batch
 from ..corpus import CorpusRun
-from ..corpus.fingerprint import model_fingerprint
 from ..diagnostics import Diagnostics
 from ..explanation import SlalomExplanation
 from ..link import OutputLink, warn_user
 from ..models import Segmentation, as_adapter
+from ..models.fingerprint import model_fingerprint
 from ..surrogate import SlalomSurrogate
 from .audit import AmortizedFewTextsWarning, AmortizedOODWarning, AuditReport, agreement, ood_check
 from .features import check_encoder, encode, head_input
-from .head import AmortizedHead, pool_units
+from .head import EPOCHS, HIDDEN, AmortizedHead, pool_units
 from .saved import check_finite, read_head, write_head
 from .training import MEASURED_MIN_TEXTS, read_labels, train_head
 
@@ -73,8 +73,8 @@ class AmortizedExplainer:
         model: torch.nn.Module,
         tokenizer: object | None = None,
         *,
-        hidden: int = 256,
-        epochs: int = 60,
+        hidden: int = HIDDEN,
+        epochs: int = EPOCHS,
         lr: float = 1e-3,
         batch_size: int | None = None,
         max_unseen: float = 0.25,

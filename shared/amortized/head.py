@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["AmortizedHead", "pool_units"]
+__all__ = ["AmortizedHead", "pool_units", "HIDDEN", "EPOCHS"]
+
+#: The head's defaults, stated once (the explainer, its training, the pipeline and ``amortize``):
+#: the MLP's hidden width, and training passes over the label run's texts (the best one kept).
+HIDDEN, EPOCHS = 256, 60
 
 
 class AmortizedHead(torch.nn.Module):
@@ -27,7 +31,7 @@ class AmortizedHead(torch.nn.Module):
         torch.Size([5, 2])
     """
 
-    def __init__(self, *, n_layers: int, width: int, hidden: int = 256) -> None:
+    def __init__(self, *, n_layers: int, width: int, hidden: int = HIDDEN) -> None:
         super().__init__()
         self.n_layers, self.width, self.hidden = int(n_layers), int(width), int(hidden)
         self.layer_logits = torch.nn.Parameter(torch.zeros(self.n_layers))

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import numbers
-import os
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ import torch
 from ..api import DEFAULT_METHOD, DEFAULT_N_SAMPLES
 from ..corpus import CorpusRun, CorpusSource, explain_corpus, store
 from ..corpus.loading import ModelLoader, load_model, model_name
+from ..files import has_manifest, read_json, set_manifest_key, write_json
 from ..warn import warn_user
 from .corpus_run import CorpusHead
 from .explainer import AmortizedExplainer
@@ -150,7 +150,7 @@ def explain_corpus_amortized(
             "another output path (nothing was overwritten)"
         )
     if seed is None:
-        old = _read_json(auto / _PLAN) if resume else None
+        old = read_json(auto / _PLAN) if resume else None
         seed = old["options"]["seed"] if old else int(torch.randint(0, 2**31 - 1, (1,)).item())
     source = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
@@ -192,7 +192,7 @@ def explain_corpus_amortized(
     }
     with store.run_lock(auto):  # one pipeline per run folder (each stage locks its own)
         plan = _plan(auto, source, options, resume)
-        state = _read_json(auto / _STATE) or {}
+        state = read_json(auto / _STATE) or {}
         fits = dict(method=method, n_samples=n_samples, seed=seed)
 
         def stage(name: str, work):
@@ -200,7 +200,7 @@ def explain_corpus_amortized(
             result = work()
             if name not in state:  # the call that finished the stage (a resumed one: its part)
                 state[name] = {"seconds": time.perf_counter() - t0}
-                _write_json(auto / _STATE, state)
+                write_json(auto / _STATE, state)
             return result
 
         labels = stage(
@@ -211,7 +211,7 @@ def explain_corpus_amortized(
                 auto / "labels",
                 stage_tok,
                 ids=plan["label_ids"],
-                resume=(auto / "labels" / "manifest.json").exists(),
+                resume=has_manifest(auto / "labels"),
                 **fits,
                 **common,
             ),
@@ -228,7 +228,7 @@ def explain_corpus_amortized(
                 data,
                 out,
                 stage_tok,
-                resume=(out / "manifest.json").exists(),
+                resume=has_manifest(out),
                 seed=seed,
                 amortized=CorpusHead(head_dir),
                 **common,
@@ -244,7 +244,7 @@ def explain_corpus_amortized(
                     auto / "audit",
                     stage_tok,
                     ids=plan["audit_ids"],
-                    resume=(auto / "audit" / "manifest.json").exists(),
+                    resume=has_manifest(auto / "audit"),
                     **fits,
                     **common,
                 ),
@@ -255,7 +255,7 @@ def explain_corpus_amortized(
         summary = write_quality(run, audited, fitted, poor_audit=poor_audit)
         n_run = int(run.texts()["id"].nunique())
         state["quality"] = {"seconds": time.perf_counter() - t0}
-        _write_json(auto / _STATE, state)
+        write_json(auto / _STATE, state)
         record = {
             "labels": {
                 "run": f"{AUTO}/labels",
@@ -279,7 +279,7 @@ def explain_corpus_amortized(
             "flags": summary["flags"],
             "stages": state,
         }
-        _set_manifest_key(out, "auto", record)
+        set_manifest_key(out, "auto", record)
     return CorpusRun(out)
 
 
@@ -299,7 +299,7 @@ def _plan(auto: Path, source: CorpusSource, options: dict, resume: bool) -> dict
         "audit_ids": [unique[i] for i in order[n_labels : n_labels + n_audit]],
     }
     plan = json.loads(json.dumps(plan))
-    old = _read_json(auto / _PLAN)
+    old = read_json(auto / _PLAN)
     if old is not None:
         if not resume:
             raise FileExistsError(f"{str(auto.parent)!r} holds a pipeline's run; pass resume=True to continue it")
@@ -310,7 +310,7 @@ def _plan(auto: Path, source: CorpusSource, options: dict, resume: bool) -> dict
                 f"(was {json.dumps(old.get('options'))}); use the same command, or another output path"
             )
         return old
-    _write_json(auto / _PLAN, plan)
+    write_json(auto / _PLAN, plan)
     return plan
 
 
@@ -350,30 +350,4 @@ def read_plan(auto: Path) -> dict | None:
     Example:
         >>> read_plan(Path("runs/reviews") / AUTO)["label_ids"][:2]  # doctest: +SKIP
     """
-    return _read_json(auto / _PLAN)
-
-
-def _read_json(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ValueError(
-            f"{str(path)!r} is not valid JSON (cut short?): restore it, or start in a new folder"
-        ) from None
-
-
-def _write_json(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value, indent=1, sort_keys=True, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _set_manifest_key(out: Path, key: str, value: dict) -> None:
-    """Add ``key`` to the run's manifest (a resume compares only the model, head, input and
-    options, so the pipeline's record may be written after the run)."""
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    manifest[key] = value
-    _write_json(out / "manifest.json", manifest)
+    return read_json(auto / _PLAN)

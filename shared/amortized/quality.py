@@ -3,12 +3,11 @@ text, the audit's agreement with its per-text fit, the out-of-distribution check
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..corpus import CorpusRun, store
 from ..corpus.restore import explanation_from_tables, json_cell
+from ..files import replace_with
 from ..fit_quality import row_flags
 from .audit import agreement
 
@@ -33,6 +32,21 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
     """
     import pandas as pd
 
+    rows, records = _run_rows(run, label_ids)
+    if audited is not None:
+        _add_audit(rows, run, audited)
+    table = pd.DataFrame(list(rows.values()), columns=_COLUMNS)
+    table = _flagged(table, records, poor_audit)
+    replace_with(run.path / store.QUALITY, lambda tmp: table.to_parquet(tmp, index=False))
+    return _totals(table, poor_audit)
+
+
+#: The quality table's columns before its flags (``ood_reason`` only feeds ``flag_reason``).
+_COLUMNS = ["id", "in_label_set", "audited", "audit_value_spearman", "audit_importance_spearman", "ood", "ood_reason"]
+
+
+def _run_rows(run: CorpusRun, label_ids: set[str]) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """A quality row per explained text (not yet audited), and each text's rows of the texts table."""
     rows: dict[str, dict] = {}
     records: dict[str, list[dict]] = {}
     for _, texts in run.parts("texts"):
@@ -49,27 +63,23 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
                 "ood": bool(warning),
                 "ood_reason": warning or "",
             }
-    if audited is not None:
-        for key, texts in audited.parts("texts"):
-            positions = next(audited.parts("positions", [key]))[1]
-            for text_id in texts["id"].unique():
-                if text_id not in rows:  # failed in the run of every text
-                    continue
-                fitted = explanation_from_tables(positions[positions["id"] == text_id], texts[texts["id"] == text_id])
-                rho_v, rho_s = agreement(run.explanation(text_id), fitted)
-                rows[text_id].update(audited=True, audit_value_spearman=rho_v, audit_importance_spearman=rho_s)
-    table = pd.DataFrame(
-        list(rows.values()),
-        columns=[
-            "id",
-            "in_label_set",
-            "audited",
-            "audit_value_spearman",
-            "audit_importance_spearman",
-            "ood",
-            "ood_reason",
-        ],
-    )
+    return rows, records
+
+
+def _add_audit(rows: dict[str, dict], run: CorpusRun, audited: CorpusRun) -> None:
+    """Each audited text's value and importance Spearman against its per-text fit."""
+    for key, texts in audited.parts("texts"):
+        positions = next(audited.parts("positions", [key]))[1]
+        for text_id in texts["id"].unique():
+            if text_id not in rows:  # failed in the run of every text
+                continue
+            fitted = explanation_from_tables(positions[positions["id"] == text_id], texts[texts["id"] == text_id])
+            rho_v, rho_s = agreement(run.explanation(text_id), fitted)
+            rows[text_id].update(audited=True, audit_value_spearman=rho_v, audit_importance_spearman=rho_s)
+
+
+def _flagged(table, records: dict[str, list[dict]], poor_audit: float):
+    """The table with its flags: ``poor_audit``, ``fit_flags``, ``flagged`` and ``flag_reason``."""
     # The fit-quality rule on the head's explanation (slalom_core.fit_quality), with the
     # audit's agreement as its measured stability: "unstable" is a poor audit. NaN (a constant
     # score on a text of one unique token) is not evidence of a poor head.
@@ -89,10 +99,11 @@ def write_quality(run: CorpusRun, audited: CorpusRun | None, label_ids: set[str]
         )
         for r, fl in zip(table.itertuples(), fit)
     ]
-    table = table.drop(columns="ood_reason")
-    tmp = run.path / f".{store.QUALITY}.{os.getpid()}.tmp"
-    table.to_parquet(tmp, index=False)
-    os.replace(tmp, run.path / store.QUALITY)
+    return table.drop(columns="ood_reason")
+
+
+def _totals(table, poor_audit: float) -> dict:
+    """The audit's and the flags' totals (the pipeline's ``manifest["auto"]``)."""
     aud = table[table["audited"]]
     return {
         "audit": {

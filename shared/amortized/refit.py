@@ -4,7 +4,7 @@ and the data have been checked to be the run's own.
 A refit re-reads two things the run used: its model and its data file. Both are checked
 before any text is explained:
 
-* the model, by its fingerprint (:func:`~slalom_core.corpus.fingerprint.model_fingerprint`:
+* the model, by its fingerprint (:func:`~slalom_core.models.fingerprint.model_fingerprint`:
   weights, config and tokenizer): another model is refused, whatever its name;
 * the data, by the texts the run explained: every finished chunk's ids and text digests
   (the marker fingerprints a resume checks) must still be in the file, and the file must
@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..corpus import CorpusRun, CorpusSource, explain_corpus
-from ..corpus.fingerprint import model_fingerprint
 from ..corpus.loading import ModelLoader, load_model, model_name
 from ..corpus.resume import changed_texts
+from ..models.fingerprint import model_fingerprint
 from .pipeline import AUTO, read_plan
 
 __all__ = ["refit_flagged"]

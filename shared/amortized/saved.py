@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import warnings
 from pathlib import Path
 
 import torch
+
+from ..files import replace_with, write_json
 
 __all__ = ["CONFIG", "WEIGHTS", "FORMAT_PREFIX", "weights_digest", "check_finite", "write_head", "read_head"]
 
@@ -99,17 +100,11 @@ def write_head(folder: str | Path, state: dict[str, torch.Tensor], config: dict)
     check_finite(state, str(folder / WEIGHTS))
     _check_folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp_weights = folder / f".{WEIGHTS}.{os.getpid()}.tmp"
-    tmp_config = folder / f".{CONFIG}.{os.getpid()}.tmp"
-    try:
-        save_file({k: t.detach().contiguous() for k, t in state.items()}, str(tmp_weights))
-        config = dict(config, weights_sha256=weights_digest(tmp_weights))
-        tmp_config.write_text(json.dumps(config, indent=1, default=str), encoding="utf-8")
-        os.replace(tmp_weights, folder / WEIGHTS)
-        os.replace(tmp_config, folder / CONFIG)
-    finally:
-        for tmp in (tmp_weights, tmp_config):
-            tmp.unlink(missing_ok=True)
+    # The weights first, then the config holding their digest: an interrupted save leaves a
+    # config whose digest the weights fail, which loading refuses.
+    tensors = {k: t.detach().contiguous() for k, t in state.items()}
+    replace_with(folder / WEIGHTS, lambda tmp: save_file(tensors, str(tmp)))
+    write_json(folder / CONFIG, dict(config, weights_sha256=weights_digest(folder / WEIGHTS)))
     return folder
 
 

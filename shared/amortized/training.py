@@ -18,7 +18,7 @@ import torch
 
 from ..corpus import CorpusRun, store
 from ..link import OUTPUT_KINDS
-from .head import AmortizedHead, pool_units
+from .head import EPOCHS, HIDDEN, AmortizedHead, pool_units
 
 __all__ = ["RunLabels", "read_labels", "train_head", "MIN_TEXTS", "MEASURED_MIN_TEXTS", "SE_FLOOR"]
 
@@ -183,8 +183,8 @@ def train_head(
     features: list[torch.Tensor],
     labels: RunLabels,
     *,
-    hidden: int = 256,
-    epochs: int = 60,
+    hidden: int = HIDDEN,
+    epochs: int = EPOCHS,
     lr: float = 1e-3,
     batch_texts: int = 16,
     validation: float = 0.1,

@@ -77,8 +77,8 @@ def assemble(
         granularity=call.granularity,
         target=call.target,
         class_names=link.fitted_class_names,
-        model_output=plain(select(plan.model_output)),
-        base_value=plain(select(first.base)),
+        model_output=scalar_or_array(select(plan.model_output)),
+        base_value=scalar_or_array(select(first.base)),
         class_index=col,
         unit_value_se=se_v,
         unit_importance_se=fit.importance_se,
@@ -96,5 +96,5 @@ def assemble(
     return exp
 
 
-def plain(x: np.ndarray) -> np.ndarray | float:
+def scalar_or_array(x: np.ndarray) -> np.ndarray | float:
     return float(x) if np.ndim(x) == 0 else np.asarray(x)

@@ -8,7 +8,7 @@ from functools import partial
 
 from ..models.quiet import quiet_transformers
 from .common import load_pair, one_line_errors, quiet_weight_loading, run_model_name, spec_name
-from .format import DefaultsFormatter
+from .format import subcommand
 
 __all__ = ["explain_auto", "add_refit", "run_refit"]
 
@@ -50,13 +50,13 @@ def explain_auto(args: argparse.Namespace, model, options: dict) -> int:
 
 
 def add_refit(sub) -> None:
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "refit",
-        help="explain per text the texts an '--amortized auto' run flagged (out of distribution, poor audit)",
-        description="Fit the flagged texts of RUN per text, with the labels' method, budget and seed, into a run "
+        "explain per text the texts an '--amortized auto' run flagged (out of distribution, poor audit)",
+        "Fit the flagged texts of RUN per text, with the labels' method, budget and seed, into a run "
         "of their own (default RUN/auto/refit). The run's model (by fingerprint) and data (the texts it explained) "
         "are checked first: another model, or a data file changed since the run, is refused.",
-        formatter_class=DefaultsFormatter,
     )
     p.add_argument("run", help="a folder written by `slalom-xai explain --amortized auto`")
     p.add_argument(

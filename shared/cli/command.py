@@ -19,8 +19,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..amortized import cli as amortized_cli
-from . import corpus, demo
+from . import amortize, corpus, demo
 
 #: Commands of the harness (:mod:`slalom_core.experiments`): imported only when asked for.
 #: The harness is not in the wheel (``pip install slalom-xai``); a clone installed for
@@ -51,7 +50,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo.register(sub)
     corpus.register(sub)
-    amortized_cli.add_parser(sub, load_pair=corpus.load_pair)
+    amortize.add_parser(sub, load_pair=corpus.load_pair)
     for name, what in HARNESS_COMMANDS.items():
         if (command is None or command == name) and _harness_installed():
             import importlib

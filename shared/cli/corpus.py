@@ -12,7 +12,7 @@ from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
 from ..models.quiet import quiet_transformers
 from .common import load_pair, one_line_errors, quiet_weight_loading, run_model_name, run_options, spec_name
-from .format import DefaultsFormatter, option_value
+from .format import option_value, subcommand
 
 
 def _target(text: str) -> int | str:
@@ -30,12 +30,12 @@ def _option(text: str) -> tuple[str, object]:
 
 
 def add_explain(sub) -> None:
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "explain",
-        help="explain every text of a corpus (JSONL/CSV/Parquet/HF dataset) into a Parquet run",
-        description="Explain a corpus chunk by chunk into OUT/{positions,texts,failures}/*.parquet. "
+        "explain every text of a corpus (JSONL/CSV/Parquet/HF dataset) into a Parquet run",
+        "Explain a corpus chunk by chunk into OUT/{positions,texts,failures}/*.parquet. "
         "A killed run restarted with the same command and --resume skips finished chunks.",
-        formatter_class=DefaultsFormatter,
     )
     p.add_argument(
         "--model",
@@ -119,8 +119,8 @@ def add_explain(sub) -> None:
 @one_line_errors
 def run_explain(args: argparse.Namespace) -> int:
     from ..amortized import CorpusHead
-    from ..amortized.cli import check_out_not_data
     from ..corpus import ModelLoader, explain_corpus
+    from .amortize import check_out_not_data
 
     check_out_not_data(args.out, args.data)  # before anything is read or written
     engine = "local" if args.ray is None else "ray"
@@ -178,10 +178,10 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def add_summarize(sub) -> None:
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "summarize",
-        help="the global picture of a corpus run: per-token table (CSV), plot (PNG), optional global SLALOM",
-        formatter_class=DefaultsFormatter,
+        "the global picture of a corpus run: per-token table (CSV), plot (PNG), optional global SLALOM",
     )
     p.add_argument("run", help="a folder written by `slalom-xai explain`")
     p.add_argument("--min-texts", type=int, default=5, help="only tokens seen in at least this many texts")
@@ -241,13 +241,13 @@ def run_summarize(args: argparse.Namespace) -> int:
 
 
 def add_report(sub) -> None:
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "report",
-        help="a corpus run as a static site (index of texts, one page per text, word summary) that opens offline",
-        description="Write RUN's texts as a static site into --out: index.html (sortable, filterable, paged), one "
+        "a corpus run as a static site (index of texts, one page per text, word summary) that opens offline",
+        "Write RUN's texts as a static site into --out: index.html (sortable, filterable, paged), one "
         "page per text (what each token added; value and importance one tab away) and a word summary. Links are relative and nothing is fetched: open "
         "OUT/index.html from the folder, or zip it.",
-        formatter_class=DefaultsFormatter,
     )
     p.add_argument("run", help="a folder written by `slalom-xai explain`")
     p.add_argument("--out", required=True, help="the site's folder")

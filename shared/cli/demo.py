@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..api import DEFAULT_METHOD
 from ..fitting import FITTERS
-from .format import DefaultsFormatter
+from .format import subcommand
 
 __all__ = ["register", "run_demo", "format_table", "DEMO_SENTENCES"]
 
@@ -100,10 +100,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``demo`` to the ``slalom-xai`` command."""
-    demo = sub.add_parser(
+    demo = subcommand(
+        sub,
         "demo",
-        help="explain example sentences with the embedded default model",
-        formatter_class=DefaultsFormatter,
+        "explain example sentences with the embedded default model",
     )
     demo.add_argument(
         "--model",

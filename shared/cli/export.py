@@ -6,19 +6,19 @@ from __future__ import annotations
 import argparse
 
 from .common import one_line_errors
-from .format import DefaultsFormatter
+from .format import subcommand
 
 __all__ = ["add_export", "run_export"]
 
 
 def add_export(sub) -> None:
-    p = sub.add_parser(
+    p = subcommand(
+        sub,
         "export",
-        help="a corpus run as a dataset to share: Parquet shards and a dataset card (datasets.load_dataset reads it)",
-        description="Write RUN into --out: parquet (default) gives OUT/data/train-*.parquet, one row per (text, "
+        "a corpus run as a dataset to share: Parquet shards and a dataset card (datasets.load_dataset reads it)",
+        "Write RUN into --out: parquet (default) gives OUT/data/train-*.parquet, one row per (text, "
         "explained class) with its tokens and every score, and OUT/README.md, a dataset card for the Hugging "
         "Face Hub; csv and jsonl give the run's raw tables, one file per chunk.",
-        formatter_class=DefaultsFormatter,
     )
     p.add_argument("run", help="a folder written by `slalom-xai explain`")
     p.add_argument("--out", required=True, help="the export's folder (new, or empty)")

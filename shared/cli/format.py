@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["DefaultsFormatter"]
+__all__ = ["DefaultsFormatter", "subcommand"]
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
@@ -34,6 +34,19 @@ class DefaultsFormatter(argparse.HelpFormatter):
         ):
             return text
         return f"{text} (default: %(default)s)"
+
+
+def subcommand(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+    """A ``slalom-xai NAME`` parser in ``sub`` (what ``add_subparsers()`` returned), its help
+    showing every default (:class:`DefaultsFormatter`).
+
+    Example:
+        >>> parser = argparse.ArgumentParser(prog="slalom-xai")
+        >>> p = subcommand(parser.add_subparsers(dest="command"), "hello", "say hello")
+        >>> p.prog
+        'slalom-xai hello'
+    """
+    return sub.add_parser(name, help=help, description=description, formatter_class=DefaultsFormatter)
 
 
 def option_value(text: str) -> object:

@@ -19,7 +19,7 @@ import re
 
 from ..scores import SCORES
 
-__all__ = ["dataset_card", "yaml_features", "md_text", "md_code", "plain", "CITATION", "audit_coverage"]
+__all__ = ["dataset_card", "yaml_features", "md_text", "md_code", "one_line", "CITATION", "audit_coverage"]
 
 #: How to cite SLALOM (arXiv:2405.13536).
 CITATION = """@article{leemann2024attention,
@@ -126,12 +126,12 @@ _MD_PUNCTUATION = set("\\`*_[]()!|~#{}+-.")
 _HTML = set("<>&\"'")
 
 
-def plain(value: object) -> str:
+def one_line(value: object) -> str:
     """``value`` as one line of text: control characters (a newline that would start a
     heading) become spaces.
 
     Example:
-        >>> plain("a\\n# b")
+        >>> one_line("a\\n# b")
         'a # b'
     """
     text = "".join(" " if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" else c for c in str(value))
@@ -147,7 +147,7 @@ def md_text(value: object) -> str:
         >>> md_text("<b>[x](javascript:y)</b>")
         '&#60;b&#62;\\[x\\]\\(javascript:y\\)&#60;/b&#62;'
     """
-    return "".join(f"&#{ord(c)};" if c in _HTML else "\\" + c if c in _MD_PUNCTUATION else c for c in plain(value))
+    return "".join(f"&#{ord(c)};" if c in _HTML else "\\" + c if c in _MD_PUNCTUATION else c for c in one_line(value))
 
 
 def md_code(value: object) -> str:
@@ -158,7 +158,7 @@ def md_code(value: object) -> str:
         >>> md_code("a`b")
         '``a`b``'
     """
-    text = plain(value)
+    text = one_line(value)
     runs = [len(r) for r in re.findall(r"`+", text)]
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
@@ -294,11 +294,31 @@ def dataset_card(
         >>> card = dataset_card(run, dataset_schema(), n_rows=10, n_texts=10, n_failed=0, n_shards=1)  # doctest: +SKIP
     """
     m = run.manifest
-    model, opts, source = m.get("model") or {}, m.get("options") or {}, m.get("input") or {}
+    model, source = m.get("model") or {}, m.get("input") or {}
     model = model if isinstance(model, dict) else {"name": model}
     data = _name(source.get("data")) or "a corpus"
-    title = f"SLALOM explanations of {plain(data)} ({plain(_name(model.get('name')))})"
-    front = [
+    title = f"SLALOM explanations of {one_line(data)} ({one_line(_name(model.get('name')))})"
+    body = [
+        f"# SLALOM explanations of {md_text(data)} ({md_text(_name(model.get('name')))})",
+        "",
+        "Precomputed explanations of every text of a corpus by SLALOM (Softmax-Linked Additive Log-Odds "
+        "Model), written by `slalom-xai export`. SLALOM describes each token by two numbers, a **value** (its "
+        "effect alone) and an **importance** (how much weight it takes from the other tokens), because a "
+        "transformer's attention cannot be described by one additive score per token; the additive "
+        "`contribution` and the other scores follow from the two. One row per (text, explained class), with "
+        "the tokens and every score as lists of the same length.",
+        "",
+        *_run_section(m, model, data, n_rows, n_texts, n_failed, n_shards, class_names, output),
+        *_fixed_sections(schema),
+    ]
+    return "\n".join(_front_matter(title, n_rows, schema) + body)
+
+
+def _front_matter(title: str, n_rows: int, schema) -> list[str]:
+    """The card's YAML front matter (what the Hub reads: name, task, size, files, features).
+    Written line by line: a YAML library is no dependency of the core, and every value here
+    is either fixed or JSON-quoted (JSON is YAML)."""
+    return [
         "---",
         f"pretty_name: {json.dumps(title)}",
         "task_categories:",
@@ -317,19 +337,17 @@ def dataset_card(
         *yaml_features(schema),
         "---",
     ]
+
+
+def _run_section(
+    m: dict, model: dict, data: str, n_rows, n_texts, n_failed, n_shards, class_names, output
+) -> list[str]:
+    """The card's "The run" section: model, tokenizer, method, units, texts, version, audit."""
+    opts, source = m.get("options") or {}, m.get("input") or {}
     classes = ", ".join(md_code(c) for c in class_names) if class_names else "as the model's config names them"
     units = "log-odds of the explained class (centred logits for a joint fit over more than two classes)"
     read = output or opts.get("output", "auto")
-    body = [
-        f"# SLALOM explanations of {md_text(data)} ({md_text(_name(model.get('name')))})",
-        "",
-        "Precomputed explanations of every text of a corpus by SLALOM (Softmax-Linked Additive Log-Odds "
-        "Model), written by `slalom-xai export`. SLALOM describes each token by two numbers, a **value** (its "
-        "effect alone) and an **importance** (how much weight it takes from the other tokens), because a "
-        "transformer's attention cannot be described by one additive score per token; the additive "
-        "`contribution` and the other scores follow from the two. One row per (text, explained class), with "
-        "the tokens and every score as lists of the same length.",
-        "",
+    return [
         "## The run",
         "",
         f"- **Model**: {md_code(_name(model.get('name')))} ({md_code(model.get('class', '?'))}), fingerprint "
@@ -347,6 +365,12 @@ def dataset_card(
         f"- **Written by** slalom-xai {md_text(m.get('version', '?'))}.",
         *_audit_lines(m),
         "",
+    ]
+
+
+def _fixed_sections(schema) -> list[str]:
+    """The card's columns, how to load it and the citation."""
+    return [
         "## Columns",
         "",
         "Lists hold one entry per position, in the text's order. A token that occurs several times shares its "
@@ -375,4 +399,3 @@ def dataset_card(
         "```",
         "",
     ]
-    return "\n".join(front + body)

@@ -19,20 +19,16 @@ Example:
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..files import check_owned, writing_folder
 from ..scores import STORED_SCORES
 from .card import dataset_card
-from .folders import check_owned, replace_folder, write_marker
-from .report import fit_status, predicted_class
-from .restore import explanation_from_tables, json_cell
+from .restore import class_names_of, explanation_from_tables, fit_status, json_cell, predicted_class
 from .store import TABLES
 from .stored import CorpusRun
 
@@ -303,17 +299,15 @@ def export_dataset(
     flags, quality = _flags_of(run)
     scores = list(STORED_SCORES)
     schema = dataset_schema(flags, scores)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
-    try:
-        os.chmod(new, 0o777 & ~_umask())  # mkdtemp's 0700 would hide a shared dataset
+    note = "written by slalom-xai export; replaced by export --overwrite if it holds nothing else"
+    with writing_folder(out, DATASET_MARKER, note, "slalom-xai export", DATASET_NAMES) as new:
         (new / "data").mkdir()
         shards = _Shards(new / "data", schema, shard_rows)
         seen = {"texts": 0, "class_names": None, "output": None}
         for key, texts in run.parts("texts"):
             if not len(texts):
                 continue
-            positions = _positions_of(run, key)
+            positions = run.part("positions", key)
             rows = []
             # One pass over the chunk's positions, not one scan of them per text.
             by_id = dict(tuple(positions.groupby("id", sort=False)))
@@ -350,37 +344,12 @@ def export_dataset(
             output=seen["output"],
         )
         (new / "README.md").write_text(card, encoding="utf-8")
-        write_marker(
-            new, DATASET_MARKER, "written by slalom-xai export; replaced by export --overwrite if it holds nothing else"
-        )
-        replace_folder(new, out, DATASET_MARKER, "slalom-xai export", DATASET_NAMES)
-    finally:
-        if new.exists():
-            shutil.rmtree(new, ignore_errors=True)
     return out
 
 
 def _class_names(rows, run: CorpusRun) -> list[str] | None:
-    first = rows.iloc[0]
-    names = json_cell(first["class_names"], None) or json_cell(first["diagnostics"], {}).get("class_names")
-    model = run.manifest.get("model")
-    names = names or (model.get("class_names") if isinstance(model, dict) else None)
+    names = class_names_of(rows, run)
     return None if names is None else [str(n) for n in names]
-
-
-def _positions_of(run: CorpusRun, key: str):
-    for _, table in run.parts("positions", [key]):
-        return table
-    raise FileNotFoundError(
-        f"{run.path / 'positions' / f'part-{key}.parquet'} is missing: the run's texts part {key} has no "
-        "positions (re-run `slalom-xai explain --resume`)"
-    )
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _check_dataset_out(out: Path, run: CorpusRun, overwrite: bool) -> None:

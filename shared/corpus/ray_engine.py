@@ -193,6 +193,50 @@ def _init_local_ray(ray) -> None:
             ray_constants.ENABLE_RAY_CLUSTER = had
 
 
+def _check_no_budget(model) -> None:
+    """Refuse a model with a budget: each Ray worker would get a copy, and spend all of it."""
+    budget = {
+        k: getattr(model, k) for k in getattr(type(model), "budget_settings", ()) if getattr(model, k) is not None
+    }
+    if budget:
+        said = ", ".join(f"{k}={v}" for k, v in budget.items())
+        raise ValueError(
+            f"the model's budget ({said}) cannot be shared by Ray workers: each Ray worker gets a copy and "
+            "would spend all of it; run with engine='local' (the classifier's workers= sends requests "
+            "concurrently), or without a budget"
+        )
+
+
+def _start_ray(ray, address: str | None) -> None:
+    """Join the user's cluster (``address``, or ``RAY_ADDRESS``), or start a quiet local one;
+    Ray Data keeps the rows' order and shows no bars of its own."""
+    if not ray.is_initialized():
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            _init_local_ray(ray)
+        else:  # the user's own cluster (given, or named by RAY_ADDRESS): joined as before
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True  # --limit takes the first rows, as locally
+    ctx.enable_progress_bars = False  # our bar counts texts
+
+
+def _rows_to_explain(source: CorpusSource, finished: set[str]):
+    """The Ray dataset of the rows still to explain: the source's first ``limit`` rows, its
+    text, id and label columns, without finished or duplicated ids (a subset run: its ids only)."""
+    text_col, id_col, label_col = source.text_column, source.resolved_id_column, source.resolved_label_column
+    ds = _read(source)
+    if source.limit is not None:
+        ds = ds.limit(source.limit)
+    ds = ds.select_columns(list(dict.fromkeys(c for c in (text_col, id_col, label_col) if c)), num_cpus=_LIGHT)
+    skip = set(finished) | set(source.duplicate_ids)
+    if skip:
+        ds = ds.filter(lambda r: str(r[id_col]) not in skip, num_cpus=_LIGHT)
+    if source.ids is not None:  # a subset run (explain_corpus(ids=...)): only those rows
+        keep = source.ids
+        ds = ds.filter(lambda r: str(r[id_col]) in keep, num_cpus=_LIGHT)
+    return ds
+
+
 def run_ray(
     model,
     tokenizer,
@@ -219,40 +263,14 @@ def run_ray(
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError("engine='ray' needs Ray Data: pip install 'slalom-xai[ray]'") from err
 
-    budget = {
-        k: getattr(model, k) for k in getattr(type(model), "budget_settings", ()) if getattr(model, k) is not None
-    }
-    if budget:
-        said = ", ".join(f"{k}={v}" for k, v in budget.items())
-        raise ValueError(
-            f"the model's budget ({said}) cannot be shared by Ray workers: each Ray worker gets a copy and "
-            "would spend all of it; run with engine='local' (the classifier's workers= sends requests "
-            "concurrently), or without a budget"
-        )
-    if not ray.is_initialized():
-        if address is None and not os.environ.get("RAY_ADDRESS"):
-            _init_local_ray(ray)
-        else:  # the user's own cluster (given, or named by RAY_ADDRESS): joined as before
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    ctx = ray.data.DataContext.get_current()
-    ctx.execution_options.preserve_order = True  # --limit takes the first rows, as locally
-    ctx.enable_progress_bars = False  # our bar counts texts
+    _check_no_budget(model)
+    _start_ray(ray, address)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     gpus = int(ray.cluster_resources().get("GPU", 0))
     if num_workers is None:
         num_workers = max(1, gpus // max(num_gpus, 1e-9) if num_gpus else cpus)
     text_col, id_col, label_col = source.text_column, source.resolved_id_column, source.resolved_label_column
-    ds = _read(source)
-    if source.limit is not None:
-        ds = ds.limit(source.limit)
-    ds = ds.select_columns(list(dict.fromkeys(c for c in (text_col, id_col, label_col) if c)), num_cpus=_LIGHT)
-    skip = set(finished) | set(source.duplicate_ids)
-    if skip:
-        ds = ds.filter(lambda r: str(r[id_col]) not in skip, num_cpus=_LIGHT)
-    if source.ids is not None:  # a subset run (explain_corpus(ids=...)): only those rows
-        keep = source.ids
-        ds = ds.filter(lambda r: str(r[id_col]) in keep, num_cpus=_LIGHT)
-    results = ds.map_batches(
+    results = _rows_to_explain(source, finished).map_batches(
         ExplainActor,
         fn_constructor_kwargs=dict(
             model=model,

@@ -20,26 +20,19 @@ without the quality table flags the texts its out-of-distribution check flagged.
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
-import numpy as np
-
-from ..fit_quality import row_flags
+from ..files import check_owned, writing_folder
 from . import report_index
 from . import report_pages as pages
-from .folders import check_owned, replace_folder, write_marker
 from .report_search import MAX_FILE_BYTES, WordIndex
-from .restore import explanation_from_tables, json_cell
+from .restore import explanation_from_tables, fit_status, json_cell, predicted_class
 from .stored import CorpusRun
 from .summary import WordStats, plot_words, top_words
 
 __all__ = [
     "write_report",
-    "predicted_class",
     "INDEX_COLUMNS",
     "ROWS_PER_FILE",
     "MARKER",
@@ -90,74 +83,12 @@ def natural_id_key(text_id: str) -> tuple:
     return (1, 0, text_id)
 
 
-def _names_of(rows: list[dict], run: CorpusRun | None) -> list | None:
-    """The class names a text's rows know: a joint fit's own, else the model's (recorded in
-    each fit's diagnostics, or in the run's manifest)."""
-    first = rows[0]
-    names = json_cell(first["class_names"], None)
-    if names is None:
-        names = json_cell(first["diagnostics"], {}).get("class_names")
-    if names is None and run is not None:
-        model = run.manifest.get("model")
-        names = model.get("class_names") if isinstance(model, dict) else None
-    return names
-
-
 def _num(x: object, digits: int = 4) -> float | None:
     """A float for JSON (None for NaN), rounded: the index shows three digits."""
     if x is None:
         return None
     x = float(x)
     return None if math.isnan(x) else round(x, digits)
-
-
-def _predicted(rows: list[dict], run: CorpusRun | None = None) -> tuple[str | None, int | None]:
-    """The model's predicted class from a text's rows of the texts table (outputs are
-    log-odds, or centred logits of a joint fit): its name where the model names its
-    classes (else "class k"), and its index k (None when the rows do not tell)."""
-    first = rows[0]
-    names = _names_of(rows, run)
-    out = np.array([r["model_output"] for r in rows], dtype=np.float64)
-    classes = [r["explained_class"] for r in rows]
-    if names is not None and len(rows) > 1 and set(classes) == {str(n) for n in names}:
-        name = str(classes[int(np.argmax(out))])
-        return name, [str(n) for n in names].index(name)
-    n_outputs = json_cell(first["diagnostics"], {}).get("n_outputs")
-    if len(rows) != 1 or n_outputs != 2:
-        return None, None
-    target = first["target"]
-    explained = 1 if target is None or target != target else int(target)
-    k = explained if out[0] >= 0 else 1 - explained
-    return (str(names[k]) if names is not None and k < len(names) else f"class {k}"), k
-
-
-def predicted_class(rows, run: CorpusRun | None = None) -> tuple[str | None, int | None]:
-    """The model's predicted class of one text from its rows of the texts table: ``(name,
-    index)``, or ``(None, None)`` where the rows do not tell (the report's and the dataset
-    export's one rule).
-
-    Example:
-        >>> predicted_class(run.texts().query("id == 'r1'"), run)  # doctest: +SKIP
-        ('POSITIVE', 1)
-    """
-    if hasattr(rows, "to_dict"):  # a DataFrame: the rule reads plain records
-        rows = rows.to_dict("records")
-    return _predicted(rows, run)
-
-
-def fit_status(rows) -> str:
-    """A text's fit status from its rows of the texts table: "ok", or "fit flagged (codes)"
-    under the one fit-quality rule (:func:`~slalom_core.fit_quality.row_flags`), the report's
-    and the dataset export's alike.
-
-    Example:
-        >>> fit_status([{"full_text_gap": 0.2, "heldout_r2": 0.9, "converged": True}])  # doctest: +SKIP
-        'ok'
-    """
-    if hasattr(rows, "to_dict"):  # a DataFrame: the rule reads plain records
-        rows = rows.to_dict("records")
-    flags = row_flags(rows)
-    return f"fit flagged ({', '.join(f.code for f in flags)})" if flags else "ok"
 
 
 def _index_row(text_id: str, rows: list[dict], page: str | None, run: CorpusRun | None = None, quality=()) -> list:
@@ -168,7 +99,7 @@ def _index_row(text_id: str, rows: list[dict], page: str | None, run: CorpusRun 
     r2 = first["heldout_r2"]
     cut = int(first["truncated_positions"] or 0)
     status = fit_status(rows)
-    predicted, predicted_index = _predicted(rows, run)
+    predicted, predicted_index = predicted_class(rows, run)
     output = max(r["model_output"] for r in rows)
     text = first["text"] if isinstance(first["text"], str) else ""
     gold = first["gold_label"]
@@ -287,23 +218,10 @@ def write_report(
     run = run if isinstance(run, CorpusRun) else CorpusRun(run)
     out = Path(out)
     _check_out(out, run)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
-    try:
-        os.chmod(new, 0o777 & ~_umask())  # mkdtemp's 0700 would hide a shared report
+    note = "written by slalom-xai report; replaced by the next report if it holds nothing else"
+    with writing_folder(out, MARKER, note, "slalom-xai report", REPORT_NAMES) as new:
         _write_site(run, new, min_texts=min_texts, top=top, text_pages=text_pages, score=score)
-        write_marker(new, MARKER, "written by slalom-xai report; replaced by the next report if it holds nothing else")
-        replace_folder(new, out, MARKER, "slalom-xai report", REPORT_NAMES)
-    finally:
-        if new.exists():
-            shutil.rmtree(new, ignore_errors=True)
     return out / "index.html"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _check_out(out: Path, run: CorpusRun) -> None:
@@ -315,16 +233,6 @@ def _check_out(out: Path, run: CorpusRun) -> None:
     if here == data or here in data.parents:
         raise FileExistsError(f"{out} holds the run {run.path}: give another folder for the report (--out)")
     check_owned(out, MARKER, "slalom-xai report", REPORT_NAMES)
-
-
-def _positions_of(run: CorpusRun, key: str):
-    """The positions table of chunk ``key``; a missing part is named, never skipped."""
-    for _, table in run.parts("positions", [key]):
-        return table
-    raise FileNotFoundError(
-        f"{run.path / 'positions' / f'part-{key}.parquet'} is missing: the run's texts part {key} has no "
-        "positions (re-run `slalom-xai explain --resume`, or write the report with --no-text-pages)"
-    )
 
 
 def _write_site(run: CorpusRun, out: Path, *, min_texts: int, top: int, text_pages: bool, score: str) -> None:
@@ -339,8 +247,10 @@ def _write_site(run: CorpusRun, out: Path, *, min_texts: int, top: int, text_pag
     for key, texts in run.parts("texts"):
         positions = None
         if len(texts):
+            # Text pages need every chunk's positions; the index alone does without a lost part.
+            lost = ", or write the report with --no-text-pages"
             positions = (
-                _positions_of(run, key) if text_pages else next(iter(run.parts("positions", [key])), (0, None))[1]
+                run.part("positions", key, lost) if text_pages else next(run.parts("positions", [key]), (0, None))[1]
             )
         if positions is not None:
             words.add(positions)

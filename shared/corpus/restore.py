@@ -9,13 +9,15 @@ new fit.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
 from ..explanation import SlalomExplanation
+from ..fit_quality import row_flags
 from ..surrogate import SlalomSurrogate
 
-__all__ = ["explanation_from_tables", "json_cell"]
+__all__ = ["explanation_from_tables", "json_cell", "class_names_of", "predicted_class", "fit_status"]
 
 
 def _units(pos) -> np.ndarray:
@@ -119,3 +121,74 @@ def explanation_from_tables(positions, texts, *, explained_class: str | None = N
         # as plain text after the explained positions).
         text=first["text"] if isinstance(first["text"], str) else None,
     )
+
+
+# -- what a text's rows of the texts table say (the report's and the dataset export's one rule) --
+
+
+def class_names_of(rows, run: Any = None) -> list | None:
+    """The class names a text's rows of the texts table know: a joint fit's own, else the
+    model's (recorded in each fit's diagnostics, or in the manifest of ``run``, a
+    :class:`~slalom_core.corpus.CorpusRun`).
+
+    Example:
+        >>> class_names_of([{"class_names": '["neg", "pos"]', "diagnostics": "{}"}])
+        ['neg', 'pos']
+    """
+    first = rows.iloc[0] if hasattr(rows, "iloc") else rows[0]
+    names = json_cell(first["class_names"], None)
+    if names is None:
+        names = json_cell(first["diagnostics"], {}).get("class_names")
+    if names is None and run is not None:
+        model = run.manifest.get("model")
+        names = model.get("class_names") if isinstance(model, dict) else None
+    return names
+
+
+def _predicted(rows: list[dict], run: Any = None) -> tuple[str | None, int | None]:
+    """The model's predicted class from a text's rows of the texts table (outputs are
+    log-odds, or centred logits of a joint fit): its name where the model names its
+    classes (else "class k"), and its index k (None when the rows do not tell)."""
+    first = rows[0]
+    names = class_names_of(rows, run)
+    out = np.array([r["model_output"] for r in rows], dtype=np.float64)
+    classes = [r["explained_class"] for r in rows]
+    if names is not None and len(rows) > 1 and set(classes) == {str(n) for n in names}:
+        name = str(classes[int(np.argmax(out))])
+        return name, [str(n) for n in names].index(name)
+    n_outputs = json_cell(first["diagnostics"], {}).get("n_outputs")
+    if len(rows) != 1 or n_outputs != 2:
+        return None, None
+    target = first["target"]
+    explained = 1 if target is None or target != target else int(target)
+    k = explained if out[0] >= 0 else 1 - explained
+    return (str(names[k]) if names is not None and k < len(names) else f"class {k}"), k
+
+
+def predicted_class(rows, run: Any = None) -> tuple[str | None, int | None]:
+    """The model's predicted class of one text from its rows of the texts table: ``(name,
+    index)``, or ``(None, None)`` where the rows do not tell (the report's and the dataset
+    export's one rule).
+
+    Example:
+        >>> predicted_class(run.texts().query("id == 'r1'"), run)  # doctest: +SKIP
+        ('POSITIVE', 1)
+    """
+    if hasattr(rows, "to_dict"):  # a DataFrame: the rule reads plain records
+        rows = rows.to_dict("records")
+    return _predicted(rows, run)
+
+
+def fit_status(rows) -> str:
+    """A text's fit status from its rows of the texts table: "ok", or "fit flagged (codes)"
+    under the one fit-quality rule (:func:`~slalom_core.fit_quality.row_flags`), the report's
+    and the dataset export's alike.
+
+    Example:
+        >>> fit_status([{"full_text_gap": 0.2, "heldout_r2": 0.9, "converged": True}])  # doctest: +SKIP
+        'ok'
+    """
+    if hasattr(rows, "to_dict"):  # a DataFrame: the rule reads plain records
+        rows = rows.to_dict("records")
+    flags = row_flags(rows)
+    return f"fit flagged ({', '.join(f.code for f in flags)})" if flags else "ok"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..files import has_manifest, read_manifest, write_manifest
 from ..models import BudgetExceededError
 from ..warn import warn_user
 from . import store
 from .fingerprint import DUPLICATE, cell_digest
 from .source import CorpusSource
-from .stored import read_manifest
 
 __all__ = ["prepare_out", "changed_texts", "redo_changed_chunks", "redo_budget_failures"]
 
@@ -35,10 +35,9 @@ def prepare_out(out: Path, manifest: dict, resume: bool) -> None:
                 f"{str(out)!r} exists and is not empty; pass resume=True (--resume) to continue that run, "
                 "or choose another output path (nothing was overwritten)"
             )
-        old_path = out / "manifest.json"
-        if not old_path.exists():
+        if not has_manifest(out):
             raise FileExistsError(f"{str(out)!r} is not empty and holds no corpus run; choose another output path")
-        old = read_manifest(old_path)
+        old = read_manifest(out)
         if old.get("model") != manifest.get("model"):
             raise ValueError(_other_model(out, old.get("model"), manifest["model"]))
         heads = [m.get("amortized") or {} for m in (old, manifest)]
@@ -53,9 +52,7 @@ def prepare_out(out: Path, manifest: dict, resume: bool) -> None:
         store.remove_unfinished(out)
         return
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    tmp.replace(out / "manifest.json")
+    write_manifest(out, manifest)
 
 
 def _other_model(out: Path, old: object, new: dict) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 from ..api import DEFAULT_METHOD, ProgressOption, explain_batch
 from ..explanation import SlalomExplanation
 from ..models import ModelAdapter, Segmentation, redact_secrets
+from ..saving import plain
 from ..scores import STORED_SCORES
 from .source import Row
 
@@ -173,15 +174,6 @@ def _pick(x, column: int | None):
     return arr[..., column] if column is not None and arr.ndim >= 1 and arr.shape[-1] > column else arr
 
 
-def _plain(x: object) -> object:
-    """A diagnostics entry as JSON (numpy scalars and arrays as Python numbers and lists)."""
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
-
-
 def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncated, opts, version) -> None:
     text_id = item.id
     d = exp.diagnostics
@@ -190,7 +182,7 @@ def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncate
     v_se, s_se = exp.value_se, exp.importance_se
     options = json.dumps(opts.as_dict(), sort_keys=True, default=str)
     # Everything CorpusRun.explanation needs to rebuild the explanation without the model.
-    diagnostics = json.dumps({k: _plain(v) for k, v in d.items()}, sort_keys=True, default=str)
+    diagnostics = json.dumps({k: plain(v) for k, v in d.items()}, sort_keys=True, default=str)
     class_names = None if exp.class_names is None else json.dumps([str(c) for c in exp.class_names])
     for label, col in _labels(exp):
         pos = tables.positions
@@ -236,7 +228,7 @@ def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncate
         row["diagnostics"].append(diagnostics)
         row["version"].append(version)
         # The out-of-distribution check of an amortized explanation (null for a per-text fit).
-        row["ood"].append(None if d.get("ood") is None else json.dumps(_plain(d["ood"]), sort_keys=True, default=str))
+        row["ood"].append(None if d.get("ood") is None else json.dumps(plain(d["ood"]), sort_keys=True, default=str))
 
 
 def explain_chunk(

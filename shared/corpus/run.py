@@ -15,6 +15,7 @@ from ..api import (
     SlalomFitWarning,
     check_call,
 )
+from ..files import has_manifest, read_manifest
 from ..fit_quality import FLAG_CODES, row_flags
 from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
@@ -27,7 +28,7 @@ from .protocol import ChunkExplainerSource, check_source
 from .resume import prepare_out, redo_budget_failures, redo_changed_chunks
 from .rows import CorpusOptions, explain_chunk
 from .source import CorpusSource
-from .stored import CorpusRun, read_manifest
+from .stored import CorpusRun
 
 __all__ = ["explain_corpus", "ENGINES"]
 
@@ -209,9 +210,8 @@ def explain_corpus(
     if seed is None:
         # A resumed run keeps the seed its first call drew; a new one draws from torch's
         # global generator (torch.manual_seed reproduces) and records it in the manifest.
-        old = Path(out) / "manifest.json"
-        if resume and old.exists():
-            seed = read_manifest(old)["options"]["seed"]
+        if resume and has_manifest(Path(out)):
+            seed = read_manifest(Path(out))["options"]["seed"]
         else:
             seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
     opts = CorpusOptions(

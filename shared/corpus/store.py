@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..files import MANIFEST, has_manifest, read_manifest, replace_with
 from ..scores import STORED_SCORES
 from .fingerprint import DUPLICATE
 from .rows import ChunkTables
@@ -53,7 +54,7 @@ __all__ = [
 
 TABLES = ("positions", "texts", "failures")
 #: What a run leaves before its first chunk: nothing another run would lose.
-_NO_RESULTS = {"manifest.json", "manifest.json.tmp", "ray-driver.log", "done", *TABLES}
+_NO_RESULTS = {MANIFEST, f"{MANIFEST}.tmp", "ray-driver.log", "done", *TABLES}
 #: What a pipeline keeps beside the run's own tables (the amortized pipeline's label run,
 #: head and audit run in ``auto/``; its per-text flags in ``quality.parquet``): written
 #: before the run's first chunk, so they do not make the folder one that holds results.
@@ -102,7 +103,7 @@ def holds_no_results(out: Path) -> bool:
     """True when ``out`` holds no finished chunk, no part and nothing but a run's own files.
 
     A run killed while writing its manifest, or before its first chunk, leaves such a
-    folder; the next command may start afresh in it. A ``manifest.json`` that is not a
+    folder; the next command may start afresh in it. A manifest that is not a
     corpus run's (another tool's file) is kept: the folder then holds results.
     """
     if not out.is_dir():
@@ -112,14 +113,12 @@ def holds_no_results(out: Path) -> bool:
         return False
     if any(p.is_dir() and any(p.iterdir()) for p in entries):
         return False
-    manifest = out / "manifest.json"
-    if manifest.exists():
-        try:
-            found = json.loads(manifest.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            return False
-        return isinstance(found, dict) and isinstance(found.get("options"), dict) and "input" in found
-    return True
+    if not has_manifest(out):
+        return True
+    try:
+        return "input" in read_manifest(out)
+    except ValueError:  # cut short, or not a corpus run's
+        return False
 
 
 def schemas():
@@ -175,12 +174,6 @@ def chunk_fingerprint(ids: list[str], digests: list[str | None]) -> str:
     return hashlib.blake2b(json.dumps([list(ids), list(digests)]).encode(), digest_size=16).hexdigest()
 
 
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)  # a reader (or a resumed run) never sees half a file
-
-
 def write_chunk(out: Path, ids: list[str], tables: ChunkTables, digests: list[str]) -> str:
     """Write one chunk's three tables, then its ``done`` marker. Returns the chunk's key.
 
@@ -197,7 +190,8 @@ def write_chunk(out: Path, ids: list[str], tables: ChunkTables, digests: list[st
     for name, columns in (("positions", tables.positions), ("texts", tables.texts), ("failures", tables.failures)):
         (out / name).mkdir(parents=True, exist_ok=True)
         table = pa.table({c: columns[c] for c in schema[name].names}, schema=schema[name])
-        _atomic_write(out / name / f"part-{key}.parquet", lambda p, t=table: pq.write_table(t, p))
+        # A reader (or a resumed run) never sees half a part; the run's lock makes NAME.tmp its own.
+        replace_with(out / name / f"part-{key}.parquet", lambda p, t=table: pq.write_table(t, p), shared=False)
     (out / "done").mkdir(parents=True, exist_ok=True)
     marker = {
         "ids": ids,
@@ -205,7 +199,7 @@ def write_chunk(out: Path, ids: list[str], tables: ChunkTables, digests: list[st
         "n_failures": len(tables.failures["id"]),
         "warnings": sorted(set(tables.warnings)),
     }
-    _atomic_write(out / "done" / f"{key}.json", lambda p: p.write_text(json.dumps(marker)))
+    replace_with(out / "done" / f"{key}.json", lambda p: p.write_text(json.dumps(marker)), shared=False)
     return key
 
 

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..files import read_manifest
 from . import store
 
-__all__ = ["CorpusRun", "read_manifest"]
-
-
-def read_manifest(path: Path) -> dict:
-    """A run's manifest.json, or an error naming it (a run killed while the file was being
-    written by hand, or a copy cut short, leaves it truncated; json's own message names
-    no file)."""
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        why = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8"
-        raise ValueError(
-            f"{str(path)!r} is not a valid manifest ({why}{where}; truncated?): restore it, or start the run "
-            "again in another output path"
-        ) from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("options"), dict):
-        raise ValueError(f"{str(path)!r} is not a corpus run's manifest (no options): restore it, or use another path")
-    return manifest
+__all__ = ["CorpusRun"]
 
 
 class CorpusRun:
@@ -38,10 +20,7 @@ class CorpusRun:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        manifest = self.path / "manifest.json"
-        if not manifest.exists():
-            raise FileNotFoundError(f"{str(self.path)!r} holds no corpus run (no manifest.json)")
-        self.manifest: dict = read_manifest(manifest)
+        self.manifest: dict = read_manifest(self.path)
 
     def positions(self):
         """One row per (text id, explained class, position): token, unit, word index, the
@@ -87,6 +66,27 @@ class CorpusRun:
             ...     print(key, len(texts))
         """
         return store.read_parts(self.path, table, keys)
+
+    def part(self, table: str, key: str, hint: str = ""):
+        """One finished chunk's part of ``table``; a missing part is named, never skipped.
+
+        Args:
+            table: "texts", "positions" or "failures".
+            key: the chunk's key (as :meth:`parts` gives it).
+            hint: what else the caller may do, added to the error (", or ...").
+
+        Raises:
+            FileNotFoundError: the part is missing (deleted by hand, a partial copy).
+
+        Example:
+            >>> CorpusRun("runs/imdb").part("positions", key)  # doctest: +SKIP
+        """
+        for _, frame in self.parts(table, [key]):
+            return frame
+        raise FileNotFoundError(
+            f"{self.path / table / f'part-{key}.parquet'} is missing: the run's texts part {key} has no "
+            f"{table} (re-run `slalom-xai explain --resume`{hint})"
+        )
 
     def explanation(self, text_id: str, *, explained_class: str | None = None):
         """A stored text's :class:`~slalom_core.SlalomExplanation`, rebuilt without the model.

@@ -17,9 +17,9 @@ import numpy as np
 from ..fitting import get_fitter
 from ..link import OutputLink, config_output_kind, resolve_output
 from ..models import as_adapter
+from ..models.fingerprint import model_fingerprint
 from ..scores import SCORES, STORED_SCORES
 from ..surrogate import SlalomSurrogate
-from .fingerprint import model_fingerprint
 from .loading import load_model
 from .stored import CorpusRun
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from ..files import write_atomically
 
 __all__ = ["CACHE_FORMAT", "read_cache", "write_cache"]
 
@@ -90,16 +90,8 @@ def write_cache(
             "entries": dict(sorted(answers.items())),
         }
         # Written beside the target and renamed over it: a crash leaves the old file whole.
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(data, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        # Private as the answers of a paid endpoint were always kept.
+        write_atomically(path, json.dumps(data).encode(), private=True)
 
 
 @contextlib.contextmanager

@@ -240,33 +240,14 @@ class MiniLMSentimentClassifier(torch.nn.Module):
         max_length: int = 512,
         batch_size: int = 16,
     ) -> torch.Tensor:
-        """log p(POSITIVE)/p(NEGATIVE) for raw texts, truncated to ``max_length`` tokens.
-
-        Runs in eval mode without autograd and restores the module's mode afterwards. Texts
-        are batched by length, so a batch pads little.
+        """log p(POSITIVE)/p(NEGATIVE) for raw texts, truncated to ``max_length`` tokens
+        (:func:`~.zeroshot.predict_log_odds`: eval mode, no autograd, batched by length).
 
         Example:
             >>> model.predict_log_odds(["I loved it", "I hated it"], tok)  # doctest: +SKIP
             tensor([ 3.1, -3.4])
         """
-        if isinstance(texts, str):
-            texts = [texts]
-        texts = list(texts)
-        enc = tokenizer(texts, truncation=True, max_length=max_length)
-        order = sorted(range(len(texts)), key=lambda i: len(enc["input_ids"][i]))
-        out = torch.zeros(len(texts))
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.inference_mode():
-                for start in range(0, len(order), batch_size):
-                    idx = order[start : start + batch_size]
-                    batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc}, return_tensors="pt")
-                    logits = self(**{k: v.to(self.device) for k, v in batch.items()}).logits
-                    out[idx] = (logits[:, 1] - logits[:, 0]).float().cpu()
-        finally:
-            self.train(was_training)
-        return out
+        return zeroshot.predict_log_odds(self, texts, tokenizer, max_length=max_length, batch_size=batch_size)
 
 
 def adapter_state(model: MiniLMSentimentClassifier, lora: dict[str, LoRALinear]) -> dict[str, torch.Tensor]:

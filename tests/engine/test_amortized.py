@@ -159,7 +159,7 @@ def test_audit_reports_agreement_with_per_text_fits(bert, fitted):
 def test_command_line_trains_then_explains_a_corpus(bert, run, tmp_path):
     import argparse
 
-    from slalom_core.amortized.cli import add_parser
+    from slalom_core.cli.amortize import add_parser
 
     parser = argparse.ArgumentParser(prog="slalom-xai")
     add_parser(parser.add_subparsers(dest="command", required=True), load_pair=lambda spec: bert)

@@ -332,7 +332,7 @@ def test_an_export_of_a_run_with_no_explained_text_is_refused(tmp_path, capsys):
 
 
 def test_each_row_has_the_reports_status(runs, tmp_path, monkeypatch):
-    from slalom_core.corpus.report import fit_status
+    from slalom_core.corpus.restore import fit_status
     from slalom_core.fit_quality import row_flags
 
     run = runs[0]

@@ -354,3 +354,67 @@ def test_the_product_command_does_not_import_the_harness():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- the run folder's room: one module renames files over others and names the manifest ----
+#: The one module that writes files in place (temp file, then ``os.replace``) and names a
+#: corpus run's manifest.
+FILES_ROOM = "files.py"
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings (prose may name the manifest)."""
+    found = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _file_writes_outside_the_room(path: Path) -> list[str]:
+    """Where a file calls ``os.replace``/``os.rename`` (or imports them) or spells ``manifest.json``."""
+    tree = ast.parse(path.read_text())
+    docs = _docstring_nodes(tree)
+    bad = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("replace", "rename")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
+            bad.append(f"{path.name}:{node.lineno} os.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            bad += [
+                f"{path.name}:{node.lineno} from os import {a.name}"
+                for a in node.names
+                if a.name in ("replace", "rename")
+            ]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if "manifest.json" in node.value:
+                bad.append(f"{path.name}:{node.lineno} names manifest.json")
+    return bad
+
+
+def test_only_the_files_room_replaces_files_or_names_the_manifest():
+    bad = [
+        hit
+        for p in _core_files()
+        if p.relative_to(CORE).as_posix() != FILES_ROOM
+        for hit in _file_writes_outside_the_room(p)
+    ]
+    assert bad == [], "write through slalom_core.files (replace_with, write_json, the manifest's functions)"
+
+
+def test_the_files_fence_sees_replaces_and_the_manifest(tmp_path):
+    src = tmp_path / "probe.py"
+    src.write_text(
+        '"""Writes manifest.json (prose may say so)."""\nimport os\nfrom os import replace\n'
+        'def f(a, b):\n    os.replace(a, b)\n    return f"{a}/manifest.json"\n'
+    )
+    found = _file_writes_outside_the_room(src)
+    assert [h.split(" ", 1)[1] for h in found] == ["from os import replace", "os.replace", "names manifest.json"]
+    assert (CORE / FILES_ROOM).exists() and _file_writes_outside_the_room(CORE / FILES_ROOM)

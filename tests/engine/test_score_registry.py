@@ -20,7 +20,16 @@ def _odds_weight(v: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def registered():
-    row = sc.Score("odds_weight", "tanh(v_i)·(1 + α_i)", "unit-free", False, False, -1, "position", _odds_weight)
+    row = sc.Score(
+        "odds_weight",
+        "tanh(v_i)·(1 + α_i)",
+        "unit-free",
+        additive=False,
+        from_base=False,
+        class0_sign=-1,
+        per="position",
+        compute=_odds_weight,
+    )
     sc.register_score(row)
     yield row
     sc.unregister_score("odds_weight")
@@ -55,7 +64,9 @@ def test_a_registered_score_reaches_explanations_captum_and_shap(registered, ber
 
 
 def test_unregistered_scores_are_gone_and_built_ins_stay(bert):
-    row = sc.Score("tmp_score", "v", "u", False, True, -1, "token", lambda v, s: v)
+    row = sc.Score(
+        "tmp_score", "v", "u", additive=False, from_base=True, class0_sign=-1, per="token", compute=lambda v, s: v
+    )
     sc.register_score(row)
     with pytest.raises(ValueError, match="exists"):
         sc.register_score(row)

@@ -45,7 +45,18 @@ def test_every_token_carries_every_score_of_the_table(word_exp):
 
 def test_a_newly_registered_score_appears_without_a_change_to_the_views(word_exp, monkeypatch):
     monkeypatch.setitem(
-        SCORES, "twice", Score("twice", "2·v_i", "log-odds", False, True, -1, "token", lambda v, s: 2 * v)
+        SCORES,
+        "twice",
+        Score(
+            "twice",
+            "2·v_i",
+            "log-odds",
+            additive=False,
+            from_base=True,
+            class0_sign=-1,
+            per="token",
+            compute=lambda v, s: 2 * v,
+        ),
     )
     html = word_exp.to_html()
     assert _close(_scores_of(read(html).tokens, "twice"), 2 * word_exp.value)

@@ -27,10 +27,11 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     from slalom_core.corpus import CorpusRun, explain_corpus
+    from slalom_core.files import has_manifest
     from slalom_core.fit_quality import row_flags
     from slalom_core.packaged.demo_model import load_default_model
 
-    if not (args.out / "manifest.json").exists():
+    if not has_manifest(args.out):
         model, tok = load_default_model()
         explain_corpus(model, args.data, args.out, tok, limit=args.limit, show_progress=False)
     run = CorpusRun(args.out)

@@ -17,9 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["add_parser", "main"]
+from ..amortized.head import EPOCHS, HIDDEN
+from ..files import replace_with
+from ..saving import plain
+from .format import subcommand
 
-from ..cli.format import DefaultsFormatter
+__all__ = ["add_parser", "main", "inside", "check_out_not_data"]
 
 Loader = Callable[[str], tuple[object, object]]
 
@@ -45,12 +48,12 @@ def add_parser(subparsers, *, load_pair: Loader | None = None) -> None:
         60
     """
     load = load_pair or _default_loader
-    p = subparsers.add_parser(
+    p = subcommand(
+        subparsers,
         "amortize",
-        help="train an amortized explainer on a corpus run (its per-text fits are the labels)",
-        description="Train a head on the model's hidden states to predict the run's values and importances; "
+        "train an amortized explainer on a corpus run (its per-text fits are the labels)",
+        "Train a head on the model's hidden states to predict the run's values and importances; "
         "save it to OUT (head.safetensors + config.json).",
-        formatter_class=DefaultsFormatter,
     )
     p.add_argument("run", help="a corpus run folder (slalom-xai explain --out) of per-text fits, 200+ texts")
     p.add_argument("--model", required=True, help="the run's model: a local folder, Hub id or packaged name")
@@ -61,19 +64,19 @@ def add_parser(subparsers, *, load_pair: Loader | None = None) -> None:
         "only if it holds a saved explainer)",
     )
     p.add_argument(
-        "--epochs", type=int, default=60, help="training passes over the run's texts (at least 1; the best kept)"
+        "--epochs", type=int, default=EPOCHS, help="training passes over the run's texts (at least 1; the best kept)"
     )
-    p.add_argument("--hidden", type=int, default=256, help="width of the head's MLP (at least 1)")
+    p.add_argument("--hidden", type=int, default=HIDDEN, help="width of the head's MLP (at least 1)")
     p.add_argument("--seed", type=int, default=0, help="the head's initialisation and order of training texts")
     p.set_defaults(func=lambda a: _amortize(a, load))
-    e = subparsers.add_parser(
+    e = subcommand(
+        subparsers,
         "explain-amortized",
-        help="deprecated: use 'explain --amortized DIR' (JSON lines from a saved amortized explainer)",
-        description="Deprecated: 'slalom-xai explain --amortized DIR' explains a corpus with a saved head into a "
+        "deprecated: use 'explain --amortized DIR' (JSON lines from a saved amortized explainer)",
+        "Deprecated: 'slalom-xai explain --amortized DIR' explains a corpus with a saved head into a "
         "run (the same tables as a per-text run). This writes one JSON line per text: tokens, value, importance, "
         "lin, contribution, base value, model output, predicted class, the out-of-distribution check (and the "
         "audit, with --audit); failed texts get an error. Texts too long are cut as 'explain' cuts them.",
-        formatter_class=DefaultsFormatter,
     )
     e.add_argument("--amortized", required=True, help="a folder saved by 'amortize'")
     e.add_argument("--model", required=True, help="the model it was trained for")
@@ -104,7 +107,7 @@ def inside(path: str | Path, folder: str | Path) -> bool:
 
 
 def _amortize(args: argparse.Namespace, load: Loader) -> int:
-    from .explainer import AmortizedExplainer
+    from ..amortized.explainer import AmortizedExplainer
 
     # Checked before the model is loaded or anything written.
     for name in ("epochs", "hidden"):
@@ -124,7 +127,6 @@ def _amortize(args: argparse.Namespace, load: Loader) -> int:
 
 
 def _record(text_id: str, exp) -> dict:
-    plain = lambda x: np.asarray(x, dtype=float).round(6).tolist()  # noqa: E731 - one line
     rec = {"id": text_id, "tokens": list(exp.tokens), "base_value": float(exp.base_value)}
     rec["model_output"] = float(exp.model_output)
     # The predicted class, named as the model names it (the per-text run's report does so).
@@ -133,7 +135,12 @@ def _record(text_id: str, exp) -> dict:
     rec["predicted"] = str(names[k]) if names and len(names) == 2 else k
     rec["class_names"] = names
     rec["truncated_positions"] = int(exp.diagnostics.get("truncated_positions", 0))
-    rec.update({name: plain(exp.scores(name)) for name in ("value", "importance", "lin", "contribution")})
+    rec.update(
+        {
+            name: plain(np.asarray(exp.scores(name), dtype=float).round(6))
+            for name in ("value", "importance", "lin", "contribution")
+        }
+    )
     rec["ood"] = exp.diagnostics["ood"]
     if "audit" in exp.diagnostics:
         rec["audit"] = exp.diagnostics["audit"]
@@ -159,11 +166,10 @@ def check_out_not_data(out: str | Path, data: str | Path) -> None:
 
 
 def _explain(args: argparse.Namespace, load: Loader) -> int:
-    import os
     import warnings
 
+    from ..amortized.explainer import AmortizedExplainer
     from ..corpus import CorpusSource
-    from .explainer import AmortizedExplainer
 
     warnings.warn(
         "explain-amortized is deprecated: 'slalom-xai explain --amortized DIR --out RUN' explains a corpus with "
@@ -179,34 +185,36 @@ def _explain(args: argparse.Namespace, load: Loader) -> int:
     model, tok = load(args.model)
     explainer = AmortizedExplainer.load(args.amortized, model, tok)
     source = CorpusSource(args.data, text_column=args.text_column, id_column=args.id_column, limit=args.limit).scan()
-    n_done = n_failed = 0
     t0 = time.perf_counter()
-    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    try:
-        with open(partial, "w", encoding="utf-8") as fh:
-            for chunk in source.chunks(args.chunk_size):
-                good = []
-                for row in chunk:  # each bad text fails alone, with the per-text explanation's error
-                    try:
-                        if not isinstance(row.text, str):
-                            raise TypeError(f"the text is {type(row.text).__name__}, not str")
-                        # The one cutting rule of every entry point (explain --amortized too).
-                        good.append((row, *explainer.adapter.segment_within_length(row.text)))
-                    except (ValueError, TypeError) as err:
-                        fh.write(json.dumps({"id": row.id, "error": type(err).__name__, "message": str(err)}) + "\n")
-                        n_failed += 1
-                segs = [seg for _, seg, _ in good]
-                exps = explainer.explain_batch(segs, audit=args.audit) if good else []
-                for (row, _, n_cut), exp in zip(good, exps):
-                    exp.diagnostics["truncated_positions"] = n_cut
-                    fh.write(json.dumps(_record(row.id, exp)) + "\n")
-                n_done += len(good)
-        os.replace(partial, out)
-    finally:
-        partial.unlink(missing_ok=True)
+    # Written beside --out and renamed: a killed command leaves no half file under its name.
+    n_done, n_failed = replace_with(out, lambda tmp: _write_records(tmp, source, explainer, args))
     seconds = time.perf_counter() - t0
     print(f"{n_done} texts explained, {n_failed} failed, {n_done / max(seconds, 1e-9):.1f} texts/s -> {args.out}")
     return 1 if n_failed and not n_done else 0  # every text failed: not a success
+
+
+def _write_records(path: Path, source, explainer, args: argparse.Namespace) -> tuple[int, int]:
+    """One JSON line per text of ``source`` into ``path``; returns (explained, failed)."""
+    n_done = n_failed = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for chunk in source.chunks(args.chunk_size):
+            good = []
+            for row in chunk:  # each bad text fails alone, with the per-text explanation's error
+                try:
+                    if not isinstance(row.text, str):
+                        raise TypeError(f"the text is {type(row.text).__name__}, not str")
+                    # The one cutting rule of every entry point (explain --amortized too).
+                    good.append((row, *explainer.adapter.segment_within_length(row.text)))
+                except (ValueError, TypeError) as err:
+                    fh.write(json.dumps({"id": row.id, "error": type(err).__name__, "message": str(err)}) + "\n")
+                    n_failed += 1
+            segs = [seg for _, seg, _ in good]
+            exps = explainer.explain_batch(segs, audit=args.audit) if good else []
+            for (row, _, n_cut), exp in zip(good, exps):
+                exp.diagnostics["truncated_positions"] = n_cut
+                fh.write(json.dumps(_record(row.id, exp)) + "\n")
+            n_done += len(good)
+    return n_done, n_failed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
