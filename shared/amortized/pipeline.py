@@ -210,7 +210,7 @@ def _run_stages(
 ) -> None:
     """The plan, then labels, head, explain, audit and quality, each resumable and timed."""
     auto = stages.out / AUTO
-    plan = _plan(auto, source, asdict(options), resume)
+    plan = _plan(auto, source, options, resume)
     state = _read_json(auto / _STATE) or {}
     with _stage(auto, state, "labels"):
         labels = _per_text_stage(stages, auto / "labels", plan["label_ids"])
@@ -342,7 +342,7 @@ def _quality_stage(
     _set_manifest_key(out, "auto", record)
 
 
-def _plan(auto: Path, source: CorpusSource, options: dict, resume: bool) -> dict:
+def _plan(auto: Path, source: CorpusSource, options: _PlanOptions, resume: bool) -> dict:
     """The label and audit sets (drawn once from the seed), written first and checked on resume."""
     ids = source.row_ids()
     dup = source.duplicate_ids
@@ -350,9 +350,9 @@ def _plan(auto: Path, source: CorpusSource, options: dict, resume: bool) -> dict
     n_labels, n_audit = label_set_size(len(unique), options.audit, options.label_texts)
     if n_labels < 1:
         raise ValueError(f"the corpus has {len(unique)} texts with unique ids: too few to train a head on")
-    order = np.random.default_rng(options["seed"]).permutation(len(unique))
+    order = np.random.default_rng(options.seed).permutation(len(unique))
     plan = {
-        "options": options,
+        "options": asdict(options),
         "n_rows": source.n_rows,
         "label_ids": [unique[i] for i in order[:n_labels]],
         "audit_ids": [unique[i] for i in order[n_labels : n_labels + n_audit]],

@@ -205,7 +205,8 @@ def check_call(options: CallOptions | None = None, /, **keywords: object) -> Che
     elif keywords:
         raise TypeError(f"check_call takes CallOptions or keywords, not both (got {sorted(keywords)} too)")
     checked = {name: check(getattr(options, name)) for name, check in OPTION_CHECKS.items()}
-    method, fit_options = options.method, dict(options.fit_options)
+    method = options.method
+    fit_options = dict(options.fit_options)
     if isinstance(method, str) and method in FITTERS:
         # A misspelt keyword of explain itself lands here: suggest the call's names too.
         check_option_names(

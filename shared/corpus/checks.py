@@ -11,6 +11,7 @@ import torch
 
 from ..api import CallOptions, CheckedCall, check_call
 from ..models.session import check_device
+from .protocol import ChunkExplainerSource
 from .source import CorpusSource
 
 __all__ = ["ENGINES", "check_run_options", "check_run_device", "check_run_target", "scan_source", "ids_digest"]
@@ -18,25 +19,35 @@ __all__ = ["ENGINES", "check_run_options", "check_run_device", "check_run_target
 ENGINES = ("local", "ray")
 
 
-def check_run_options(opts: CallOptions, chunk_size: int, engine: str, per_text: bool) -> CheckedCall | None:
-    """The run's options checked once, for every chunk: the engine's own :func:`~slalom_core.check_call`
-    (the one every explain call runs first, so a run refuses what every chunk would, with the
-    same errors), and the corpus's own. None for a chunk explainer's run (it checked its own
-    options: :meth:`~.protocol.ChunkExplainerSource.run_options`).
+def check_run_options(
+    opts: CallOptions, amortized: ChunkExplainerSource | None, chunk_size: int, engine: str, device: object = None
+) -> tuple[CallOptions, CheckedCall | None]:
+    """The run's options, checked once for every chunk: the engine's own
+    :func:`~slalom_core.check_call` (the one every explain call runs first, so a run refuses
+    what every chunk would, with the same errors), then the corpus's own and the device.
+
+    Returns:
+        The options the run records (a chunk explainer's, with ``amortized``:
+        :meth:`~.protocol.ChunkExplainerSource.run_options`, which checks its own) and their
+        check (None with ``amortized``).
 
     Example:
-        >>> check_run_options(CallOptions(method="eff", seed=0), 64, "local", per_text=True).fitter.name
+        >>> opts, call = check_run_options(CallOptions(method="eff", seed=0), None, 64, "local")
+        >>> call.fitter.name
         'eff'
     """
+    if amortized is not None:
+        opts = amortized.run_options(opts)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    call = check_call(opts) if per_text else None
+    call = check_call(opts) if amortized is None else None
     if not isinstance(opts.seed if call is None else call.seed, int):
         # Each text's seed is derived from the run's one seed and its id (rows.text_seed).
         raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
-    return call
+    check_run_device(device, engine)
+    return opts, call
 
 
 def ids_digest(ids: Collection[str]) -> dict:

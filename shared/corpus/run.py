@@ -21,7 +21,7 @@ from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
 from ..warn import warn_user
 from . import store
-from .checks import ENGINES, check_run_device, check_run_options, check_run_target, ids_digest, scan_source
+from .checks import ENGINES, check_run_options, check_run_target, ids_digest, scan_source
 from .fingerprint import cell_digest, model_fingerprint
 from .loading import load_model, model_name
 from .protocol import ChunkExplainerSource, check_source
@@ -159,7 +159,7 @@ def explain_corpus(
         fit_options=dict(fit_options),
     )
     amortized = None if amortized is None else check_source(amortized)
-    opts, call = _checked_options(opts, amortized, chunk_size, engine, device)
+    opts, call = check_run_options(opts, amortized, chunk_size, engine, device)
     selected = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column, ids=ids
     )
@@ -169,18 +169,6 @@ def explain_corpus(
     with store.run_lock(run.out):  # held until the run ends: one run per output folder
         _explain_pending(run, settings, _prepare_folder(run.out, manifest, resume, source), show_progress)
     return _report(CorpusRun(run.out), UserWarning if amortized is None else amortized.ood_warning)
-
-
-def _checked_options(
-    opts: CallOptions, amortized: ChunkExplainerSource | None, chunk_size: int, engine: str, device: object
-) -> tuple[CallOptions, CheckedCall | None]:
-    """The run's options (a chunk explainer's, with ``amortized``) and their check, once for
-    every chunk; with the device, all refused before the data scan and the model load."""
-    if amortized is not None:
-        opts = amortized.run_options(opts)
-    call = check_run_options(opts, chunk_size, engine, per_text=amortized is None)
-    check_run_device(device, engine)
-    return opts, call
 
 
 def _start(
