@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..api import CallOptions, CheckedCall, check_call
+from ..api.call import CallOptions, CheckedCall, check_call
 from ..models.session import check_device
 from .protocol import ChunkExplainerSource
 from .source import CorpusSource
