@@ -141,7 +141,8 @@ def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
 def run_explain(args: argparse.Namespace) -> int:
     from ..amortized import CorpusHead
     from ..amortized.cli import check_out_not_data
-    from ..corpus import ModelLoader, explain_corpus
+    from ..corpus.loading import ModelLoader
+    from ..corpus.run import explain_corpus
 
     check_out_not_data(args.out, args.data)  # before anything is read or written
     engine = "local" if args.ray is None else "ray"
