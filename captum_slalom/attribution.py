@@ -373,7 +373,12 @@ class SlalomAttribution(PerturbationAttribution):
                 show_progress=(lambda total: progress(desc=f"{self.get_name()} attribution", total=total))
                 if show_progress
                 else False,
-                **slalom_core.api.passed_on(locals(), slalom_core.api.FitOptions),
+                method=method,
+                n_samples=n_samples,
+                output=output,
+                reference=reference,
+                multiclass=multiclass,
+                gamma=gamma,
                 **fit_options,
             )
         except slalom_core.NoEmptyInputError as err:

@@ -14,8 +14,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
-from ..api import DEFAULT_METHOD, DEFAULT_N_SAMPLES
-from ..corpus.rows import CorpusOptions
+from ..api import CallOptions
 from .audit import AmortizedOODWarning
 from .explainer import METHOD, AmortizedExplainer
 
@@ -25,7 +24,7 @@ __all__ = ["amortized_options", "resolve_explainer", "head_record", "worker_expl
 HEAD_FOLDER = "amortized-head"
 
 
-def amortized_options(opts: CorpusOptions) -> CorpusOptions:
+def amortized_options(opts: CallOptions) -> CallOptions:
     """The run's options for an amortized run, after refusing what the head cannot honour.
 
     A head predicts one thing: its training run's token-level explanation of class 1 from
@@ -39,18 +38,13 @@ def amortized_options(opts: CorpusOptions) -> CorpusOptions:
         The options recorded for the run: ``method="amortized"``, no sample budget.
 
     Example:
-        >>> amortized_options(CorpusOptions()).method
+        >>> amortized_options(CallOptions(seed=0)).method
         'amortized'
     """
-    asked = {
-        "method": (opts.method, DEFAULT_METHOD),
-        "n_samples": (opts.n_samples, DEFAULT_N_SAMPLES),
-        "target": (opts.target, None),
-        "reference": (opts.reference, "empty"),
-        "granularity": (opts.granularity, "token"),
-        "fit_options": (opts.fit_options, {}),
-    }
-    differ = {k: given for k, (given, default) in asked.items() if given != default}
+    # The options a head cannot honour, left at the table's defaults (CallOptions) or refused.
+    default = CallOptions()
+    asked = ("method", "n_samples", "target", "reference", "granularity", "fit_options")
+    differ = {k: getattr(opts, k) for k in asked if getattr(opts, k) != getattr(default, k)}
     if differ:
         said = ", ".join(f"{k}={v!r}" for k, v in differ.items())
         raise ValueError(
@@ -145,7 +139,7 @@ class CorpusHead:
             raise TypeError(f"CorpusHead takes an AmortizedExplainer or its folder, got {type(head).__name__}")
         self.head = head
 
-    def run_options(self, opts: CorpusOptions) -> CorpusOptions:
+    def run_options(self, opts: CallOptions) -> CallOptions:
         """:func:`amortized_options`."""
         return amortized_options(opts)
 

@@ -29,6 +29,10 @@ import math
 import numbers
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -135,14 +139,52 @@ def explain_corpus_amortized(
         >>> run = explain_corpus_amortized("models/minilm-imdb", "reviews.jsonl", "runs/r")  # doctest: +SKIP
         >>> run.manifest["auto"]["audit"]["n_audited"]  # doctest: +SKIP
     """
-    _check("audit", audit, 0.0, 1.0)
-    _check("poor_audit", poor_audit, -1.0, 1.0)
-    # The head's options too, before the labels' minutes are spent.
-    for name, value in (("n_samples", n_samples), ("epochs", epochs), ("hidden", hidden)):
-        _check(name, value, 1, integer=True)
-    if label_texts is not None:
-        _check("label_texts", label_texts, 1, integer=True)
+    _check_options(audit, poor_audit, label_texts, n_samples, epochs, hidden)
     out = Path(out)
+    seed = _pipeline_seed(out, resume, seed)
+    source = CorpusSource(
+        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
+    ).scan()
+    check_pays(len(set(source.row_ids()) - set(source.duplicate_ids)), audit, label_texts)
+    # Loaded once here for the head's training; the local stages reuse this copy, Ray's
+    # workers load their own from the path or loader.
+    loaded, loaded_tok = load_model(model, tokenizer)
+    # Every stage's corpus-run settings (how it runs; the options are the stages' own).
+    reading = dict(text_column=text_column, id_column=id_column, label_column=label_column, limit=limit)
+    running = dict(chunk_size=chunk_size, truncate=truncate, engine=engine, batch_size=batch_size, device=device)
+    ray = dict(ray_address=ray_address, num_workers=num_workers, num_gpus_per_worker=num_gpus_per_worker)
+    settings = {**reading, **running, **ray, "show_progress": show_progress}
+    stage_model, stage_tok = _stage_model(model, tokenizer, loaded, loaded_tok, engine)
+    stages = _Stages(stage_model, stage_tok, data, out, settings, method=method, n_samples=n_samples, seed=seed)
+    options = _PlanOptions(label_texts, audit, method, n_samples, seed, epochs, hidden, poor_audit, limit)
+    with store.run_lock(out / AUTO):  # one pipeline per run folder (each stage locks its own)
+        _run_stages(stages, options, source, resume, loaded, loaded_tok)
+    return CorpusRun(out)
+
+
+@dataclass(frozen=True)
+class _PlanOptions:
+    """The pipeline's options as its plan records them (a resume with others is refused)."""
+
+    label_texts: int | None
+    audit: float
+    method: str
+    n_samples: int
+    seed: int
+    epochs: int
+    hidden: int
+    poor_audit: float
+    limit: int | None
+
+    @property
+    def head(self) -> dict:
+        """The head's training options (:class:`AmortizedExplainer`)."""
+        return {"epochs": self.epochs, "hidden": self.hidden}
+
+
+def _pipeline_seed(out: Path, resume: bool, seed: int | None) -> int:
+    """The run's seed (None: the plan's, on a resume, or a new draw), once ``out`` may be
+    written: a folder holding results is refused without ``resume``."""
     auto = out / AUTO
     if not resume and not store.holds_no_results(out) or (not resume and (auto / _PLAN).exists()):
         raise FileExistsError(
@@ -152,148 +194,165 @@ def explain_corpus_amortized(
     if seed is None:
         old = read_json(auto / _PLAN) if resume else None
         seed = old["options"]["seed"] if old else int(torch.randint(0, 2**31 - 1, (1,)).item())
-    source = CorpusSource(
-        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column
-    ).scan()
-    check_pays(len(set(source.row_ids()) - set(source.duplicate_ids)), audit, label_texts)
-    # Loaded once here for the head's training; the local stages reuse this copy, Ray's
-    # workers load their own from the path or loader.
-    loaded, loaded_tok = load_model(model, tokenizer)
+    return seed
+
+
+def _stage_model(model: object, tokenizer: object, loaded: object, loaded_tok: object, engine: str) -> tuple:
+    """The model as every stage's corpus run takes it: the pipeline's loaded copy (local), or
+    as given (Ray's workers load their own)."""
     if engine == "local":
-        name = model_name(model)
-        stage_model, stage_tok = ModelLoader(lambda: (loaded, loaded_tok), name=name), None
-    else:
-        stage_model, stage_tok = model, tokenizer
-    common = dict(
-        text_column=text_column,
-        id_column=id_column,
-        label_column=label_column,
-        limit=limit,
-        chunk_size=chunk_size,
-        truncate=truncate,
-        engine=engine,
-        ray_address=ray_address,
-        num_workers=num_workers,
-        num_gpus_per_worker=num_gpus_per_worker,
-        batch_size=batch_size,
-        device=device,
-        show_progress=show_progress,
-    )
-    options = {
-        "label_texts": label_texts,
-        "audit": audit,
-        "method": method,
-        "n_samples": n_samples,
-        "seed": seed,
-        "epochs": epochs,
-        "hidden": hidden,
-        "poor_audit": poor_audit,
-        "limit": limit,
-    }
-    with store.run_lock(auto):  # one pipeline per run folder (each stage locks its own)
-        plan = _plan(auto, source, options, resume)
-        state = read_json(auto / _STATE) or {}
-        fits = dict(method=method, n_samples=n_samples, seed=seed)
+        return ModelLoader(partial(_loaded, loaded, loaded_tok), name=model_name(model)), None
+    return model, tokenizer
 
-        def stage(name: str, work):
-            t0 = time.perf_counter()
-            result = work()
-            if name not in state:  # the call that finished the stage (a resumed one: its part)
-                state[name] = {"seconds": time.perf_counter() - t0}
-                write_json(auto / _STATE, state)
-            return result
 
-        labels = stage(
-            "labels",
-            lambda: explain_corpus(
-                stage_model,
-                data,
-                auto / "labels",
-                stage_tok,
-                ids=plan["label_ids"],
-                resume=has_manifest(auto / "labels"),
-                **fits,
-                **common,
-            ),
-        )
-        head_dir = auto / "head"
-        explainer = stage(
-            "head",
-            lambda: _train_head(loaded, loaded_tok, labels, head_dir, out, seed=seed, epochs=epochs, hidden=hidden),
-        )
-        run = stage(
-            "explain",
-            lambda: explain_corpus(
-                stage_model,
-                data,
-                out,
-                stage_tok,
-                resume=has_manifest(out),
-                seed=seed,
-                amortized=CorpusHead(head_dir),
-                **common,
-            ),
-        )
-        audited = None
-        if plan["audit_ids"]:
-            audited = stage(
-                "audit",
-                lambda: explain_corpus(
-                    stage_model,
-                    data,
-                    auto / "audit",
-                    stage_tok,
-                    ids=plan["audit_ids"],
-                    resume=has_manifest(auto / "audit"),
-                    **fits,
-                    **common,
-                ),
-            )
-        t0 = time.perf_counter()
-        # The label set as fitted: a label text whose per-text fit failed taught the head nothing.
-        fitted = set(labels.texts()["id"].astype(str))
-        summary = write_quality(run, audited, fitted, poor_audit=poor_audit)
-        n_run = int(run.texts()["id"].nunique())
-        state["quality"] = {"seconds": time.perf_counter() - t0}
+def _run_stages(
+    stages: _Stages, options: _PlanOptions, source: CorpusSource, resume: bool, loaded: object, loaded_tok: object
+) -> None:
+    """The plan, then labels, head, explain, audit and quality, each resumable and timed."""
+    auto = stages.out / AUTO
+    plan = _plan(auto, source, options, resume)
+    state = read_json(auto / _STATE) or {}
+    with _stage(auto, state, "labels"):
+        labels = _per_text_stage(stages, auto / "labels", plan["label_ids"])
+    with _stage(auto, state, "head"):
+        head = _train_head(loaded, loaded_tok, labels, auto / "head", stages.out, seed=stages.seed, **options.head)
+    with _stage(auto, state, "explain"):
+        run = _head_stage(stages, auto / "head")
+    audited = None
+    if plan["audit_ids"]:
+        with _stage(auto, state, "audit"):
+            audited = _per_text_stage(stages, auto / "audit", plan["audit_ids"])
+    _quality_stage(stages, options, plan, state, labels, head, run, audited)
+
+
+def _check_options(
+    audit: float, poor_audit: float, label_texts: int | None, n_samples: int, epochs: int, hidden: int
+) -> None:
+    """The pipeline's own options, and the head's too, before the labels' minutes are spent."""
+    _check("audit", audit, 0.0, 1.0)
+    _check("poor_audit", poor_audit, -1.0, 1.0)
+    for name, value in (("n_samples", n_samples), ("epochs", epochs), ("hidden", hidden)):
+        _check(name, value, 1, integer=True)
+    if label_texts is not None:
+        _check("label_texts", label_texts, 1, integer=True)
+
+
+def _loaded(model: object, tokenizer: object) -> tuple[object, object]:
+    """The model loaded once by the pipeline, as its local stages' loader hands it over."""
+    return model, tokenizer
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """What the pipeline's corpus runs share: the model as each stage loads it, the data, the
+    run folder, the corpus-run settings, and the per-text fits' options."""
+
+    model: object
+    tokenizer: object | None
+    data: str | Path
+    out: Path
+    settings: dict
+    method: str
+    n_samples: int
+    seed: int
+
+
+@contextmanager
+def _stage(auto: Path, state: dict, name: str) -> Iterator[None]:
+    """Time one stage; the call that finished it records its seconds (a resumed one: its part)."""
+    t0 = time.perf_counter()
+    yield
+    if name not in state:
+        state[name] = {"seconds": time.perf_counter() - t0}
         write_json(auto / _STATE, state)
-        record = {
-            "labels": {
-                "run": f"{AUTO}/labels",
-                "n_texts": len(plan["label_ids"]),
-                "n_explained": int(labels.texts()["id"].nunique()),
-                "method": method,
-                "n_samples": n_samples,
-                "chosen_by": "label_texts"
-                if label_texts is not None
-                else f"LABEL_TEXTS={LABEL_TEXTS} (measured curve)",
-            },
-            "head": {"folder": f"{AUTO}/head", "digest": explainer.digest, "epochs": epochs, "hidden": hidden},
-            # The share is what the audit covered (audited / texts in the run); the option asked for share_asked.
-            "audit": dict(
-                summary["audit"],
-                run=f"{AUTO}/audit" if audited is not None else None,
-                n_texts=n_run,
-                share=summary["audit"]["n_audited"] / max(n_run, 1),
-                share_asked=audit,
-            ),
-            "flags": summary["flags"],
-            "stages": state,
-        }
-        set_manifest_key(out, "auto", record)
-    return CorpusRun(out)
 
 
-def _plan(auto: Path, source: CorpusSource, options: dict, resume: bool) -> dict:
+def _per_text_stage(stages: _Stages, folder: Path, ids: list[str]) -> CorpusRun:
+    """Per-text fits of a subset (the labels, the audit): a corpus run with the run's seed."""
+    return explain_corpus(
+        stages.model,
+        stages.data,
+        folder,
+        stages.tokenizer,
+        ids=ids,
+        resume=has_manifest(folder),
+        method=stages.method,
+        n_samples=stages.n_samples,
+        seed=stages.seed,
+        **stages.settings,
+    )
+
+
+def _head_stage(stages: _Stages, head_dir: Path) -> CorpusRun:
+    """Every text explained by the head: the run itself."""
+    out = stages.out
+    return explain_corpus(
+        stages.model,
+        stages.data,
+        out,
+        stages.tokenizer,
+        resume=has_manifest(out),
+        seed=stages.seed,
+        amortized=CorpusHead(head_dir),
+        **stages.settings,
+    )
+
+
+def _quality_stage(
+    stages: _Stages, options: _PlanOptions, plan: dict, state: dict, labels, explainer, run, audited
+) -> None:
+    """Per text, the audit's agreement, the OOD check and a flag; the totals in the manifest."""
+    out = stages.out
+    auto = out / AUTO
+    t0 = time.perf_counter()
+    # The label set as fitted: a label text whose per-text fit failed taught the head nothing.
+    fitted = set(labels.texts()["id"].astype(str))
+    summary = write_quality(run, audited, fitted, poor_audit=options.poor_audit)
+    n_run = int(run.texts()["id"].nunique())
+    state["quality"] = {"seconds": time.perf_counter() - t0}
+    write_json(auto / _STATE, state)
+    record = {
+        "labels": {
+            "run": f"{AUTO}/labels",
+            "n_texts": len(plan["label_ids"]),
+            "n_explained": int(labels.texts()["id"].nunique()),
+            "method": options.method,
+            "n_samples": options.n_samples,
+            "chosen_by": "label_texts"
+            if options.label_texts is not None
+            else f"LABEL_TEXTS={LABEL_TEXTS} (measured curve)",
+        },
+        "head": {
+            "folder": f"{AUTO}/head",
+            "digest": explainer.digest,
+            "epochs": options.epochs,
+            "hidden": options.hidden,
+        },
+        # The share is what the audit covered (audited / texts in the run); the option asked for share_asked.
+        "audit": dict(
+            summary["audit"],
+            run=f"{AUTO}/audit" if audited is not None else None,
+            n_texts=n_run,
+            share=summary["audit"]["n_audited"] / max(n_run, 1),
+            share_asked=options.audit,
+        ),
+        "flags": summary["flags"],
+        "stages": state,
+    }
+    set_manifest_key(out, "auto", record)
+
+
+def _plan(auto: Path, source: CorpusSource, options: _PlanOptions, resume: bool) -> dict:
     """The label and audit sets (drawn once from the seed), written first and checked on resume."""
     ids = source.row_ids()
     dup = source.duplicate_ids
     unique = [i for i in ids if i not in dup]
-    n_labels, n_audit = label_set_size(len(unique), options["audit"], options["label_texts"])
+    n_labels, n_audit = label_set_size(len(unique), options.audit, options.label_texts)
     if n_labels < 1:
         raise ValueError(f"the corpus has {len(unique)} texts with unique ids: too few to train a head on")
-    order = np.random.default_rng(options["seed"]).permutation(len(unique))
+    order = np.random.default_rng(options.seed).permutation(len(unique))
     plan = {
-        "options": options,
+        "options": asdict(options),
         "n_rows": source.n_rows,
         "label_ids": [unique[i] for i in order[:n_labels]],
         "audit_ids": [unique[i] for i in order[n_labels : n_labels + n_audit]],

@@ -1,14 +1,15 @@
 """The options of an explain call, checked once before any model call: :func:`check_call`.
 
-The option table (:class:`FitOptions`, :class:`CallOptions`, :class:`ExplainOptions`) and
-its defaults are stated here once; every entry point's signature repeats them, kept in
-step by a test.
+The options are stated here once: :class:`CallOptions` (their names and defaults) and
+:data:`OPTION_CHECKS` (what each may be). Every entry point's signature repeats the names
+and defaults as keyword parameters (kept in step by a test), builds one ``CallOptions``
+from them and hands it on; :func:`check_call` checks it once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -26,8 +27,8 @@ __all__ = [
     "CallOptions",
     "ExplainOptions",
     "CheckedCall",
+    "OPTION_CHECKS",
     "check_call",
-    "passed_on",
     "check_target_type",
     "check_reference",
     "reference_vector",
@@ -52,13 +53,11 @@ ReferenceOption = str | float | Sequence[float] | np.ndarray
 
 
 class FitOptions(TypedDict, total=False, extra_items=object):
-    """What is fitted and to which output: options every entry point hands to the engine as
-    they are (:func:`explain`, :func:`explain_batch`, :func:`~slalom_core.explain_rows`,
-    the adapters).
+    """The keywords of :class:`CallOptions` that the rows entry points hand on as they are
+    (:func:`~slalom_core.explain_rows`, the adapters), typed for a ``**kwargs`` dict.
 
-    Documented once, in :func:`explain`'s Args; the defaults are :func:`check_call`'s. Any
-    other key is an option of the fitter (``sample_length``, ``prior_sd``, ...), checked
-    by it (:func:`~slalom_core.get_fitter`).
+    A typing aid only: :class:`CallOptions` is the table (names, defaults, checks); a test
+    holds these keys to its fields. Any other key is an option of the fitter.
 
     Example:
         >>> opts: FitOptions = {"method": "eff", "n_samples": 300, "sample_length": 3}
@@ -74,31 +73,73 @@ class FitOptions(TypedDict, total=False, extra_items=object):
     gamma: float
 
 
-class CallOptions(FitOptions, total=False, extra_items=object):
-    """:class:`FitOptions` plus what is explained in each text: what :func:`check_call` takes.
+class ExplainOptions(FitOptions, total=False, extra_items=object):
+    """Every keyword of :func:`explain`, typed for a ``**kwargs`` dict: the fields of
+    :class:`CallOptions` plus how the model is run (a typing aid, held to the table by a test).
 
     Example:
-        >>> sorted(CallOptions.__optional_keys__ - FitOptions.__optional_keys__)
-        ['granularity', 'seed', 'target', 'truncate']
+        >>> sorted(ExplainOptions.__optional_keys__ - FitOptions.__optional_keys__)
+        ['batch_size', 'device', 'granularity', 'seed', 'show_progress', 'target', 'truncate']
     """
 
     target: int | str | None
     granularity: str
     seed: int | Sequence[int] | None
     truncate: bool
-
-
-class ExplainOptions(CallOptions, total=False, extra_items=object):
-    """:class:`CallOptions` plus how the model is run: every keyword of :func:`explain`.
-
-    Example:
-        >>> sorted(ExplainOptions.__optional_keys__ - CallOptions.__optional_keys__)
-        ['batch_size', 'device', 'show_progress']
-    """
-
     batch_size: int | None
     device: torch.device | str | None
     show_progress: ProgressOption
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """The options of an explain call, stated once: their names and defaults here, their
+    checks in :data:`OPTION_CHECKS`, applied once by :func:`check_call`.
+
+    Every entry point (:func:`explain`, :func:`explain_batch`, :func:`~slalom_core.explain_rows`,
+    :func:`~slalom_core.estimate_cost`, :func:`~slalom_core.corpus.explain_corpus`, the
+    amortized pipeline, the command line through them) takes these as keyword parameters
+    with these defaults (``tests/engine/test_options_table.py`` holds them in step), builds
+    one ``CallOptions`` and hands it on by name; a corpus run records it in its manifest.
+
+    Attributes:
+        method, n_samples, target, output, reference, multiclass, granularity, seed,
+            gamma, truncate: as in :func:`explain`.
+        fit_options: the fitter's own options (``sample_length``, ``prior_sd``, ...),
+            checked by its table (:func:`~slalom_core.get_fitter`).
+
+    Example:
+        >>> opts = CallOptions(method="eff", n_samples=300, fit_options={"sample_length": 3})
+        >>> check_call(opts).fitter.sample_length, CallOptions().n_samples
+        (3, 1000)
+    """
+
+    method: str | Fitter = DEFAULT_METHOD
+    n_samples: int = DEFAULT_N_SAMPLES
+    target: int | str | None = None
+    output: str = "auto"
+    reference: ReferenceOption = "empty"
+    multiclass: str = "joint"
+    granularity: str = "token"
+    seed: int | Sequence[int] | None = None
+    gamma: float = 0.0
+    truncate: bool = False
+    fit_options: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, **keywords: object) -> CallOptions:
+        """From keywords as :func:`explain` takes them: the table's names are options, any
+        other is the fitter's.
+
+        Example:
+            >>> CallOptions.of(method="eff", sample_length=3).fit_options
+            {'sample_length': 3}
+        """
+        own = {f.name for f in fields(cls)} - {"fit_options"}
+        return cls(
+            **{k: v for k, v in keywords.items() if k in own},
+            fit_options={k: v for k, v in keywords.items() if k not in own},
+        )
 
 
 @dataclass(frozen=True)
@@ -135,59 +176,23 @@ class CheckedCall:
     truncate: bool = False
 
 
-def passed_on(local_vars: Mapping[str, object], table: type) -> dict[str, object]:
-    """The options of ``table`` (:class:`FitOptions`, :class:`CallOptions` or
-    :class:`ExplainOptions`) among an entry point's arguments, to pass them on as they are.
-
-    Each entry point states its options in its signature, with their defaults; this hands
-    them on by the table's names (``explain`` → ``explain_batch`` → ``check_call``), so that
-    the list is written once, in the table, not again at every call.
-
-    Args:
-        local_vars: the entry point's ``locals()`` (read before it binds anything else).
-        table: the option table whose names are passed on.
-
-    Example:
-        >>> def entry(*, method="eff", n_samples=300, output="auto", reference="empty",
-        ...           multiclass="joint", gamma=0.0, unrelated=1):
-        ...     return passed_on(locals(), FitOptions)
-        >>> sorted(entry())
-        ['gamma', 'method', 'multiclass', 'n_samples', 'output', 'reference']
-    """
-    names = table.__required_keys__ | table.__optional_keys__
-    missing = sorted(names - set(local_vars))
-    if missing:  # a signature that lost an option: an error here, not a silent default below
-        raise TypeError(f"{sorted(names)} expected among the arguments; missing {missing}")
-    return {k: local_vars[k] for k in names}
-
-
-def check_call(
-    *,
-    method: str | Fitter = DEFAULT_METHOD,
-    n_samples: int = DEFAULT_N_SAMPLES,
-    target: int | str | None = None,
-    output: str = "auto",
-    reference: ReferenceOption = "empty",
-    multiclass: str = "joint",
-    granularity: str = "token",
-    seed: int | Sequence[int] | None = None,
-    gamma: float = 0.0,
-    truncate: bool = False,
-    **fit_options,
-) -> CheckedCall:
-    """Check the options of an explain call, with no model and no text at hand.
+def check_call(options: CallOptions | None = None, /, **keywords: object) -> CheckedCall:
+    """Check the options of an explain call once, with no model and no text at hand.
 
     Every option that would fail every text is refused here, with one error naming it:
-    :func:`explain_batch` calls this before it touches the model, and a corpus run
-    (:func:`~slalom_core.corpus.explain_corpus`) before it scans its data or loads its
-    model, so both refuse the same options with the same errors. What depends on a text
-    (too few samples for its units, its length, the memory its fit needs) is checked per
-    text, still before the first model call.
+    each entry point calls this once, before it touches the model (a corpus run before it
+    scans its data or loads its model, and hands the checked call to every chunk), so all
+    refuse the same options with the same errors. What depends on a text (too few samples
+    for its units, its length, the memory its fit needs) is checked per text, still before
+    the first model call.
 
-    The arguments are those of :func:`explain` (``**fit_options`` are the fitter's).
+    Args:
+        options: the call's :class:`CallOptions`.
+        **keywords: instead of ``options``, the keywords of :func:`explain`
+            (:meth:`CallOptions.of`).
 
     Example:
-        >>> call = check_call(method="fidel", n_samples=200, reference=0.0, prior_sd=0.5)
+        >>> call = check_call(CallOptions(method="fidel", n_samples=200, reference=0.0, fit_options={"prior_sd": 0.5}))
         >>> call.fitter.name, call.fitter.prior_sd, float(call.reference)
         ('fidel', 0.5, 0.0)
         >>> check_call(n_samples=0)
@@ -195,29 +200,52 @@ def check_call(
         ...
         ValueError: n_samples must be a positive int, got 0
     """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    seed = check_seed(seed)
-    target = check_target_type(target)
-    if output not in OUTPUT_KINDS:
-        raise ValueError(f"unknown output {output!r}; choose one of {OUTPUT_KINDS}")
-    if multiclass not in MULTICLASS_MODES:
-        raise ValueError(f"unknown multiclass {multiclass!r}; choose one of {MULTICLASS_MODES}")
-    if granularity not in GRANULARITIES:
-        raise ValueError(f"unknown granularity {granularity!r}; choose one of {GRANULARITIES}")
-    if not isinstance(truncate, (bool, np.bool_)):
-        raise TypeError(f"truncate must be True or False, got {truncate!r}")
-    fixed_reference = check_reference(reference)
-    check_options("explain", CALL_OPTION_CONSTRAINTS, {"gamma": gamma})
+    if options is None:
+        options = CallOptions.of(**keywords)
+    elif keywords:
+        raise TypeError(f"check_call takes CallOptions or keywords, not both (got {sorted(keywords)} too)")
+    checked = {name: check(getattr(options, name)) for name, check in OPTION_CHECKS.items()}
+    method = options.method
+    fit_options = dict(options.fit_options)
     if isinstance(method, str) and method in FITTERS:
         # A misspelt keyword of explain itself lands here: suggest the call's names too.
         check_option_names(
             method, FITTERS[method].OPTIONS, fit_options, also=[*ExplainOptions.__optional_keys__, "tokenizer"]
         )
-    fitter = get_fitter(method, **fit_options)
-    return CheckedCall(
-        fitter, n_samples, target, output, fixed_reference, multiclass, granularity, seed, gamma, bool(truncate)
-    )
+    return CheckedCall(fitter=get_fitter(method, **fit_options), **checked)
+
+
+def check_n_samples(n_samples: object) -> int:
+    """``n_samples`` as a positive int."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    return n_samples
+
+
+def check_truncate(truncate: object) -> bool:
+    """``truncate`` as a plain bool."""
+    if not isinstance(truncate, (bool, np.bool_)):
+        raise TypeError(f"truncate must be True or False, got {truncate!r}")
+    return bool(truncate)
+
+
+def check_gamma(gamma: object) -> float:
+    """``gamma``: any finite number (the declared constraint of :mod:`~slalom_core.options`)."""
+    check_options("explain", {"gamma": (Interval(float, None, None),)}, {"gamma": gamma})
+    return gamma
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A check that an option is one of a few names (its error lists them)."""
+
+    name: str
+    choices: tuple
+
+    def __call__(self, value: object) -> object:
+        if value not in self.choices:
+            raise ValueError(f"unknown {self.name} {value!r}; choose one of {self.choices}")
+        return value
 
 
 #: Largest fitting state one text may need (bytes); checked before any model call.
@@ -240,10 +268,6 @@ def check_memory(fitter: Fitter, n_samples: int, n_units: int) -> None:
             f"n_samples={n_samples} on a text with {n_units} units needs about {need / 2**30:.1f} GiB "
             f"to fit (limit {MAX_FIT_BYTES / 2**30:.0f} GiB, slalom_core.api.MAX_FIT_BYTES); use fewer samples"
         )
-
-
-# explain's own numeric options, checked with the fitters' (see .options).
-CALL_OPTION_CONSTRAINTS = {"gamma": (Interval(float, None, None),)}
 
 
 def check_target_type(target: object) -> int | str | None:
@@ -310,3 +334,20 @@ def text_seeds(seed: int | tuple[int, ...] | None, n_texts: int, what: str = "te
     if len(seed) != n_texts:
         raise ValueError(f"seed has {len(seed)} entries for {n_texts} {what}s; give one seed, or one per {what}")
     return list(seed)
+
+
+#: Every option of :class:`CallOptions` but the method and the fitter's options (checked by
+#: the fitter's own table): its check, which returns the value the driver uses. Applied
+#: once, in this order, by :func:`check_call` (scikit-learn's parameter constraints, in the
+#: engine's words).
+OPTION_CHECKS: dict[str, Callable[[object], object]] = {
+    "n_samples": check_n_samples,
+    "seed": check_seed,
+    "target": check_target_type,
+    "output": Choice("output", OUTPUT_KINDS),
+    "multiclass": Choice("multiclass", MULTICLASS_MODES),
+    "granularity": Choice("granularity", GRANULARITIES),
+    "truncate": check_truncate,
+    "reference": check_reference,
+    "gamma": check_gamma,
+}

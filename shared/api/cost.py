@@ -9,7 +9,7 @@ import torch
 
 from ..fitting import Fitter
 from ..models import ModelAdapter, Segmentation
-from .call import DEFAULT_METHOD, DEFAULT_N_SAMPLES, CheckedCall, ReferenceOption, check_call, text_seeds
+from .call import DEFAULT_METHOD, DEFAULT_N_SAMPLES, CallOptions, CheckedCall, ReferenceOption, check_call, text_seeds
 from .plan import TextLike, TextPlan, prepare_texts
 
 __all__ = ["UsageMeter", "planned_cost", "estimate_cost"]
@@ -100,16 +100,17 @@ def estimate_cost(
     batch = [texts] if isinstance(texts, (str, Segmentation, torch.Tensor)) else list(texts)
     if batch and not isinstance(batch[0], (str, Segmentation, torch.Tensor, Sequence)):
         batch = [texts]  # one sequence of token ids
-    call = check_call(
+    options = CallOptions(
         method=method,
         n_samples=n_samples,
         reference=reference,
         granularity=granularity,
         seed=seed,
         truncate=truncate,
-        **fit_options,
+        fit_options=fit_options,
     )
+    call = check_call(options)
     adapter, plans = prepare_texts(model, batch, tokenizer, call, None, None)
     if not plans:
         return {"calls": 0, "cache_hits": 0, "input_tokens": 0}
-    return planned_cost(adapter, call.fitter, plans, n_samples, text_seeds(call.seed, len(plans)), call.reference)
+    return planned_cost(adapter, call.fitter, plans, call.n_samples, text_seeds(call.seed, len(plans)), call.reference)

@@ -25,11 +25,9 @@ from .call import (
     DEFAULT_N_SAMPLES,
     CallOptions,
     CheckedCall,
-    ExplainOptions,
     ProgressOption,
     ReferenceOption,
     check_call,
-    passed_on,
     reference_vector,
     text_seeds,
 )
@@ -38,7 +36,7 @@ from .fit_warnings import NO_EMPTY_INPUT_ADVICE, NoEmptyInputError, warn_about_f
 from .plan import TextLike, TextPlan, prepare_texts
 from .scoring import SampleProgress, SampleScorer, as_2d, book_round, check_rows
 
-__all__ = ["explain", "explain_batch", "progress_bar"]
+__all__ = ["explain", "explain_batch", "explain_checked", "progress_bar"]
 
 
 def progress_bar(total: int, show: ProgressOption, desc: str):
@@ -81,15 +79,51 @@ def explain_batch(
     which chunk it falls in). The input with no tokens is scored once for all texts. Other
     arguments are those of :func:`explain`.
 
-    The steps: :func:`check_call` and :func:`~.plan.prepare_texts` (every check and the segmentation,
-    before any model call), :func:`_round_zero` (the full texts and the empty input: what
-    the outputs are, the reference point), :func:`_run_fits` (the fitters' rounds of model
-    calls and batched fits) and :func:`~.assemble.assemble` (one explanation per text).
+    The options are checked once (:func:`check_call`) and handed to :func:`explain_checked`.
 
     Example:
         >>> exps = explain_batch(model, ["great fun", "dull"], tokenizer=tok, seed=0)  # doctest: +SKIP
     """
-    call = check_call(**passed_on(locals(), CallOptions), **fit_options)
+    options = CallOptions(
+        method=method,
+        n_samples=n_samples,
+        target=target,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        granularity=granularity,
+        seed=seed,
+        gamma=gamma,
+        truncate=truncate,
+        fit_options=fit_options,
+    )
+    return explain_checked(
+        model, texts, tokenizer, check_call(options), batch_size=batch_size, device=device, show_progress=show_progress
+    )
+
+
+def explain_checked(
+    model: object,
+    texts: Sequence[TextLike],
+    tokenizer: object | None,
+    call: CheckedCall,
+    *,
+    batch_size: int | None = None,
+    device: torch.device | str | None = None,
+    show_progress: ProgressOption = False,
+) -> list[SlalomExplanation]:
+    """:func:`explain_batch` of options already checked (:func:`check_call`): what the entry
+    points that check once for many calls hand on (a corpus run's chunks, a rows call's groups).
+
+    The steps: :func:`~.plan.prepare_texts` (each text's checks and segmentation, before any
+    model call), :func:`_round_zero` (the full texts and the empty input: what the outputs
+    are, the reference point), :func:`_run_fits` (the fitters' rounds of model calls and
+    batched fits) and :func:`~.assemble.assemble` (one explanation per text).
+
+    Example:
+        >>> call = check_call(CallOptions(method="eff", n_samples=200, seed=0))
+        >>> exps = explain_checked(model, ["great fun", "dull"], tok, call)  # doctest: +SKIP
+    """
     adapter, plans = prepare_texts(model, texts, tokenizer, call, batch_size, device)
     if isinstance(call.target, str):  # a class name: its index among the model's names
         call = dataclasses.replace(call, target=target_index(call.target, adapter.class_names))
@@ -370,4 +404,20 @@ def explain(
             f"explain takes one text (a str) or its token ids; got a {type(text_or_ids).__name__} of "
             f"{len(text_or_ids)} strings: for several texts use explain_batch(model, texts, ...)"
         )
-    return explain_batch(model, [text_or_ids], tokenizer, **passed_on(locals(), ExplainOptions), **fit_options)[0]
+    options = CallOptions(
+        method=method,
+        n_samples=n_samples,
+        target=target,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        granularity=granularity,
+        seed=seed,
+        gamma=gamma,
+        truncate=truncate,
+        fit_options=fit_options,
+    )
+    call = check_call(options)
+    return explain_checked(
+        model, [text_or_ids], tokenizer, call, batch_size=batch_size, device=device, show_progress=show_progress
+    )[0]

@@ -11,9 +11,10 @@ call, so their samples share forward batches.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -27,16 +28,16 @@ from ..models.perturbation import Layout, deletion_row, replacement_row, same_se
 from .call import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
+    CallOptions,
+    CheckedCall,
     ExplainOptions,
     FitOptions,
     ProgressOption,
     ReferenceOption,
     check_call,
-    check_seed,
-    passed_on,
     text_seeds,
 )
-from .driver import explain_batch, progress_bar
+from .driver import explain_batch, explain_checked, progress_bar
 
 __all__ = ["explain_rows", "check_row_options", "PERTURBATIONS", "RowTarget"]
 
@@ -134,51 +135,90 @@ def explain_rows(
         [3, 2]
     """
     check_row_options(fit_options)
-    options = {**passed_on(locals(), FitOptions), **fit_options}
+    options = CallOptions(
+        method=method,
+        n_samples=n_samples,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        seed=seed,
+        gamma=gamma,
+        fit_options=fit_options,
+    )
+    call = check_call(options)
     tensors = _as_tensors(inputs)
-    ids = tensors[0]
-    n_rows = int(ids.shape[0])
-    replace = _check_perturbation(perturbation, options)
-    valid = torch.ones_like(ids, dtype=torch.bool) if padding is None else ~padding.to(ids.device).bool()
-    groups = [_row_features(features, valid, row, contiguous=not replace) for row in range(n_rows)]
-    args = tuple(forward_args)
-    flags = [False] * len(args) if per_row_args is None else [bool(f) for f in per_row_args]
-    if len(flags) != len(args):
-        raise ValueError(f"per_row_args has {len(flags)} entries for {len(args)} forward_args")
-    targets = _per_row(target, n_rows)
-    bases = _check_baselines(baselines, tensors) if replace else None
-    layout = Layout(forward_func, tensors, valid, args, flags, bases, pad_id)
-    module = module_of(forward_func)
-    make = replacement_row if replace else deletion_row
-    views = [
-        make(layout, r, groups[r], batch_size=batch_size, module=module, tokenizer=tokenizer) for r in range(n_rows)
-    ]
+    replace = _check_perturbation(perturbation, call.fitter)
+    rows = _RowsSetup(forward_func, tensors, features, padding, forward_args, per_row_args, baselines, pad_id)
+    layout, views = _row_views(rows, replace, batch_size=batch_size, tokenizer=tokenizer)
     for adapter, _ in views:
         adapter.deterministic = bool(deterministic)
-    probe = _first_output(layout, module)
-    row_targets = [_row_target(t, probe) for t in targets]
-    seeds = _row_seeds(seed, n_rows)
-    groups_by_setup: list[tuple[tuple, tuple, list]] = []  # (target, setup, [(row, adapter, seg)])
+    probe = _first_output(layout, module_of(forward_func))
+    row_targets = [_row_target(t, probe) for t in _per_row(target, len(views))]
+    seeds = _row_seeds(call.seed, len(views))
+    return _explain_groups(_group_by_setup(views, row_targets), layout, call, seeds, show_progress)
+
+
+class _RowsSetup(NamedTuple):
+    """What :func:`explain_rows` was given about its rows and their forward (unchecked)."""
+
+    forward_func: Callable[..., object]
+    tensors: tuple[Tensor, ...]
+    features: Sequence[Sequence[Sequence[int]]] | None
+    padding: Tensor | None
+    forward_args: Sequence[object]
+    per_row_args: Sequence[bool] | None
+    baselines: Sequence[Tensor | None] | None
+    pad_id: int | None
+
+
+def _row_views(rows: _RowsSetup, replace: bool, *, batch_size: int, tokenizer: object) -> tuple[Layout, list]:
+    """The rows' shared layout, and each row as an adapter and its segmentation (all checked
+    before any model call)."""
+    ids = rows.tensors[0]
+    valid = torch.ones_like(ids, dtype=torch.bool) if rows.padding is None else ~rows.padding.to(ids.device).bool()
+    groups = [_row_features(rows.features, valid, row, contiguous=not replace) for row in range(int(ids.shape[0]))]
+    args = tuple(rows.forward_args)
+    flags = [False] * len(args) if rows.per_row_args is None else [bool(f) for f in rows.per_row_args]
+    if len(flags) != len(args):
+        raise ValueError(f"per_row_args has {len(flags)} entries for {len(args)} forward_args")
+    bases = _check_baselines(rows.baselines, rows.tensors) if replace else None
+    layout = Layout(rows.forward_func, rows.tensors, valid, args, flags, bases, rows.pad_id)
+    module = module_of(rows.forward_func)
+    make = replacement_row if replace else deletion_row
+    views = [
+        make(layout, r, groups[r], batch_size=batch_size, module=module, tokenizer=tokenizer)
+        for r in range(len(groups))
+    ]
+    return layout, views
+
+
+def _group_by_setup(views: list, row_targets: list) -> list[tuple[tuple, tuple, list]]:
+    """The rows in groups that share a target and a forward setup: (target, setup, [(row, adapter, seg)])."""
+    groups: list[tuple[tuple, tuple, list]] = []
     for row, (adapter, seg) in enumerate(views):
         adapter.forward_func.index = row_targets[row][0]
         key = setup_key(adapter)
-        group = next((g for g in groups_by_setup if g[0] == row_targets[row] and same_setup(g[1], key)), None)
+        group = next((g for g in groups if g[0] == row_targets[row] and same_setup(g[1], key)), None)
         if group is None:
-            groups_by_setup.append((row_targets[row], key, [(row, adapter, seg)]))
+            groups.append((row_targets[row], key, [(row, adapter, seg)]))
         else:
             group[2].append((row, adapter, seg))
+    return groups
+
+
+def _explain_groups(
+    groups: list, layout: Layout, call: CheckedCall, seeds: list[int], show_progress: ProgressOption
+) -> list[SlalomExplanation]:
+    """One engine call per group (its samples share forward batches), each with the group's
+    target and its rows' seeds; the explanations back in row order."""
     progress = _SharedProgress(show_progress) if show_progress else None
-    out: list[Any] = [None] * n_rows
+    out: list[Any] = [None] * len(seeds)
     try:
-        for (_, cls), _, members in groups_by_setup:
+        for (_, cls), _, members in groups:
             adapter, segs = shared_adapter([(a, seg) for _, a, seg in members], layout)
-            fits = explain_batch(
-                adapter,
-                segs,
-                target=cls,
-                seed=[seeds[row] for row, _, _ in members],
-                show_progress=progress if progress is not None else False,
-                **options,
+            group_call = dataclasses.replace(call, target=cls, seed=tuple(seeds[row] for row, _, _ in members))
+            fits = explain_checked(
+                adapter, segs, None, group_call, show_progress=progress if progress is not None else False
             )
             for (row, _, seg), fit in zip(members, fits):
                 fit.token_ids = list(seg.unit_ids)  # the row's own ids, not the shifted ones
@@ -213,10 +253,9 @@ def check_row_options(options: dict, owner: str = "explain_rows") -> None:
         raise TypeError(f"{bad} cannot be passed as fit options: {owner} sets them from its own arguments")
 
 
-def _row_seeds(seed: int | Sequence[int] | None, n_rows: int) -> list[int]:
-    """One seed per row: ``seed`` for all, one of a sequence each, or (None) one draw per row
-    from torch's global generator, in row order (as if each row had a call of its own)."""
-    checked = check_seed(seed)
+def _row_seeds(checked: int | tuple[int, ...] | None, n_rows: int) -> list[int]:
+    """One seed per row from a checked seed: one for all, one of a tuple each, or (None) one
+    draw per row from torch's global generator, in row order (as if each row had a call of its own)."""
     if checked is None:
         return [text_seeds(None, 1)[0] for _ in range(n_rows)]
     return text_seeds(checked, n_rows, what="row")
@@ -236,14 +275,12 @@ def _as_tensors(inputs: Tensor | Sequence[Tensor]) -> tuple[Tensor, ...]:
     return tensors
 
 
-def _check_perturbation(perturbation: str, options: dict) -> bool:
+def _check_perturbation(perturbation: str, fitter: Fitter) -> bool:
     """True for replacement; refuses what replacement cannot do, before any model call."""
     if perturbation not in PERTURBATIONS:
         raise ValueError(f"unknown perturbation {perturbation!r}; choose one of {PERTURBATIONS}")
     if perturbation == "delete":
         return False
-    # The fitter as the call will build it (a name with options, or a fitter object).
-    fitter = check_call(**options).fitter
     if fitter.samples_repeat_units:
         # In 3 or more units drawn with replacement, a repeated feature would weigh twice in
         # the surrogate, once in the replaced input.

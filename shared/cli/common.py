@@ -87,7 +87,8 @@ def one_line_errors(run):
 
 
 def run_options(args: argparse.Namespace, id_column: str | None, label_column: str | None, engine: str) -> dict:
-    """The options ``explain`` passes to a corpus run, per text or by the amortized pipeline alike.
+    """How ``explain`` runs a corpus (what it reads, chunks, resumes, where it runs), per text
+    or by the amortized pipeline alike; the fit options are handed over by name beside it.
 
     Example:
         >>> run_options(parser.parse_args([...]), "id", None, "local")["chunk_size"]  # doctest: +SKIP
@@ -104,9 +105,6 @@ def run_options(args: argparse.Namespace, id_column: str | None, label_column: s
         engine=engine,
         num_workers=args.workers,
         num_gpus_per_worker=args.gpus_per_worker,
-        method=args.method,
-        n_samples=args.n_samples,
-        seed=args.seed,
         batch_size=args.batch_size,
         device=args.device,
         show_progress=not args.no_progress,

@@ -8,8 +8,9 @@ import argparse
 import sys
 from functools import partial
 
-from ..api import DEFAULT_METHOD
+from ..api import CallOptions
 from ..fitting import FITTERS
+from ..models import GRANULARITIES
 from ..models.quiet import quiet_transformers
 from .common import load_pair, one_line_errors, quiet_weight_loading, run_model_name, run_options, spec_name
 from .format import option_value, subcommand
@@ -37,6 +38,16 @@ def add_explain(sub) -> None:
         "Explain a corpus chunk by chunk into OUT/{positions,texts,failures}/*.parquet. "
         "A killed run restarted with the same command and --resume skips finished chunks.",
     )
+    _add_data_arguments(p)
+    _add_fit_arguments(p)
+    _add_amortized_arguments(p)
+    _add_ray_arguments(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_explain)
+
+
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """``explain``'s model, data, output folder and how the data are read."""
     p.add_argument(
         "--model",
         default="default",
@@ -61,20 +72,28 @@ def add_explain(sub) -> None:
         help="cut texts longer than the model accepts to their first tokens (recorded per text in "
         "truncated_positions); --no-truncate fails them instead",
     )
+
+
+def _add_fit_arguments(p: argparse.ArgumentParser) -> None:
+    """``explain``'s fit options, with the defaults of the engine's one table (:class:`~slalom_core.CallOptions`)."""
     p.add_argument(
         "--target",
         type=_target,
-        default=None,
+        default=CallOptions.target,
         help="the class to explain: an index or the model's class name (e.g. POSITIVE); default: class 1 of a "
         "binary model, every class of a larger one",
     )
-    p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(FITTERS), help="fitting method")
-    p.add_argument("--n-samples", type=int, default=1000, help="model evaluations per text")
-    p.add_argument("--granularity", default="token", choices=["token", "word"], help="what a position is")
+    p.add_argument("--method", default=CallOptions.method, choices=sorted(FITTERS), help="fitting method")
+    p.add_argument("--n-samples", type=int, default=CallOptions.n_samples, help="model evaluations per text")
+    p.add_argument("--granularity", default=CallOptions.granularity, choices=GRANULARITIES, help="what a position is")
     p.add_argument("--seed", type=int, default=0, help="the run's seed (each text's is derived from it and its id)")
     p.add_argument("--batch-size", type=int, default=None, help="model batch size (default: the adapter's)")
     p.add_argument("--device", default=None, help="e.g. cuda (default: the model's)")
     p.add_argument("--option", type=_option, action="append", default=[], help="a fit option KEY=VALUE (repeatable)")
+
+
+def _add_amortized_arguments(p: argparse.ArgumentParser) -> None:
+    """``explain --amortized``: a saved head, or the pipeline (``auto``) and its sizes."""
     p.add_argument(
         "--amortized",
         default=None,
@@ -100,6 +119,10 @@ def add_explain(sub) -> None:
         help="with --amortized auto: share of the other texts also fitted per text to check the head (default: "
         "0.005, at least 20 texts; 0: none)",
     )
+
+
+def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
+    """``explain --ray``: Ray Data, its workers and their GPUs."""
     p.add_argument(
         "--ray",
         nargs="?",
@@ -112,14 +135,13 @@ def add_explain(sub) -> None:
     )
     p.add_argument("--workers", type=int, default=None, help="Ray actors (model copies); default: one per CPU/GPU")
     p.add_argument("--gpus-per-worker", type=float, default=None, help="GPUs each Ray actor holds")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_explain)
 
 
 @one_line_errors
 def run_explain(args: argparse.Namespace) -> int:
     from ..amortized import CorpusHead
-    from ..corpus import ModelLoader, explain_corpus
+    from ..corpus.loading import ModelLoader
+    from ..corpus.run import explain_corpus
     from .amortize import check_out_not_data
 
     check_out_not_data(args.out, args.data)  # before anything is read or written
@@ -147,8 +169,11 @@ def run_explain(args: argparse.Namespace) -> int:
             args.data,
             args.out,
             tokenizer,
-            granularity=args.granularity,
+            method=args.method,
+            n_samples=args.n_samples,
             target=args.target,
+            granularity=args.granularity,
+            seed=args.seed,
             amortized=None if args.amortized is None else CorpusHead(args.amortized),
             **run_options(args, id_column, label_column, engine),
             **dict(args.option),

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ..api import CallOptions
     from ..explanation import SlalomExplanation
     from ..models import ModelAdapter, Segmentation
-    from .rows import CorpusOptions
 
 __all__ = ["ChunkExplainer", "ChunkExplainerSource", "check_source"]
 
@@ -53,7 +53,7 @@ class ChunkExplainerSource(Protocol):
 
     ood_warning: type[Warning]
 
-    def run_options(self, opts: CorpusOptions) -> CorpusOptions:
+    def run_options(self, opts: CallOptions) -> CallOptions:
         """The options the run records, after refusing those the explainer cannot honour."""
         ...
 

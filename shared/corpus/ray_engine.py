@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..api import CallOptions, CheckedCall
 from . import store
 from .fingerprint import cell_digest
-from .rows import CorpusOptions, explain_chunk
+from .rows import explain_chunk
 from .source import CorpusSource, Row, is_json_array, parse_json_line
 
 __all__ = ["ExplainActor", "run_ray", "quiet_ray", "RAY_LOGS", "DRIVER_LOG"]
@@ -33,7 +34,7 @@ class ExplainActor:
         >>> ds.map_batches(ExplainActor, fn_constructor_kwargs={...}, compute=ActorPoolStrategy(size=2))  # doctest: +SKIP
     """
 
-    def __init__(self, model, tokenizer, out: str, opts: CorpusOptions, text_column: str, id_column: str, **kw) -> None:
+    def __init__(self, model, tokenizer, out: str, opts: CallOptions, text_column: str, id_column: str, **kw) -> None:
         import torch
 
         from ..models import as_adapter
@@ -49,6 +50,7 @@ class ExplainActor:
             self.explainer.batch_size = kw.get("batch_size") or self.explainer.batch_size
             self.adapter = self.explainer.adapter
         self.out, self.opts, self.version = Path(out), opts, kw.get("version", "")
+        self.call = kw.get("call")  # the run's options, checked once by the driver
         self.text_column, self.id_column = text_column, id_column
         self.label_column = kw.get("label_column")
 
@@ -59,7 +61,9 @@ class ExplainActor:
         golds = batch[self.label_column] if self.label_column else [None] * len(ids)
         golds = [g.item() if isinstance(g, np.generic) else g for g in golds]
         rows = [Row(i, t, -1, g) for i, t, g in zip(ids, texts, golds)]
-        tables = explain_chunk(self.adapter, rows, self.opts, version=self.version, explainer=self.explainer)
+        tables = explain_chunk(
+            self.adapter, rows, self.opts, call=self.call, version=self.version, explainer=self.explainer
+        )
         store.write_chunk(self.out, ids, tables, [cell_digest(t) for t in texts])
         failed = set(tables.failures["id"])
         return {"id": np.array(ids, dtype=object), "failed": np.array([i in failed for i in ids])}
@@ -242,8 +246,9 @@ def run_ray(
     tokenizer,
     source: CorpusSource,
     out: Path,
-    opts: CorpusOptions,
+    opts: CallOptions,
     *,
+    call: CheckedCall | None = None,
     chunk_size: int,
     finished: set[str],
     batch_size: int | None,
@@ -277,6 +282,7 @@ def run_ray(
             tokenizer=tokenizer,
             out=str(out.resolve()),
             opts=opts,
+            call=call,
             text_column=text_col,
             id_column=id_col,
             label_column=label_col,

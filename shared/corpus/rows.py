@@ -7,21 +7,30 @@ the same scores whichever engine, chunk or worker explains it: its seed comes fr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..api import DEFAULT_METHOD, ProgressOption, explain_batch
+from ..api import CallOptions, CheckedCall, ProgressOption, check_call, explain_checked
 from ..explanation import SlalomExplanation
 from ..models import ModelAdapter, Segmentation, redact_secrets
 from ..saving import plain
 from ..scores import STORED_SCORES
 from .source import Row
 
-__all__ = ["CorpusOptions", "ChunkTables", "explain_chunk", "text_seed", "position_columns", "TEXT_COLUMNS"]
+__all__ = [
+    "CorpusOptions",
+    "options_record",
+    "ChunkTables",
+    "explain_chunk",
+    "text_seed",
+    "position_columns",
+    "TEXT_COLUMNS",
+]
 
 
 #: Columns of the per-position table, in order.
@@ -83,48 +92,25 @@ def text_seed(seed: int, text_id: str) -> int:
     return int.from_bytes(digest, "little") & (2**31 - 1)
 
 
-@dataclass(frozen=True)
-class CorpusOptions:
-    """What every text of a run is explained with (the arguments of ``explain_batch``)."""
+#: What every text of a run is explained with: the engine's one options object, with the
+#: run's seed (an int: each text's is derived from it and its id, :func:`text_seed`) and its
+#: ``truncate``. The name runs were written with before the engine had the object.
+CorpusOptions = CallOptions
 
-    method: str = DEFAULT_METHOD
-    n_samples: int = 1000
-    seed: int = 0
-    target: int | None = None
-    output: str = "auto"
-    reference: str | float = "empty"
-    multiclass: str = "joint"
-    granularity: str = "token"
-    truncate: bool = True
-    fit_options: dict = field(default_factory=dict)
 
-    def explain_options(self) -> dict:
-        """The keyword arguments of ``explain_batch`` (and ``check_call``) but the seed, which
-        is per text (:func:`text_seed`), and the corpus's own ``truncate``."""
-        return {
-            "method": self.method,
-            "n_samples": self.n_samples,
-            "target": self.target,
-            "output": self.output,
-            "reference": self.reference,
-            "multiclass": self.multiclass,
-            "granularity": self.granularity,
-            **self.fit_options,
-        }
+def options_record(opts: CallOptions) -> dict:
+    """A run's options as its manifest and texts table record them (a resume compares them).
 
-    def as_dict(self) -> dict:
-        return {
-            "method": self.method,
-            "n_samples": self.n_samples,
-            "seed": self.seed,
-            "target": self.target,
-            "output": self.output,
-            "reference": self.reference,
-            "multiclass": self.multiclass,
-            "granularity": self.granularity,
-            "truncate": self.truncate,
-            "fit_options": self.fit_options,
-        }
+    Every option of :class:`~slalom_core.api.CallOptions` but ``gamma``, which a corpus run
+    does not take (the record keeps the keys of the runs written before it existed).
+
+    Example:
+        >>> sorted(options_record(CallOptions(seed=0)))[:3]
+        ['fit_options', 'granularity', 'method']
+    """
+    record = {f.name: getattr(opts, f.name) for f in fields(opts) if f.name != "gamma"}
+    record["fit_options"] = dict(opts.fit_options)
+    return record
 
 
 @dataclass
@@ -144,12 +130,12 @@ class ChunkTables:
         self.failures["message"].append(redact_secrets(str(err)))
 
 
-def _segment(adapter: ModelAdapter, text: str, opts: CorpusOptions) -> tuple[Segmentation, int]:
+def _segment(adapter: ModelAdapter, text: str, opts: CallOptions) -> tuple[Segmentation, int]:
     """The text's positions and how many were cut off (only with ``truncate``)."""
     return adapter.segment_within_length(text, opts.granularity, truncate=opts.truncate)
 
 
-def _word_index(adapter: ModelAdapter, text: str, seg: Segmentation, opts: CorpusOptions) -> list[int | None]:
+def _word_index(adapter: ModelAdapter, text: str, seg: Segmentation, opts: CallOptions) -> list[int | None]:
     """Index of the whitespace-level word each position belongs to (where the tokenizer says)."""
     if opts.granularity == "word":
         return list(range(len(seg.unit_ids)))
@@ -180,7 +166,7 @@ def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncate
     n = exp.n_positions
     scores = {name: np.asarray(exp.scores(name)) for name in STORED_SCORES}
     v_se, s_se = exp.value_se, exp.importance_se
-    options = json.dumps(opts.as_dict(), sort_keys=True, default=str)
+    options = json.dumps(options_record(opts), sort_keys=True, default=str)
     # Everything CorpusRun.explanation needs to rebuild the explanation without the model.
     diagnostics = json.dumps({k: plain(v) for k, v in d.items()}, sort_keys=True, default=str)
     class_names = None if exp.class_names is None else json.dumps([str(c) for c in exp.class_names])
@@ -234,8 +220,9 @@ def _add(tables: ChunkTables, item: Row, exp: SlalomExplanation, words, truncate
 def explain_chunk(
     adapter: ModelAdapter,
     rows: list[Row],
-    opts: CorpusOptions,
+    opts: CallOptions,
     *,
+    call: CheckedCall | None = None,
     batch_size: int | None = None,
     version: str = "",
     explainer: object | None = None,
@@ -245,25 +232,28 @@ def explain_chunk(
 
     Rows with a bad text (not a str, empty, longer than the model accepts without
     ``truncate``) fail alone, before any model call. The rest are
-    explained in one :func:`explain_batch` call (shared model batches); if that call fails,
-    each text is retried alone so that one bad text cannot take its chunk down with it.
+    explained in one :func:`~slalom_core.api.explain_checked` call (shared model batches); if
+    that call fails, each text is retried alone so that one bad text cannot take its chunk
+    down with it.
 
     Args:
         adapter: the model's adapter (segments the texts; explains them without ``explainer``).
         rows: the chunk's rows.
-        opts: the run's options.
+        opts: the run's options (as recorded per text).
+        call: ``opts`` checked (:func:`~slalom_core.check_call`), once for the run; None:
+            checked here (not used with ``explainer``).
         batch_size: texts per model batch (default: the adapter's).
         version: the library version recorded per text.
         explainer: an amortized explainer (anything with ``explain_batch(segmentations)``)
             that explains the texts instead of per-text fits; its ``adapter`` segments.
-        show_progress: :func:`explain_batch`'s progress bar for the chunk's fits (not
-            used with ``explainer``).
+        show_progress: the engine's progress bar for the chunk's fits (not used with
+            ``explainer``).
 
     Returns:
         The chunk's tables.
 
     Example:
-        >>> tables = explain_chunk(adapter, rows, CorpusOptions(n_samples=300))  # doctest: +SKIP
+        >>> tables = explain_chunk(adapter, rows, CallOptions(n_samples=300, seed=0))  # doctest: +SKIP
     """
     tables = ChunkTables()
     todo: list[tuple[Row, Segmentation, int, list]] = []
@@ -280,37 +270,50 @@ def explain_chunk(
         todo.append((row, seg, truncated, words))
     if not todo:
         return tables
-
-    def run(items) -> list[SlalomExplanation]:
-        segs = [seg for _, seg, _, _ in items]
-        with warnings.catch_warnings(record=True) as caught:
-            # Fit warnings name texts by their place in the chunk; the texts table keeps
-            # what they say (convergence, held-out R², gap, OOD check) per id instead.
-            warnings.simplefilter("always")
-            if explainer is not None:
-                exps = explainer.explain_batch(segs)
-            else:
-                seeds = [text_seed(opts.seed, row.id) for row, _, _, _ in items]
-                exps = explain_batch(
-                    adapter,
-                    segs,
-                    seed=seeds,
-                    batch_size=batch_size,
-                    show_progress=show_progress,
-                    **opts.explain_options(),
-                )
-        tables.warnings.extend(f"{w.category.__name__}: {w.message}" for w in caught)
-        return exps
-
+    if explainer is None and call is None:
+        call = check_call(opts)
+    how = _ChunkCall(adapter, opts.seed, call, explainer, batch_size, show_progress)
     try:
-        done = list(zip(todo, run(todo)))
+        done = list(zip(todo, _explain_items(how, todo, tables)))
     except Exception:
         done = []
         for item in todo:
             try:
-                done.append((item, run([item])[0]))
+                done.append((item, _explain_items(how, [item], tables)[0]))
             except Exception as err:  # noqa: BLE001 - recorded per text, the run goes on
                 tables.fail(item[0].id, err)
     for (row, _, truncated, words), exp in done:
         _add(tables, row, exp, words, truncated, opts, version)
     return tables
+
+
+@dataclass(frozen=True)
+class _ChunkCall:
+    """How a chunk's texts are explained: per-text fits of the run's checked call, or its explainer."""
+
+    adapter: ModelAdapter
+    seed: int
+    call: CheckedCall | None
+    explainer: object | None
+    batch_size: int | None
+    show_progress: ProgressOption
+
+
+def _explain_items(how: _ChunkCall, items: list, tables: ChunkTables) -> list[SlalomExplanation]:
+    """The explanations of some of a chunk's segmented texts, in one call; their warnings in ``tables``."""
+    segs = [seg for _, seg, _, _ in items]
+    with warnings.catch_warnings(record=True) as caught:
+        # Fit warnings name texts by their place in the chunk; the texts table keeps
+        # what they say (convergence, held-out R², gap, OOD check) per id instead.
+        warnings.simplefilter("always")
+        if how.explainer is not None:
+            exps = how.explainer.explain_batch(segs)
+        else:
+            # Each text's seed from its id; the texts come cut to the model's length (_segment).
+            seeds = tuple(text_seed(how.seed, row.id) for row, _, _, _ in items)
+            call = dataclasses.replace(how.call, seed=seeds, truncate=False)
+            exps = explain_checked(
+                how.adapter, segs, None, call, batch_size=how.batch_size, show_progress=how.show_progress
+            )
+    tables.warnings.extend(f"{w.category.__name__}: {w.message}" for w in caught)
+    return exps

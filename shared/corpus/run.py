@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -12,84 +12,26 @@ import torch
 from ..api import (
     DEFAULT_METHOD,
     DEFAULT_N_SAMPLES,
+    CallOptions,
+    CheckedCall,
     SlalomFitWarning,
-    check_call,
 )
 from ..files import has_manifest, read_manifest
 from ..fit_quality import FLAG_CODES, row_flags
 from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
-from ..models.session import check_device
 from ..warn import warn_user
 from . import store
+from .checks import ENGINES, check_run_options, check_run_target, ids_digest, scan_source
 from .fingerprint import cell_digest, model_fingerprint
 from .loading import load_model, model_name
 from .protocol import ChunkExplainerSource, check_source
 from .resume import prepare_out, redo_budget_failures, redo_changed_chunks
-from .rows import CorpusOptions, explain_chunk
-from .source import CorpusSource
+from .rows import explain_chunk, options_record
+from .source import CorpusSource, Row
 from .stored import CorpusRun
 
 __all__ = ["explain_corpus", "ENGINES"]
-
-ENGINES = ("local", "ray")
-
-
-def _check_options(opts: CorpusOptions, chunk_size: int, engine: str, per_text: bool) -> None:
-    """Everything that would fail every text, refused before the data scan and the model load.
-
-    The explain options are checked by the engine's own :func:`~slalom_core.api.check_call`,
-    the one ``explain_batch`` runs first, so that a run refuses what every chunk's call
-    would refuse, with the same errors. The rest is the corpus's own.
-    """
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    # A chunk explainer checked its own options (ChunkExplainerSource.run_options).
-    seed = check_call(seed=opts.seed, **opts.explain_options()).seed if per_text else opts.seed
-    if not isinstance(seed, int):
-        # Each text's seed is derived from the run's one seed and its id (rows.text_seed).
-        raise TypeError(f"a corpus run takes one seed (an int, or None), got {opts.seed!r}")
-
-
-def ids_digest(ids: Collection[str]) -> dict:
-    """A subset's record in the manifest: its size and a hash of its sorted ids.
-
-    Example:
-        >>> ids_digest(["b", "a"])["n"]
-        2
-    """
-    h = hashlib.blake2b(digest_size=16)
-    for i in sorted(ids):
-        h.update(i.encode("utf-8") + b"\0")
-    return {"n": len(ids), "digest": h.hexdigest()}
-
-
-def _check_device(device: object, engine: str) -> None:
-    """A device this machine lacks fails every text: refused up front (locally; a Ray
-    driver may hold no GPU that its workers have)."""
-    if device is None:
-        return
-    dev = check_device(device)
-    if engine != "local" or dev.type != "cuda":
-        return
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if dev.index is not None and dev.index >= count or count == 0:
-        raise ValueError(
-            f"device={str(device)!r}: torch sees {count} CUDA GPU(s) here"
-            + ("" if count == 0 else f" (cuda:0..cuda:{count - 1})")
-            + "; use device='cpu' or leave it unset"
-        )
-
-
-def _check_target(model: object, target: int | None) -> None:
-    """A target beyond the model's classes (as its config states them) fails every text: refused up front."""
-    n = getattr(getattr(model, "config", None), "num_labels", None)
-    if target is None or not isinstance(n, int) or isinstance(target, bool) or not isinstance(target, int):
-        return
-    if not -n <= target < n:
-        raise ValueError(f"target={target}: the model has {n} classes (targets 0..{n - 1}, as its config states)")
 
 
 def _bar(show: bool, total: int, done: int, desc: str, file=None):
@@ -205,8 +147,66 @@ def explain_corpus(
         >>> run = explain_corpus(model, "imdb_test.jsonl", "runs/imdb", tokenizer=tok, limit=100)  # doctest: +SKIP
         >>> run.texts().full_text_gap.abs().mean()  # doctest: +SKIP
     """
+    opts = CallOptions(
+        method=method,
+        n_samples=n_samples,
+        target=target,
+        output=output,
+        reference=reference,
+        multiclass=multiclass,
+        granularity=granularity,
+        seed=_run_seed(seed, out, resume),
+        truncate=bool(truncate),
+        fit_options=dict(fit_options),
+    )
+    amortized = None if amortized is None else check_source(amortized)
+    opts, call = check_run_options(opts, amortized, chunk_size, engine, device)
+    selected = CorpusSource(
+        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column, ids=ids
+    )
+    source = scan_source(selected, data, engine)
+    settings = _Settings(chunk_size, batch_size, device, engine, (ray_address, num_workers, num_gpus_per_worker))
+    run, manifest = _start(model, tokenizer, source, Path(out), opts, call, amortized, settings)
+    with store.run_lock(run.out):  # held until the run ends: one run per output folder
+        _explain_pending(run, settings, _prepare_folder(run.out, manifest, resume, source), show_progress)
+    return _report(CorpusRun(run.out), UserWarning if amortized is None else amortized.ood_warning)
+
+
+def _start(
+    model: object,
+    tokenizer: object | None,
+    source: CorpusSource,
+    out: Path,
+    opts: CallOptions,
+    call: CheckedCall | None,
+    amortized: ChunkExplainerSource | None,
+    settings: _Settings,
+) -> tuple[_Run, dict]:
+    """The model loaded and fingerprinted, the run's manifest, and its chunk explainer (if any)."""
     from .. import __version__
 
+    # Loaded here, once the data and options have passed their checks, to fingerprint the
+    # model (a resume must use the same one); the local engine explains with this copy,
+    # the Ray engine drops it and each worker loads its own.
+    loaded, loaded_tokenizer = load_model(model, tokenizer)
+    check_run_target(loaded, opts.target)
+    fingerprint = model_fingerprint(loaded, loaded_tokenizer, name=model_name(model))
+    manifest = _manifest(__version__, source, opts, fingerprint)
+    explainer = worker_copy = None
+    if amortized is not None:
+        explainer = amortized.for_run(loaded, loaded_tokenizer, digest=fingerprint["digest"], output=opts.output)
+        explainer.batch_size = explainer.batch_size if settings.batch_size is None else int(settings.batch_size)
+        manifest["amortized"] = amortized.record(explainer)
+        worker_copy = amortized.worker_copy(manifest["amortized"]) if settings.engine == "ray" else None
+    manifest = json.loads(json.dumps(manifest, default=str))  # compared with the file's after a restart
+    if settings.engine == "local":
+        model, tokenizer = loaded, loaded_tokenizer
+    run = _Run(model, tokenizer, source, out, opts, call, explainer, worker_copy, __version__)
+    return run, manifest
+
+
+def _run_seed(seed: int | None, out: str | Path, resume: bool) -> int:
+    """The run's seed: as given, or (None) the one a resumed run's first call drew, or a new draw."""
     if seed is None:
         # A resumed run keeps the seed its first call drew; a new one draws from torch's
         # global generator (torch.manual_seed reproduces) and records it in the manifest.
@@ -214,153 +214,136 @@ def explain_corpus(
             seed = read_manifest(Path(out))["options"]["seed"]
         else:
             seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
-    opts = CorpusOptions(
-        method=method,
-        n_samples=n_samples,
-        seed=seed,
-        target=target,
-        output=output,
-        reference=reference,
-        multiclass=multiclass,
-        granularity=granularity,
-        truncate=bool(truncate),
-        fit_options=dict(fit_options),
-    )
-    if amortized is not None:
-        amortized = check_source(amortized)
-        opts = amortized.run_options(opts)
-    _check_options(opts, chunk_size, engine, per_text=amortized is None)
-    _check_device(device, engine)
-    source = CorpusSource(
-        data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column, ids=ids
-    ).scan()
-    if ids is not None and source.n_rows == 0:
-        raise ValueError(
-            f"none of the {len(source.ids)} ids given (ids=) is an id of {str(data)!r}: there is nothing to explain "
-            "(ids are str, as the texts table holds them)"
-        )
-    if engine == "ray" and source.resolved_id_column is None:
-        raise ValueError(
-            "engine='ray' needs an id column (a distributed read has no row numbers): add one to the data "
-            "and give id_column=, or run with engine='local'"
-        )
-    out = Path(out)
-    # Loaded here, once the data and options have passed their checks, to fingerprint the
-    # model (a resume must use the same one); the local engine explains with this copy,
-    # the Ray engine drops it and each worker loads its own.
-    loaded, loaded_tokenizer = load_model(model, tokenizer)
-    _check_target(loaded, target)
-    fingerprint = model_fingerprint(loaded, loaded_tokenizer, name=model_name(model))
-    manifest = {
-        "version": __version__,
+    return seed
+
+
+def _manifest(version: str, source: CorpusSource, opts: CallOptions, fingerprint: dict) -> dict:
+    """What the run records of its input, options and model (a resume must match it)."""
+    return {
+        "version": version,
         "input": {
-            "data": str(Path(data).resolve()),
-            "text_column": text_column,
+            "data": str(Path(source.data).resolve()),
+            "text_column": source.text_column,
             "id_column": source.resolved_id_column,
             "label_column": source.resolved_label_column,
-            "limit": limit,
+            "limit": source.limit,
             "n_rows": source.n_rows,
             # A subset run records which subset (a resume must read the same one).
-            **({} if ids is None else {"ids": ids_digest(source.ids)}),
+            **({} if source.ids is None else {"ids": ids_digest(source.ids)}),
         },
-        "options": opts.as_dict(),
+        "options": options_record(opts),
         "model": fingerprint,
     }
-    explainer = worker_copy = None
-    if amortized is not None:
-        explainer = amortized.for_run(loaded, loaded_tokenizer, digest=fingerprint["digest"], output=output)
-        explainer.batch_size = explainer.batch_size if batch_size is None else int(batch_size)
-        manifest["amortized"] = amortized.record(explainer)
-        worker_copy = amortized.worker_copy(manifest["amortized"]) if engine == "ray" else None
-    manifest = json.loads(json.dumps(manifest, default=str))  # compared with the file's after a restart
-    with store.run_lock(out):  # held until the run ends: one run per output folder
-        prepare_out(out, manifest, resume)
-        if resume and store.markers(out):
-            redo_changed_chunks(out, source, store.done_ids(out))
-            redo_budget_failures(out)
-        if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
-            store.write_duplicates(out, source.duplicate_counts)
-        finished = store.done_ids(out)
-        desc = f"SLALOM {opts.method} corpus"
-        bar = None
-        try:
-            if engine == "local":
-                bar = _bar(show_progress, source.n_rows, len(finished), desc)
-                _run_local(
-                    loaded,
-                    loaded_tokenizer,
-                    source,
-                    out,
-                    opts,
-                    chunk_size,
-                    finished,
-                    batch_size,
-                    device,
-                    bar,
-                    __version__,
-                    explainer,
-                )
-            else:
-                from .ray_engine import quiet_ray, run_ray
 
-                loaded = loaded_tokenizer = None  # the workers load their own
-                with quiet_ray(out) as terminal:
-                    bar = _bar(show_progress, source.n_rows, len(finished), desc, file=terminal)
-                    run_ray(
-                        model,
-                        tokenizer,
-                        source,
-                        out,
-                        opts,
-                        chunk_size=chunk_size,
-                        finished=finished,
-                        batch_size=batch_size,
-                        device=device,
-                        address=ray_address,
-                        num_workers=num_workers,
-                        num_gpus=num_gpus_per_worker,
-                        bar=bar,
-                        version=__version__,
-                        worker_copy=worker_copy,
-                    )
-                    bar = bar.close() if bar is not None else None  # while the terminal is open
+
+@dataclass(frozen=True)
+class _Run:
+    """What a run explains, and with what: its stages read it."""
+
+    model: object  # loaded (local engine), or as given (Ray's workers load their own)
+    tokenizer: object | None
+    source: CorpusSource
+    out: Path
+    opts: CallOptions  # as recorded per text
+    call: CheckedCall | None  # opts checked once, for every chunk (None: a chunk explainer's run)
+    explainer: object | None  # a chunk explainer (local engine), or None
+    worker_copy: object | None  # a chunk explainer's copy for Ray's workers, or None
+    version: str  # the library's, recorded per text
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """How a run is carried out (no bearing on its scores)."""
+
+    chunk_size: int
+    batch_size: int | None
+    device: object
+    engine: str
+    ray: tuple  # address, num_workers, num_gpus_per_worker
+
+
+def _prepare_folder(out: Path, manifest: dict, resume: bool, source: CorpusSource) -> set[str]:
+    """The run's folder made, or checked for a resume (chunks to redo removed); the ids already done."""
+    prepare_out(out, manifest, resume)
+    if resume and store.markers(out):
+        redo_changed_chunks(out, source, store.done_ids(out))
+        redo_budget_failures(out)
+    if source.duplicate_ids and not store.done_ids(out) & source.duplicate_ids:
+        store.write_duplicates(out, source.duplicate_counts)
+    return store.done_ids(out)
+
+
+def _explain_pending(run: _Run, settings: _Settings, finished: set[str], show_progress: bool) -> None:
+    """Every text not in ``finished``, by the run's engine, with a bar over texts."""
+    desc = f"SLALOM {run.opts.method} corpus"
+    if settings.engine == "local":
+        bar = _bar(show_progress, run.source.n_rows, len(finished), desc)
+        try:
+            _run_local(run, settings, finished, bar)
         finally:
             if bar is not None:
                 bar.close()
-    run = CorpusRun(out)
-    _report(run, UserWarning if amortized is None else amortized.ood_warning)
-    return run
+        return
+    from .ray_engine import quiet_ray, run_ray
+
+    with quiet_ray(run.out) as terminal:
+        bar = _bar(show_progress, run.source.n_rows, len(finished), desc, file=terminal)
+        try:
+            run_ray(
+                run.model,
+                run.tokenizer,
+                run.source,
+                run.out,
+                run.opts,
+                call=run.call,
+                chunk_size=settings.chunk_size,
+                finished=finished,
+                batch_size=settings.batch_size,
+                device=settings.device,
+                address=settings.ray[0],
+                num_workers=settings.ray[1],
+                num_gpus=settings.ray[2],
+                bar=bar,
+                version=run.version,
+                worker_copy=run.worker_copy,
+            )
+        finally:
+            if bar is not None:
+                bar.close()  # while the terminal is open
 
 
-def _run_local(
-    model, tokenizer, source, out, opts, chunk_size, finished, batch_size, device, bar, version, explainer
-) -> None:
-    if explainer is not None:  # it segments with its own adapter, as it explains
-        adapter: ModelAdapter = explainer.adapter
+def _run_local(run: _Run, settings: _Settings, finished: set[str], bar) -> None:
+    """The pending texts, chunk by chunk, in this process."""
+    if run.explainer is not None:  # it segments with its own adapter, as it explains
+        adapter: ModelAdapter = run.explainer.adapter
     else:
-        model, tokenizer = load_model(model, tokenizer)
-        adapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
-    pending = []
-
-    def flush(rows) -> None:
-        # The bar counts texts: it moves while the chunk's fits read the model, not only
-        # when the whole chunk (64 texts by default) is written.
-        texts = _ChunkTexts(bar, len(rows)) if bar is not None else None
-        progress = texts if texts is not None and explainer is None else False
-        tables = explain_chunk(adapter, rows, opts, version=version, explainer=explainer, show_progress=progress)
-        store.write_chunk(out, [r.id for r in rows], tables, [cell_digest(r.text) for r in rows])
-        if texts is not None:
-            texts.written()
-
+        adapter = as_adapter(run.model, run.tokenizer, batch_size=settings.batch_size, device=settings.device)
+    size = settings.chunk_size
+    pending: list[Row] = []
     # Chunks are cut from the rows still to do, so that a resumed run re-forms the chunks
     # an uninterrupted run would have written (same keys, same files).
-    for chunk in source.chunks(chunk_size):
+    for chunk in run.source.chunks(size):
         pending.extend(r for r in chunk if r.id not in finished)
-        while len(pending) >= chunk_size:
-            flush(pending[:chunk_size])
-            pending = pending[chunk_size:]
+        while len(pending) >= size:
+            _explain_and_write(run, settings, adapter, pending[:size], bar)
+            pending = pending[size:]
     if pending:
-        flush(pending)
+        _explain_and_write(run, settings, adapter, pending, bar)
+
+
+def _explain_and_write(run: _Run, settings: _Settings, adapter: ModelAdapter, rows: list[Row], bar) -> None:
+    """One chunk explained and written (its part, atomically)."""
+    out, opts, version, explainer = run.out, run.opts, run.version, run.explainer
+    # The bar counts texts: it moves while the chunk's fits read the model, not only
+    # when the whole chunk (64 texts by default) is written.
+    texts = _ChunkTexts(bar, len(rows)) if bar is not None else None
+    progress = texts if texts is not None and explainer is None else False
+    tables = explain_chunk(
+        adapter, rows, opts, call=run.call, version=version, explainer=explainer, show_progress=progress
+    )
+    store.write_chunk(out, [r.id for r in rows], tables, [cell_digest(r.text) for r in rows])
+    if texts is not None:
+        texts.written()
 
 
 class _ChunkTexts:
@@ -395,8 +378,8 @@ class _ChunkTexts:
             self.moved = target
 
 
-def _report(run: CorpusRun, ood_warning: type[Warning]) -> None:
-    """One warning for the whole run, instead of one per chunk."""
+def _report(run: CorpusRun, ood_warning: type[Warning]) -> CorpusRun:
+    """One warning for the whole run, instead of one per chunk; the run."""
     notes = sorted({w for m in store.markers(run.path).values() for w in m.get("warnings", [])})
     for note in notes:
         if note.startswith("SlalomOutputWarning: "):
@@ -439,3 +422,4 @@ def _report(run: CorpusRun, ood_warning: type[Warning]) -> None:
             f"{said}. `slalom-xai report` marks each flagged text and says why; read those texts' scores with care",
             SlalomFitWarning,
         )
+    return run

@@ -471,6 +471,24 @@ def test_corpus_with_good_options_goes_on_to_the_data(tmp_path):
         explain_corpus(ModelLoader(lambda: 1 / 0), tmp_path / "missing.jsonl", tmp_path / "out", show_progress=False)
 
 
+def test_a_run_checks_its_options_once_for_every_chunk(bert, tmp_path, monkeypatch):
+    import slalom_core.api.driver as driver
+    import slalom_core.corpus.checks as checks
+    import slalom_core.corpus.rows as rows
+
+    model, tok = bert
+    checked = []
+    real = sc.check_call
+    for module in (checks, rows, driver):  # every place a corpus run could check them
+        monkeypatch.setattr(module, "check_call", lambda opts: checked.append(opts) or real(opts))
+    data = write_jsonl(tmp_path / "c.jsonl", TEXTS[:5], [f"r{i}" for i in range(5)])
+    run = explain_corpus(model, data, tmp_path / "out", tok, chunk_size=2, method="eff", sample_length=2, **FAST)
+    assert run.texts()["id"].nunique() == 5 and len(store.markers(run.path)) == 3  # three chunks
+    assert checked == [
+        sc.CallOptions(method="eff", n_samples=150, seed=0, truncate=True, fit_options={"sample_length": 2})
+    ]
+
+
 def test_corpus_takes_one_seed(corpus, tmp_path):
     with pytest.raises(TypeError, match="one seed"):
         explain_corpus(ModelLoader(lambda: 1 / 0), corpus, tmp_path / "out", seed=[1, 2], show_progress=False)
