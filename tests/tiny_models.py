@@ -36,6 +36,11 @@ SHORT_REVIEWS = (
 )
 
 
+#: The tiny transformers' shape, as BERT, RoBERTa and Llama name it: one layer of two
+#: heads on 32 dimensions (DistilBERT and GPT-2 spell the same sizes their own way).
+TINY_LAYER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2)
+
+
 def bert_tokenizer(tmp: Path):
     from transformers import BertTokenizerFast
 
@@ -112,18 +117,15 @@ def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0, in
 
     torch.manual_seed(seed)
     vocab_size = len(tokenizer)
+    encoder = dict(
+        initializer_range=initializer_range,
+        vocab_size=vocab_size,
+        **TINY_LAYER,
+        intermediate_size=37,
+        num_labels=num_labels,
+    )
     if kind == "bert":
-        cfg = BertConfig(
-            initializer_range=initializer_range,
-            vocab_size=vocab_size,
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=37,
-            num_labels=num_labels,
-            max_position_embeddings=64,
-        )
-        model = BertForSequenceClassification(cfg)
+        model = BertForSequenceClassification(BertConfig(**encoder, max_position_embeddings=64))
     elif kind == "distilbert":
         cfg = DistilBertConfig(
             initializer_range=initializer_range,
@@ -138,13 +140,8 @@ def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0, in
         model = DistilBertForSequenceClassification(cfg)
     elif kind == "roberta":
         cfg = RobertaConfig(
-            initializer_range=initializer_range,
-            vocab_size=vocab_size,
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=37,
-            num_labels=num_labels,
+            **encoder,
+            # RoBERTa's positions start after the pad id: two more than BERT's.
             max_position_embeddings=66,
             pad_token_id=tokenizer.pad_token_id,
             bos_token_id=tokenizer.bos_token_id,
@@ -231,13 +228,7 @@ def tiny_causal_lm(kind: str, tokenizer, seed: int = 0, initializer_range: float
         model = BloomForCausalLM(BloomConfig(hidden_size=32, n_layer=1, n_head=2, **common))
     elif kind == "llama":
         cfg = LlamaConfig(
-            hidden_size=32,
-            intermediate_size=48,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            max_position_embeddings=128,
-            **common,
+            **TINY_LAYER, intermediate_size=48, num_key_value_heads=1, max_position_embeddings=128, **common
         )
         model = LlamaForCausalLM(cfg)
     elif kind == "mamba":

@@ -17,7 +17,15 @@ from .constants import (
     RIDGE_WEIGHT,
     SOLVER,
 )
-from .objective import OBJECTIVE_KINDS, initial_values, make_objective, mse_and_grads, pack_problems
+from .objective import (
+    OBJECTIVE_KINDS,
+    FitBatch,
+    Objective,
+    initial_values,
+    make_objective,
+    mse_and_grads,
+    pack_problems,
+)
 from .solvers import adam, lbfgs
 
 
@@ -70,16 +78,52 @@ def fit_gradient_batch(
         >>> np.round(v2[:, 0] / v1[:, 0], 3).tolist()
         [2.0, 2.0]
     """
+    objective = _checked_objective(solver, objective, prior_sd)
+    if not problems:
+        return []
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    batch = _packed(problems, weights, dev)
+    given, centre = _value_centres(batch, value_priors, dev)
+    basis = _importance_basis(batch, importance_bases, dev)
+    fun = make_objective(
+        batch,
+        kind=objective,
+        importance_basis=basis,
+        l2_importance=l2_importance,
+        l2_value=l2_value,
+        prior_sd=prior_sd,
+        value_centre=centre,
+        # A held value (sd 0) is fixed by the bounds below; its prior term then vanishes.
+        value_sd=None if not given else [None if p is None else (p[1] or 1.0) for p in value_priors],
+    )
+    theta0 = _start(batch, fun, inits, dev)
+    lower, upper = _bounds(batch, fun, given, centre, theta0, dev)
+    theta0 = torch.maximum(torch.minimum(theta0, upper), lower)  # a warm start may lie outside
+    if solver == "lbfgs":
+        out = _solve_lbfgs(fun, theta0, lower, upper, max_iter=max_iter, tol=tol)
+    else:
+        out = adam(fun, theta0, lower, upper, lr=learning_rate, max_iter=max_iter, tol=tol)
+    return _results(batch, fun, out, lower, upper, max_iter)
+
+
+def _checked_objective(solver: str, objective: str | None, prior_sd: float | list[float] | None) -> str:
+    """The objective's kind (defaulted from ``prior_sd``), once the solver and kind are known ones."""
     if solver not in ("lbfgs", "adam"):
         raise ValueError(f"unknown solver {solver!r}; choose 'lbfgs' or 'adam'")
     if objective is None:
         objective = "ridge" if prior_sd is None else "posterior"
     if objective not in OBJECTIVE_KINDS:
         raise ValueError(f"unknown objective {objective!r}; choose one of {OBJECTIVE_KINDS}")
-    if not problems:
-        return []
-    dev = torch.device(device) if device is not None else torch.device("cpu")
-    batch = pack_problems(
+    return objective
+
+
+def _packed(
+    problems: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]],
+    weights: list[np.ndarray | None] | None,
+    dev: torch.device,
+) -> FitBatch:
+    """The problems padded into the common tensors of one batch on ``dev``."""
+    return pack_problems(
         [
             (
                 np.asarray(i),
@@ -93,6 +137,13 @@ def fit_gradient_batch(
         dev,
         FIT_DTYPE,
     )
+
+
+def _value_centres(
+    batch: FitBatch, value_priors: list[tuple[np.ndarray, float] | None] | None, dev: torch.device
+) -> tuple[list[tuple[int, tuple[np.ndarray, float]]], torch.Tensor | None]:
+    """The problems given a value prior, ``(t, (centre, sd))``, and the centres padded into
+    one (T, U, K) tensor (None where no problem has one: the weak prior at zero applies)."""
     n_t, n_units, n_out = batch.shape
     given = [] if value_priors is None else [(t, p) for t, p in enumerate(value_priors) if p is not None]
     centre = None
@@ -101,6 +152,14 @@ def fit_gradient_batch(
         for t, (c, _sd) in given:
             c_np[t, : batch.sizes[t]] = np.asarray(c, dtype=np.float64).reshape(batch.sizes[t], n_out)
         centre = torch.from_numpy(c_np).to(dev)
+    return given, centre
+
+
+def _importance_basis(
+    batch: FitBatch, importance_bases: list[np.ndarray | None] | None, dev: torch.device
+) -> torch.Tensor | None:
+    """The importances' prior directions padded into one (T, U) tensor (None where none is given)."""
+    n_t, n_units, _ = batch.shape
     basis = None
     if importance_bases is not None and any(h is not None for h in importance_bases):
         h_np = np.zeros((n_t, n_units))
@@ -108,17 +167,17 @@ def fit_gradient_batch(
             if h is not None:
                 h_np[t, : batch.sizes[t]] = np.asarray(h, dtype=np.float64)
         basis = torch.from_numpy(h_np).to(dev)
-    fun = make_objective(
-        batch,
-        kind=objective,
-        importance_basis=basis,
-        l2_importance=l2_importance,
-        l2_value=l2_value,
-        prior_sd=prior_sd,
-        value_centre=centre,
-        # A held value (sd 0) is fixed by the bounds below; its prior term then vanishes.
-        value_sd=None if not given else [None if p is None else (p[1] or 1.0) for p in value_priors],
-    )
+    return basis
+
+
+def _start(
+    batch: FitBatch,
+    fun: Objective,
+    inits: list[tuple[np.ndarray, np.ndarray] | None] | None,
+    dev: torch.device,
+) -> torch.Tensor:
+    """The starting parameters (T, P): the given warm starts, else the mean targets and s = 0."""
+    n_t, n_units, n_out = batch.shape
     value0 = initial_values(batch)
     imp0 = torch.zeros(n_t, n_units, dtype=FIT_DTYPE, device=dev)
     if inits is not None and any(i is not None for i in inits):
@@ -132,7 +191,20 @@ def fit_gradient_batch(
         value0 = torch.from_numpy(v_np).to(dev)
         imp0 = torch.from_numpy(s_np).to(dev)
     slope0 = torch.zeros(n_t, fun.n_extra, dtype=FIT_DTYPE, device=dev)
-    theta0 = torch.cat([value0.flatten(1), imp0, slope0], dim=1)
+    return torch.cat([value0.flatten(1), imp0, slope0], dim=1)
+
+
+def _bounds(
+    batch: FitBatch,
+    fun: Objective,
+    given: list[tuple[int, tuple[np.ndarray, float]]],
+    centre: torch.Tensor | None,
+    theta0: torch.Tensor,
+    dev: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lower and upper bounds of the parameters; a problem with a value prior starts at its
+    centre (``theta0`` is changed in place), held there where the prior's sd is 0."""
+    n_t, n_units, n_out = batch.shape
     # Bounds keep exp(s) finite and the softmax meaningful (weights within e^±30); the
     # slope moves a unit-norm axis, so the same bound keeps its part of each s within it.
     inf = torch.full((fun.n_val,), float("inf"), dtype=FIT_DTYPE, device=dev)
@@ -147,28 +219,38 @@ def fit_gradient_batch(
             if v_sd == 0:
                 # Equal bounds hold a value where it is: the projected steps never move it.
                 lower[t, :k] = upper[t, :k] = v
-    theta0 = torch.maximum(torch.minimum(theta0, upper), lower)  # a warm start may lie outside
-    if solver == "lbfgs":
-        # Quasi-Newton steps on variables rescaled by the root of the Hessian's diagonal,
-        # where the objective's kind asks for it (see Objective.preconditioned).
-        root = fun.curvature(theta0).sqrt() if fun.preconditioned else torch.ones_like(theta0)
+    return lower, upper
 
-        def scaled(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            f, g, rel = fun(z / root)
-            return f, g / root, rel
 
-        out = lbfgs(
-            scaled,
-            theta0 * root,
-            lower * root,
-            upper * root,
-            max_iter=max_iter,
-            ftol=tol,
-            exact_stop=fun.stops_when_exact,
-        )
-        out["x"], out["g"] = out["x"] / root, out["g"] * root
-    else:
-        out = adam(fun, theta0, lower, upper, lr=learning_rate, max_iter=max_iter, tol=tol)
+def _solve_lbfgs(
+    fun: Objective, theta0: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, *, max_iter: int, tol: float
+) -> dict:
+    """:func:`~.solvers.lbfgs` on variables rescaled by the root of the Hessian's diagonal
+    where the objective's kind asks for it (see Objective.preconditioned), its answer
+    scaled back."""
+    root = fun.curvature(theta0).sqrt() if fun.preconditioned else torch.ones_like(theta0)
+
+    def scaled(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        f, g, rel = fun(z / root)
+        return f, g / root, rel
+
+    out = lbfgs(
+        scaled,
+        theta0 * root,
+        lower * root,
+        upper * root,
+        max_iter=max_iter,
+        ftol=tol,
+        exact_stop=fun.stops_when_exact,
+    )
+    out["x"], out["g"] = out["x"] / root, out["g"] * root
+    return out
+
+
+def _results(
+    batch: FitBatch, fun: Objective, out: dict, lower: torch.Tensor, upper: torch.Tensor, max_iter: int
+) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+    """Each problem's ``(value, importance, info)`` from the solver's answer."""
     theta, grad = out["x"], out["g"]
     # Judge convergence by the gradient too: a line search that cannot make progress at a
     # stationary point is an optimum found, while running out of iterations away from one

@@ -245,40 +245,9 @@ class SampledFitter(Fitter):
         fit_idx, hold_idx = split_holdout(rng, len(samples), self.holdout_fraction)
         w_design = self.design_weights(samples, len(position_units))
         diag: dict = self.design_diagnostics(len(samples), len(position_units))
-        init = None
-        sd = self.prior_sd
-        if len(hold_idx):
-            # With prior_sd="evidence" the sd is chosen here, without the held-out samples,
-            # so that the held-out R² judges the whole procedure; so is a prior on the values.
-            v_prior, basis = yield from self.design_priors(
-                samples, y, fit_idx, len(position_units), n_units, full_target
-            )
-            train, y_train, w_train = self._with_anchor(
-                [samples[i] for i in fit_idx],
-                y[fit_idx],
-                None if w_design is None else w_design[fit_idx],
-                position_units,
-                full_target,
-            )
-            value, imp, info, sd = yield from self._prior_fit(
-                FitRequest(
-                    train,
-                    y_train,
-                    n_units,
-                    None,
-                    w_train,
-                    value_prior=v_prior,
-                    importance_basis=basis,
-                )
-            )
-            hold = [samples[i] for i in hold_idx]
-            pred, _ = predict_sparse(*pad_sequences(hold), value, imp)
-            diag["heldout_mse"], diag["heldout_r2"] = mse_and_r2(y[hold_idx], pred)
-            diag["n_heldout"] = int(len(hold_idx))
-            init = (value, imp)
-        else:
-            diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
-            diag["n_heldout"] = 0
+        init, sd = yield from self._heldout_fit(
+            samples, y, fit_idx, hold_idx, w_design, n_units, position_units, full_target, diag
+        )
         # Final fit on every sample, warm-started: the held-out check costs no model calls.
         v_prior, basis = yield from self.design_priors(
             samples, y, np.arange(len(samples)), len(position_units), n_units, full_target
@@ -291,13 +260,7 @@ class SampledFitter(Fitter):
             value, imp, info, sd = yield from self._prior_fit(final)
         if self.evidence:
             diag["prior_sd"] = sd
-        pred, _ = predict_sparse(*pad_sequences(samples), value, imp)
-        diag["train_mse"], diag["train_r2"] = mse_and_r2(y, pred)
-        dels = self.deletion_indices(len(samples), len(position_units))
-        if len(dels) and full_target is not None:
-            rho = removal_agreement([samples[i] for i in dels], y[dels], position_units, full_target, value, imp)
-            diag["removal_agreement"] = rho
-            diag["removal_agrees"] = None if not np.isfinite(rho) else bool(rho >= REMOVAL_AGREEMENT_MIN)
+        self._training_checks(diag, samples, y, value, imp, position_units, full_target)
         diag.update({f"fit_{k}": v for k, v in info.items()})
         imp = normalise_importance(imp)
         se_v, se_s = laplace_standard_errors(
@@ -311,3 +274,40 @@ class SampledFitter(Fitter):
             importance_basis=basis,
         )
         return FitResult(value, imp, diag, value_se=se_v, importance_se=se_s)
+
+    def _heldout_fit(self, samples, y, fit_idx, hold_idx, w_design, n_units, position_units, full_target, diag):
+        """Generator: the fit without the held-out samples, judged on them (into ``diag``);
+        returns the final fit's warm start (None without held-out samples) and the prior's sd."""
+        if not len(hold_idx):
+            diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
+            diag["n_heldout"] = 0
+            return None, self.prior_sd
+        # With prior_sd="evidence" the sd is chosen here, without the held-out samples,
+        # so that the held-out R² judges the whole procedure; so is a prior on the values.
+        v_prior, basis = yield from self.design_priors(samples, y, fit_idx, len(position_units), n_units, full_target)
+        train, y_train, w_train = self._with_anchor(
+            [samples[i] for i in fit_idx],
+            y[fit_idx],
+            None if w_design is None else w_design[fit_idx],
+            position_units,
+            full_target,
+        )
+        value, imp, info, sd = yield from self._prior_fit(
+            FitRequest(train, y_train, n_units, None, w_train, value_prior=v_prior, importance_basis=basis)
+        )
+        hold = [samples[i] for i in hold_idx]
+        pred, _ = predict_sparse(*pad_sequences(hold), value, imp)
+        diag["heldout_mse"], diag["heldout_r2"] = mse_and_r2(y[hold_idx], pred)
+        diag["n_heldout"] = int(len(hold_idx))
+        return (value, imp), sd
+
+    def _training_checks(self, diag, samples, y, value, imp, position_units, full_target) -> None:
+        """The final fit judged on its own samples and, where the design holds deletions of
+        the text, against the model's removal effects (into ``diag``)."""
+        pred, _ = predict_sparse(*pad_sequences(samples), value, imp)
+        diag["train_mse"], diag["train_r2"] = mse_and_r2(y, pred)
+        dels = self.deletion_indices(len(samples), len(position_units))
+        if len(dels) and full_target is not None:
+            rho = removal_agreement([samples[i] for i in dels], y[dels], position_units, full_target, value, imp)
+            diag["removal_agreement"] = rho
+            diag["removal_agrees"] = None if not np.isfinite(rho) else bool(rho >= REMOVAL_AGREEMENT_MIN)

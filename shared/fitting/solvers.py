@@ -92,7 +92,6 @@ def lbfgs(
     active = torch.ones(n_t, dtype=torch.bool, device=x.device)
     success = torch.zeros_like(active)
     iterations = torch.zeros(n_t, dtype=torch.int64, device=x.device)
-    vdot = torch.linalg.vecdot
     for _ in range(max_iter):
         free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
         pg = g * free
@@ -105,55 +104,11 @@ def lbfgs(
         if gamma is None:
             # First step: the steepest descent of unit length (what L-BFGS-B does).
             gamma = 1.0 / pg.norm(dim=1).clamp_min(1e-300)
-        d = -_lbfgs_direction(pg, s_mem, y_mem, valid, gamma) * free
-        # A direction that does not descend (stale curvature after a bound became active)
-        # is replaced by scaled steepest descent, and that row's memory is cleared.
-        bad = vdot(g, d) >= 0
-        d = torch.where(bad.unsqueeze(1), -pg * gamma.unsqueeze(1), d)
-        valid = valid & ~bad.unsqueeze(1)
-        keep_mem = (~bad).to(x.dtype)[:, None, None]
-        s_mem, y_mem = s_mem * keep_mem, y_mem * keep_mem
-        # Projected backtracking (Armijo) line search, from the full quasi-Newton step.
-        step = torch.ones(n_t, dtype=x.dtype, device=x.device)
-        pending = active.clone()
-        x_new, f_new, g_new, rel_new = x, f, g, rel
-        slope = vdot(g, d)  # directional derivative at step 0 (negative)
-        for _ls in range(60):
-            xt = torch.clamp(torch.addcmul(x, step.unsqueeze(1), d), lower, upper)
-            ft, gt, relt = fun(xt)
-            # Armijo on the projected step; projection can turn a descent direction into
-            # one that rises to first order, and then the test must still ask for a decrease
-            # (else a step onto the bounds with a far worse objective passes it).
-            ok = pending & torch.isfinite(ft) & (ft <= f + 1e-4 * vdot(g, xt - x).clamp_max(0.0))
-            ok_c = ok.unsqueeze(1)
-            x_new, g_new = torch.where(ok_c, xt, x_new), torch.where(ok_c, gt, g_new)
-            f_new, rel_new = torch.where(ok, ft, f_new), torch.where(ok, relt, rel_new)
-            pending &= ~ok
-            if not bool(pending.any()):
-                break
-            # Shrink to the minimiser of the quadratic through f(0), f'(0) and f(step),
-            # kept within [0.1, 0.5]·step: a badly scaled first step (a near-exact fit
-            # whose gradient is large only because the residual is tiny) reaches the right
-            # scale in a few trials instead of dozens of halvings.
-            curv = ft - f - step * slope
-            quad = -slope * step * step / (2.0 * torch.where(curv > 0, curv, torch.ones_like(curv)))
-            quad = torch.where((curv > 0) & torch.isfinite(quad), quad, 0.5 * step)
-            step = torch.where(pending, torch.minimum(torch.maximum(quad, 0.1 * step), 0.5 * step), step)
+        d, s_mem, y_mem, valid = _descent_direction(g, pg, free, s_mem, y_mem, valid, gamma)
+        x_new, f_new, g_new, rel_new, pending = _line_search(fun, x, f, g, rel, d, lower, upper, active)
         moved = active & ~pending
         active &= ~pending  # no decrease along a descent direction: stop (as L-BFGS-B does)
-        s_k = x_new - x
-        y_k = g_new - g
-        sy = vdot(s_k, y_k)
-        yy = vdot(y_k, y_k)
-        # Keep a pair only where it carries positive curvature (else the update would
-        # make the inverse Hessian indefinite).
-        keep = moved & (sy > 2.2e-16 * yy) & (yy > 0)
-        keep_c = keep.unsqueeze(1)
-        start = 1 if s_mem.shape[1] >= LBFGS_MEMORY else 0
-        s_mem = torch.cat([s_mem[:, start:], torch.where(keep_c, s_k, 0.0).unsqueeze(1)], dim=1)
-        y_mem = torch.cat([y_mem[:, start:], torch.where(keep_c, y_k, 0.0).unsqueeze(1)], dim=1)
-        valid = torch.cat([valid[:, start:], keep_c], dim=1)
-        gamma = torch.where(keep, sy / torch.where(keep, yy, 1.0), gamma)
+        s_mem, y_mem, valid, gamma = _remember(s_mem, y_mem, valid, gamma, x_new - x, g_new - g, moved)
         decrease = (f - f_new) / torch.clamp_min(torch.maximum(f.abs(), f_new.abs()), 1.0)
         iterations += moved
         x, f, g, rel = x_new, f_new, g_new, rel_new
@@ -161,6 +116,96 @@ def lbfgs(
         success |= small
         active &= ~small
     return {"x": x, "f": f, "g": g, "rel": rel, "iterations": iterations, "success": success}
+
+
+def _descent_direction(
+    g: torch.Tensor,
+    pg: torch.Tensor,
+    free: torch.Tensor,
+    s_mem: torch.Tensor,
+    y_mem: torch.Tensor,
+    valid: torch.Tensor,
+    gamma: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row's quasi-Newton direction on its free variables, and the memory it leaves.
+
+    A direction that does not descend (stale curvature after a bound became active) is
+    replaced by scaled steepest descent, and that row's memory is cleared.
+    """
+    d = -_lbfgs_direction(pg, s_mem, y_mem, valid, gamma) * free
+    bad = torch.linalg.vecdot(g, d) >= 0
+    d = torch.where(bad.unsqueeze(1), -pg * gamma.unsqueeze(1), d)
+    valid = valid & ~bad.unsqueeze(1)
+    keep_mem = (~bad).to(g.dtype)[:, None, None]
+    return d, s_mem * keep_mem, y_mem * keep_mem, valid
+
+
+def _line_search(
+    fun: Callable,
+    x: torch.Tensor,
+    f: torch.Tensor,
+    g: torch.Tensor,
+    rel: torch.Tensor,
+    d: torch.Tensor,
+    lower: torch.Tensor,
+    upper: torch.Tensor,
+    active: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Projected backtracking (Armijo) line search of every active row, from the full
+    quasi-Newton step: the new (x, f, g, rel), and the rows that found no decrease."""
+    vdot = torch.linalg.vecdot
+    step = torch.ones(x.shape[0], dtype=x.dtype, device=x.device)
+    pending = active.clone()
+    x_new, f_new, g_new, rel_new = x, f, g, rel
+    slope = vdot(g, d)  # directional derivative at step 0 (negative)
+    for _ls in range(60):
+        xt = torch.clamp(torch.addcmul(x, step.unsqueeze(1), d), lower, upper)
+        ft, gt, relt = fun(xt)
+        # Armijo on the projected step; projection can turn a descent direction into
+        # one that rises to first order, and then the test must still ask for a decrease
+        # (else a step onto the bounds with a far worse objective passes it).
+        ok = pending & torch.isfinite(ft) & (ft <= f + 1e-4 * vdot(g, xt - x).clamp_max(0.0))
+        ok_c = ok.unsqueeze(1)
+        x_new, g_new = torch.where(ok_c, xt, x_new), torch.where(ok_c, gt, g_new)
+        f_new, rel_new = torch.where(ok, ft, f_new), torch.where(ok, relt, rel_new)
+        pending &= ~ok
+        if not bool(pending.any()):
+            break
+        # Shrink to the minimiser of the quadratic through f(0), f'(0) and f(step),
+        # kept within [0.1, 0.5]·step: a badly scaled first step (a near-exact fit
+        # whose gradient is large only because the residual is tiny) reaches the right
+        # scale in a few trials instead of dozens of halvings.
+        curv = ft - f - step * slope
+        quad = -slope * step * step / (2.0 * torch.where(curv > 0, curv, torch.ones_like(curv)))
+        quad = torch.where((curv > 0) & torch.isfinite(quad), quad, 0.5 * step)
+        step = torch.where(pending, torch.minimum(torch.maximum(quad, 0.1 * step), 0.5 * step), step)
+    return x_new, f_new, g_new, rel_new, pending
+
+
+def _remember(
+    s_mem: torch.Tensor,
+    y_mem: torch.Tensor,
+    valid: torch.Tensor,
+    gamma: torch.Tensor,
+    s_k: torch.Tensor,
+    y_k: torch.Tensor,
+    moved: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The memory with the step's pair (s_k, y_k) appended where a row moved, the oldest
+    dropped once :data:`LBFGS_MEMORY` pairs are held, and the inverse-Hessian scale updated."""
+    vdot = torch.linalg.vecdot
+    sy = vdot(s_k, y_k)
+    yy = vdot(y_k, y_k)
+    # Keep a pair only where it carries positive curvature (else the update would
+    # make the inverse Hessian indefinite).
+    keep = moved & (sy > 2.2e-16 * yy) & (yy > 0)
+    keep_c = keep.unsqueeze(1)
+    start = 1 if s_mem.shape[1] >= LBFGS_MEMORY else 0
+    s_mem = torch.cat([s_mem[:, start:], torch.where(keep_c, s_k, 0.0).unsqueeze(1)], dim=1)
+    y_mem = torch.cat([y_mem[:, start:], torch.where(keep_c, y_k, 0.0).unsqueeze(1)], dim=1)
+    valid = torch.cat([valid[:, start:], keep_c], dim=1)
+    gamma = torch.where(keep, sy / torch.where(keep, yy, 1.0), gamma)
+    return s_mem, y_mem, valid, gamma
 
 
 def adam(

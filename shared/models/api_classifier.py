@@ -39,6 +39,31 @@ from .strings import StringClassifier
 __all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError", "redact_secrets"]
 
 
+def _check_settings(
+    call: object,
+    workers: object,
+    batch_size: object,
+    retries: object,
+    max_calls: object,
+    max_input_tokens: object,
+    backoff: float,
+    max_backoff: float,
+) -> None:
+    """:class:`APIClassifier`'s settings checked before anything is set (one message per kind of mistake)."""
+    if not callable(call):
+        raise TypeError(f"call must be a function text -> scores, got {type(call).__name__}")
+    for name, val in (("workers", workers), ("batch_size", batch_size)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {val!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+    for name, val in (("max_calls", max_calls), ("max_input_tokens", max_input_tokens)):
+        if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 0):
+            raise ValueError(f"{name} must be None or an int >= 0, got {val!r}")
+    if not backoff >= 0 or not max_backoff >= 0:
+        raise ValueError("backoff and max_backoff must be >= 0 seconds")
+
+
 class APIClassifier(StringClassifier):
     """A paid black box, ``call(text) -> scores``, with a cache, concurrency, retries and a budget.
 
@@ -124,18 +149,7 @@ class APIClassifier(StringClassifier):
         max_length: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not callable(call):
-            raise TypeError(f"call must be a function text -> scores, got {type(call).__name__}")
-        for name, val in (("workers", workers), ("batch_size", batch_size)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {val!r}")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be an int >= 0, got {retries!r}")
-        for name, val in (("max_calls", max_calls), ("max_input_tokens", max_input_tokens)):
-            if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 0):
-                raise ValueError(f"{name} must be None or an int >= 0, got {val!r}")
-        if not backoff >= 0 or not max_backoff >= 0:
-            raise ValueError("backoff and max_backoff must be >= 0 seconds")
+        _check_settings(call, workers, batch_size, retries, max_calls, max_input_tokens, backoff, max_backoff)
         super().__init__(self._answer, tokenizer, class_names=class_names, batch_size=batch_size, max_length=max_length)
         self.call = call
         self.workers = int(workers)
@@ -150,12 +164,22 @@ class APIClassifier(StringClassifier):
         self._sleep = sleep
         self.cache_file = Path(cache_file) if cache_file is not None else None
         self.cache_key = str(cache_key)
-        # Taken once: what the call computes with now (its state changing later, e.g. a
-        # counter it keeps, is not a new call).
+        self._take_call_digest(call)
+        # Shared by shallow copies (explain copies adapters): one cache, one ledger.
+        self._cache: dict[str, list[float]] = {}
+        self._ledger = {"calls": 0, "cache_hits": 0, "input_tokens": 0, "retries": 0, "failed_calls": 0}
+        self._lock = threading.Lock()
+        if self.cache_file is not None and self.cache_file.exists():
+            self._cache.update(self._read_cache())
+
+    def _take_call_digest(self, call: Callable[[str], Sequence[float]]) -> None:
+        """The digest of what the call computes with, taken once: its state changing later
+        (e.g. a counter it keeps) is not a new call. A call the digest cannot see into
+        leaves the cache file unused: a cache that cannot vouch for its answers does not
+        serve them."""
         digest = call_digest(call)
         self._call_digest = digest.digest
         if self.cache_file is not None and digest.unseen:
-            # A cache that cannot vouch for its answers does not serve them.
             warn_user(
                 f"the API cache file {str(self.cache_file)!r} is not used: the call reads "
                 f"{', '.join(digest.unseen[:4])}{', ...' if len(digest.unseen) > 4 else ''}, which the cache cannot "
@@ -165,12 +189,6 @@ class APIClassifier(StringClassifier):
                 UserWarning,
             )
             self.cache_file = None
-        # Shared by shallow copies (explain copies adapters): one cache, one ledger.
-        self._cache: dict[str, list[float]] = {}
-        self._ledger = {"calls": 0, "cache_hits": 0, "input_tokens": 0, "retries": 0, "failed_calls": 0}
-        self._lock = threading.Lock()
-        if self.cache_file is not None and self.cache_file.exists():
-            self._cache.update(self._read_cache())
 
     def cache_identity(self) -> dict:
         """What shapes this classifier's answers besides the text: recorded in, and checked

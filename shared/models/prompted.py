@@ -49,6 +49,62 @@ def _suffix_ids(tokenizer: object, before: str, after: str) -> tuple[int, ...]:
     return tuple(_ids(tokenizer, after))
 
 
+def _check_arguments(tokenizer: object, template: object, slot: str, padding: str, labels: object) -> None:
+    """The constructor's arguments that can be checked before anything is tokenized."""
+    if tokenizer is None or not callable(tokenizer):
+        raise ValueError("PromptClassifier needs the model's Hugging Face tokenizer")
+    if not isinstance(template, str) or not slot or template.count(slot) != 1:
+        found = template.count(slot) if isinstance(template, str) and slot else 0
+        raise ValueError(
+            f"the template must contain the text slot {slot!r} exactly once (found {found}): "
+            f'e.g. "Review:\\n{slot}\\nSentiment:"'
+        )
+    if padding not in PADDINGS:
+        raise ValueError(f"unknown padding {padding!r}; choose one of {PADDINGS}")
+    if isinstance(labels, str) or not isinstance(labels, (Sequence, Mapping)):
+        raise TypeError("labels must be one label word per class: a list of str or a {class name: word} dict")
+
+
+def _label_token_ids(tokenizer: object, words: list[str]) -> list[tuple[int, ...]]:
+    """Each label word's token ids, once the words can tell the classes apart."""
+    if len(words) < 2:
+        raise ValueError(f"a classifier needs at least 2 label words, got {len(words)}")
+    label_ids = []
+    for w in words:
+        if not isinstance(w, str):
+            raise TypeError(f"a label word must be a str, got {type(w).__name__} {w!r}")
+        ids = _ids(tokenizer, w)
+        if not ids:
+            raise ValueError(f"the label word {w!r} tokenizes to nothing: give a word the tokenizer knows")
+        label_ids.append(tuple(ids))
+    if len(set(label_ids)) < len(label_ids):
+        raise ValueError(f"two label words tokenize to the same ids, so their classes cannot differ: {words}")
+    pairs = [(a, b) for a in zip(words, label_ids) for b in zip(words, label_ids)]
+    for (w, ids), (v, longer) in pairs:
+        if len(longer) > len(ids) and longer[: len(ids)] == ids:
+            # log p(longer) = log p(ids) + log p(rest | ids) <= log p(ids).
+            warn_user(
+                f"the label word {v!r} begins with the tokens of {w!r}, so its class can never win (its "
+                "log-probability adds to the shorter word's); reword the labels so that none extends another",
+                UserWarning,
+            )
+    return label_ids
+
+
+def _check_names_differ(words: list[str]) -> None:
+    """The class names are the words stripped: " good" and "good" are two classes (two
+    tokens) that results, plots and tables would show under one name, so they are refused."""
+    seen: dict[str, str] = {}
+    for w in words:
+        other = seen.setdefault(w.strip() or w, w)
+        if other != w:
+            raise ValueError(
+                f"the label words {other!r} and {w!r} differ only in whitespace, so two classes would "
+                f"share the name {w.strip()!r}: give distinct words, or name the classes with a "
+                "{class name: word} dict"
+            )
+
+
 class PromptClassifier(TorchModel):
     """A causal LM plus a prompt template, seen as a classifier over label words.
 
@@ -105,54 +161,33 @@ class PromptClassifier(TorchModel):
         max_length: int | None = None,
         slot: str = "{text}",
     ) -> None:
-        if tokenizer is None or not callable(tokenizer):
-            raise ValueError("PromptClassifier needs the model's Hugging Face tokenizer")
-        if not isinstance(template, str) or not slot or template.count(slot) != 1:
-            found = template.count(slot) if isinstance(template, str) and slot else 0
-            raise ValueError(
-                f"the template must contain the text slot {slot!r} exactly once (found {found}): "
-                f'e.g. "Review:\\n{slot}\\nSentiment:"'
-            )
-        if padding not in PADDINGS:
-            raise ValueError(f"unknown padding {padding!r}; choose one of {PADDINGS}")
-        if isinstance(labels, str) or not isinstance(labels, (Sequence, Mapping)):
-            raise TypeError("labels must be one label word per class: a list of str or a {class name: word} dict")
+        _check_arguments(tokenizer, template, slot, padding, labels)
         names = [str(k) for k in labels] if isinstance(labels, Mapping) else None
         words = list(labels.values()) if isinstance(labels, Mapping) else list(labels)
-        if len(words) < 2:
-            raise ValueError(f"a classifier needs at least 2 label words, got {len(words)}")
-        label_ids = []
-        for w in words:
-            if not isinstance(w, str):
-                raise TypeError(f"a label word must be a str, got {type(w).__name__} {w!r}")
-            ids = _ids(tokenizer, w)
-            if not ids:
-                raise ValueError(f"the label word {w!r} tokenizes to nothing: give a word the tokenizer knows")
-            label_ids.append(tuple(ids))
-        if len(set(label_ids)) < len(label_ids):
-            raise ValueError(f"two label words tokenize to the same ids, so their classes cannot differ: {words}")
-        pairs = [(a, b) for a in zip(words, label_ids) for b in zip(words, label_ids)]
-        for (w, ids), (v, longer) in pairs:
-            if len(longer) > len(ids) and longer[: len(ids)] == ids:
-                # log p(longer) = log p(ids) + log p(rest | ids) <= log p(ids).
-                warn_user(
-                    f"the label word {v!r} begins with the tokens of {w!r}, so its class can never win (its "
-                    "log-probability adds to the shorter word's); reword the labels so that none extends another",
-                    UserWarning,
-                )
+        label_ids = _label_token_ids(tokenizer, words)
         if names is None:
-            # The class names are the words stripped: " good" and "good" are two classes
-            # (two tokens) that results, plots and tables would show under one name.
-            seen: dict[str, str] = {}
-            for w in words:
-                other = seen.setdefault(w.strip() or w, w)
-                if other != w:
-                    raise ValueError(
-                        f"the label words {other!r} and {w!r} differ only in whitespace, so two classes would "
-                        f"share the name {w.strip()!r}: give distinct words, or name the classes with a "
-                        "{class name: word} dict"
-                    )
+            _check_names_differ(words)
+        self._frame_template(tokenizer, template, slot)
+        self.model = self.module = model
+        self.tokenizer = tokenizer
+        self.template = template
+        self.label_words = words
+        self.label_ids = label_ids
+        self.class_names = names if names is not None else [w.strip() or w for w in words]
+        self.batch_size = int(batch_size)
+        self.device = device
+        self.padding = "right" if padding == "auto" else padding
+        self.equal_length_batches = self.padding == "none"
+        self._set_padding(model, tokenizer)
+        self._tail = max(len(ids) for ids in label_ids)  # positions read per row
+        limit = max_length if max_length is not None else model_max_length(model, tokenizer)
+        # The longest label's tokens but the last are read as input too.
+        self.max_length = None if limit is None else int(limit) - (self._tail - 1)
+        if self.max_length is not None and self.max_length < len(self.prefix_ids) + len(self.suffix_ids):
+            raise ValueError(f"the template alone is longer than the model's limit of {limit} tokens")
 
+    def _frame_template(self, tokenizer: object, template: str, slot: str) -> None:
+        """``prefix_ids`` and ``suffix_ids``: the template's tokens before and after the text."""
         before, _, after = template.partition(slot)
         pre_special, _ = special_token_frame(tokenizer)
         # BOS (Llama's <s>) belongs before the prompt; an end-of-text suffix would sit
@@ -177,16 +212,8 @@ class PromptClassifier(TorchModel):
                 )
             self.prefix_ids = (bos,)
 
-        self.model = self.module = model
-        self.tokenizer = tokenizer
-        self.template = template
-        self.label_words = words
-        self.label_ids = label_ids
-        self.class_names = names if names is not None else [w.strip() or w for w in words]
-        self.batch_size = int(batch_size)
-        self.device = device
-        self.padding = "right" if padding == "auto" else padding
-        self.equal_length_batches = self.padding == "none"
+    def _set_padding(self, model: torch.nn.Module, tokenizer: object) -> None:
+        """The pad id, and which of the inputs that padding needs the model takes."""
         pad = getattr(tokenizer, "pad_token_id", None)
         if pad is None:
             pad = getattr(tokenizer, "eos_token_id", None)
@@ -200,12 +227,6 @@ class PromptClassifier(TorchModel):
                 f"padding='left' needs a model that takes an attention_mask; {type(model).__name__} does not "
                 "(use padding='right', exact for any causal model)"
             )
-        self._tail = max(len(ids) for ids in label_ids)  # positions read per row
-        limit = max_length if max_length is not None else model_max_length(model, tokenizer)
-        # The longest label's tokens but the last are read as input too.
-        self.max_length = None if limit is None else int(limit) - (self._tail - 1)
-        if self.max_length is not None and self.max_length < len(self.prefix_ids) + len(self.suffix_ids):
-            raise ValueError(f"the template alone is longer than the model's limit of {limit} tokens")
 
     def empty_sequence(self) -> list[int] | None:
         # The prompt with an empty text: the reference point of every score.

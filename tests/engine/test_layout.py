@@ -177,8 +177,8 @@ ADAPTERS = [
 CORE_LIMIT, ADAPTER_LIMIT = 300, 300
 
 
-def code_lines(source: str) -> int:
-    """Lines holding code: docstrings, comments and blank lines are not counted."""
+def _counted_lines(source: str) -> set[int]:
+    """The line numbers :func:`code_lines` counts."""
     tree = ast.parse(source)
     docs: set[int] = set()
     for node in ast.walk(tree):
@@ -196,7 +196,12 @@ def code_lines(source: str) -> int:
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type not in skip:
             lines.update(n for n in range(tok.start[0], tok.end[0] + 1) if n not in docs)
-    return len(lines)
+    return lines
+
+
+def code_lines(source: str) -> int:
+    """Lines holding code: docstrings, comments and blank lines are not counted."""
+    return len(_counted_lines(source))
 
 
 def test_code_line_count_ignores_docstrings_comments_and_blank_lines():
@@ -212,6 +217,91 @@ def test_code_line_count_ignores_docstrings_comments_and_blank_lines():
 def test_every_file_is_one_room_of_bounded_size(files, limit):
     big = {str(p): n for p in files() if (n := code_lines(p.read_text())) > limit}
     assert big == {}, f"files over {limit} code lines: split them by concern"
+
+
+# -- the function fence: orchestrators as named stages, no function over FUNCTION_LIMIT ------
+#: Code lines (as :func:`code_lines` counts them, from ``def`` to the function's last line;
+#: a nested function counts inside its parent) a function of the core may hold: a longer one
+#: is split into named private stages (as sklearn's ``_solve_*``), each of one concern.
+FUNCTION_LIMIT = 60
+
+#: Functions still over the limit while other branches of issue 50 shorten them. The lead
+#: empties this list as they are merged; the fence fails on a listed function that is
+#: already within the limit, so the list cannot outlive the work it waits for.
+PENDING = {
+    # branch opts50 (one route for options)
+    "corpus/run.py:explain_corpus",
+    "amortized/pipeline.py:explain_corpus_amortized",
+    "api/rows.py:explain_rows",
+    "cli/corpus.py:add_explain",
+    # branch files50 (the run folder's room)
+    "corpus/card.py:dataset_card",
+    "amortized/quality.py:write_quality",
+    "corpus/ray_engine.py:run_ray",
+    # over the limit by this count (65 and 61 code lines) but in no branch's share yet
+    "corpus/export.py:export_dataset",
+    "corpus/summary.py:global_slalom",
+}
+
+
+def function_code_lines(source: str) -> dict[str, int]:
+    """``name`` (``Class.name`` for a method, ``outer.inner`` nested) -> its code lines: the
+    lines from ``def`` to its end that :func:`code_lines` counts (no docstring, comment or
+    blank line), nested functions' lines included in their parent's."""
+    tree = ast.parse(source)
+    lines = _counted_lines(source)
+    out: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                # Same-named definitions (a property's getter and setter) keep the longest.
+                n = sum(1 for k in range(child.lineno, child.end_lineno + 1) if k in lines)
+                out[name] = max(n, out.get(name, 0))
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return out
+
+
+def test_function_code_lines_count_nested_functions_in_their_parent():
+    src = (
+        "class A:\n"
+        "    def m(self):\n"
+        '        """Doc."""\n'
+        "        # why\n"
+        "        def inner():\n"
+        '            """Inner doc."""\n'
+        "            return 1\n"
+        "\n"
+        "        return inner()\n"
+        "def f(\n"
+        "    x,\n"
+        "):\n"
+        "    return x\n"
+    )
+    # A.m: def, def inner, return 1, return inner(); f: the signature's three lines and return.
+    assert function_code_lines(src) == {"A.m": 4, "A.m.inner": 2, "f": 4}
+    assert code_lines(src) == 1 + sum(function_code_lines(src)[k] for k in ("A.m", "f"))  # + class A
+
+
+def test_no_core_function_is_over_the_limit():
+    # (file:function as PENDING names it, qualified name, code lines) of every function.
+    sizes = [
+        (f"{p.relative_to(CORE).as_posix()}:{name.split('.')[-1]}", name, n)
+        for p in _core_files()
+        for name, n in function_code_lines(p.read_text()).items()
+    ]
+    over = [(key, name, n) for key, name, n in sizes if n > FUNCTION_LIMIT]
+    unlisted = sorted(f"{key.partition(':')[0]}:{name} ({n})" for key, name, n in over if key not in PENDING)
+    assert unlisted == [], f"functions over {FUNCTION_LIMIT} code lines: split them into named private stages"
+    stale = sorted(PENDING - {key for key, _, _ in over})
+    assert stale == [], "PENDING names functions within the limit (or gone): take them off the list"
 
 
 def _module_name(path: Path) -> str:
