@@ -323,12 +323,7 @@ def global_slalom(
 
     model, tokenizer = load_model(model, tokenizer)
     check_run_model(run, model, tokenizer)
-    pos = _positions(run)
-    summary = word_summary(pos, min_texts=min_texts, sort_by="n_texts").head(top)
-    if len(summary) < 2:
-        raise ValueError(f"the run has {len(summary)} token(s) in at least {min_texts} texts; a global fit needs 2")
-    first_ids = pos.drop_duplicates("token").set_index("token")["token_ids"]
-    units = [tuple(int(i) for i in first_ids[t]) for t in summary.index]
+    summary, units = _vocabulary(run, top, min_texts)
     adapter = as_adapter(model, tokenizer, batch_size=batch_size, device=device)
     fitter = get_fitter("eff", sample_length=sample_length, **fit_options)
     n_units = len(units)
@@ -367,6 +362,17 @@ def global_slalom(
     )
     out.attrs.update(fit.diagnostics, base_value=float(base.ravel()[0]), model_evaluations=evaluations, output=how)
     return out
+
+
+def _vocabulary(run, top: int, min_texts: int):
+    """The global fit's "text": the run's ``top`` tokens by number of texts (at least
+    ``min_texts``), with their word summary and each one's token ids as first seen."""
+    pos = _positions(run)
+    summary = word_summary(pos, min_texts=min_texts, sort_by="n_texts").head(top)
+    if len(summary) < 2:
+        raise ValueError(f"the run has {len(summary)} token(s) in at least {min_texts} texts; a global fit needs 2")
+    first_ids = pos.drop_duplicates("token").set_index("token")["token_ids"]
+    return summary, [tuple(int(i) for i in first_ids[t]) for t in summary.index]
 
 
 def check_run_model(run, model: object, tokenizer: object | None) -> None:
