@@ -11,6 +11,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (``make test``: a worker per core) each worker takes its share of the cores.
+
+    torch starts one intra-op thread per core in every process: N workers on N cores would
+    run N² threads that wait on one another. A fit's scores do not depend on the thread count
+    beyond float rounding (the invariance tests rerun on one thread, see the Makefile).
+    """
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+
+
 @pytest.fixture(scope="session")
 def tok_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("tokenizers")
