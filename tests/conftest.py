@@ -12,19 +12,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 def pytest_configure(config):
-    """Under pytest-xdist (``make test``: a worker per core) each worker takes its share of the cores.
+    """Under pytest-xdist (``make test``: a worker per core) each worker runs torch on one thread.
 
     torch starts one intra-op thread per core in every process: N workers on N cores would
-    run N² threads that wait on one another (measured: after a Ray run in the same process,
-    torch.exp on 300 numbers took 2-11 ms with 2 threads, 0.003 ms with 1, and the report
-    tests' 5,000-text fixture 33 s of CPU instead of 7). A fit's scores do not depend on the thread count
-    beyond float rounding (the invariance tests rerun on one thread, see the Makefile).
+    run N² threads that wait on one another. One thread, not cores // workers: with torch
+    2.13 any ``torch.set_num_threads(k)`` with k > 1 (even k = the default) makes every later
+    op pay ~10 ms (measured on this 2-core machine: torch.exp on 300 numbers 0.002 ms before,
+    11.5 ms after ``set_num_threads(2)``, 0.002 ms after ``set_num_threads(1)``). A fit's
+    scores do not depend on the thread count beyond float rounding (the invariance tests
+    rerun under another setting, see the Makefile).
     """
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if workers:
+    if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
         import torch
 
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
