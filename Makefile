@@ -18,10 +18,15 @@ install: $(STAMP)
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/slalom-xai demo --out demo_output
 
+# The suite runs on every core (pytest-xdist, one worker per core; TEST_WORKERS=0 runs it in one
+# process). --dist loadfile keeps each test file on one worker, so a file's module fixtures
+# (models, fitted runs) are built once and its tests run in their written order.
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg $(PY) -m pytest -q tests
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # The numeric invariance tests (scores across batching, offsets, runtimes; marker
 # `invariance`) once more under a second BLAS/threads setting: one thread, torch's
