@@ -26,20 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from slalom_core.experiments.view_picture import CHROMIUM_FLAGS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--proxy-server=127.0.0.1:9",
-    "--hide-scrollbars",
-)
+# The harness's flags (Chromium drawing a local file, nothing else), and a dead proxy so
+# that a page that reaches for the network fails here instead of hanging.
+FLAGS = (*CHROMIUM_FLAGS, "--proxy-server=127.0.0.1:9")
 # Schemes that leave the file system; data: and file: stay on this machine.
 _REMOTE = re.compile(r"^(https?|wss?|ftp)://", re.IGNORECASE)
 

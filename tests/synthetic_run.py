@@ -315,3 +315,12 @@ def synthetic_run(
         manifest["auto"] = _quality(path, texts, rng, label_share=0.04, audit_share=0.05, poor_below=0.7)
         (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     return CorpusRun(path)
+
+
+def index_rows(site: Path) -> list[list]:
+    """The rows a report's index loads (every ``data/rows-*.js`` file's pushed array, in order)."""
+    rows = []
+    for f in sorted((site / "data").glob("rows-*.js")):
+        text = f.read_text(encoding="utf-8")
+        rows += json.loads(text[text.index("push(...") + len("push(...") : text.rindex(");")])
+    return rows

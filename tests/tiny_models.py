@@ -97,6 +97,13 @@ def roberta_tokenizer(tmp: Path):
     )
 
 
+def signal_bert(tmp: Path):
+    """The tiny BERT classifier with a signal to explain (``initializer_range=0.2``) and
+    its tokenizer, saved under ``tmp``: the corpus and amortized tests' model."""
+    tok = bert_tokenizer(tmp)
+    return tiny_classifier("bert", tok, initializer_range=0.2), tok
+
+
 def tiny_classifier(kind: str, tokenizer, num_labels: int = 2, seed: int = 0, initializer_range: float = 0.02):
     """A 1-layer random classifier of the given family ("bert", "distilbert", "roberta", "gpt2").
 

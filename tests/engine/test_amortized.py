@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 from slalom_core import scores
 from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning
 from slalom_core.corpus import explain_corpus
-from tiny_models import SHORT_REVIEWS, bert_tokenizer, tiny_classifier, write_jsonl
+from tiny_models import SHORT_REVIEWS, signal_bert, tiny_classifier, write_jsonl
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("safetensors")
@@ -22,8 +22,7 @@ FAST = dict(n_samples=150, show_progress=False)
 
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory):
-    tok = bert_tokenizer(tmp_path_factory.mktemp("bert"))
-    return tiny_classifier("bert", tok, initializer_range=0.2), tok
+    return signal_bert(tmp_path_factory.mktemp("bert"))
 
 
 @pytest.fixture(scope="module")

@@ -7,23 +7,12 @@ import numpy as np
 import pytest
 from slalom_core.amortized import AmortizedExplainer, AmortizedOODWarning, CorpusHead
 from slalom_core.corpus import CorpusRun, explain_corpus
-from tiny_models import bert_tokenizer, tiny_classifier, write_jsonl
+from tiny_models import SHORT_REVIEWS, bert_tokenizer, tiny_classifier, write_jsonl
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("safetensors")
 
-TRAIN = [
-    "the movie was great",
-    "a boring plot and a bad actor",
-    "i loved the film , the story was fun",
-    "the worst story , very bad",
-    "great fun !",
-    "not good but not awful",
-    "the plot is boring",
-    "best film , best actor",
-    "i hated it",
-    "very good movie",
-]
+TRAIN = list(SHORT_REVIEWS[:10])
 # New texts: an empty one (fails, as a per-text explanation does) and one of unseen tokens.
 NEW = ["the film was great fun", "", "a bad plot , a boring film", "films boringly", "i loved the actor"]
 QUIET = dict(show_progress=False)

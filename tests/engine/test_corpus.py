@@ -22,7 +22,7 @@ from slalom_core.corpus import (
     text_seed,
     word_summary,
 )
-from tiny_models import SHORT_REVIEWS, SlalomModel, bert_tokenizer, tiny_classifier
+from tiny_models import SHORT_REVIEWS, SlalomModel, bert_tokenizer, signal_bert
 
 pytest.importorskip("pyarrow")
 
@@ -32,8 +32,7 @@ FAST = dict(n_samples=150, show_progress=False)
 
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory):
-    tok = bert_tokenizer(tmp_path_factory.mktemp("bert"))
-    return tiny_classifier("bert", tok, initializer_range=0.2), tok
+    return signal_bert(tmp_path_factory.mktemp("bert"))
 
 
 def write_jsonl(path, texts, ids=None):

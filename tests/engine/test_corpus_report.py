@@ -16,6 +16,7 @@ from node_page import needs_node, run_index
 from slalom_core.corpus import CorpusRun, explain_corpus, store
 from slalom_core.corpus.report import write_report
 from slalom_core.corpus.rows import ChunkTables
+from synthetic_run import index_rows
 from tiny_models import bert_tokenizer, tiny_classifier
 
 pytest.importorskip("pyarrow")
@@ -53,16 +54,8 @@ def _local_links(page: Path, html: str) -> list[Path]:
     return [(page.parent / unquote(u)).resolve() for u in links]
 
 
-def _rows(site: Path) -> list[list]:
-    rows = []
-    for f in sorted((site / "data").glob("rows-*.js")):
-        text = f.read_text(encoding="utf-8")
-        rows += json.loads(text[text.index("push(...") + len("push(...") : text.rindex(");")])
-    return rows
-
-
 def test_every_text_has_a_row_and_every_local_link_resolves(site):
-    rows = _rows(site)
+    rows = index_rows(site)
     assert [r[0] for r in rows] == [f"r{i}" for i in range(7)]
     by_id = {r[0]: r for r in rows}
     assert by_id["r6"][9].startswith("failed") and by_id["r6"][1] is None
@@ -87,7 +80,7 @@ def test_the_index_in_a_browser(site):
 
 @needs_chromium
 def test_a_text_page_and_the_word_summary_in_a_browser(site):
-    page = site / _rows(site)[0][1]
+    page = site / index_rows(site)[0][1]
     seen = render(page)
     assert seen.remote_requests == [] and "data-importance" in seen.dom and "all texts" in seen.dom
     assert png_colours(seen.png) > 20
@@ -137,7 +130,7 @@ def test_an_index_of_25000_texts_stays_light_and_usable(tmp_path):
 
 
 def _index_ids(site: Path) -> list[str]:
-    return [r[0] for r in _rows(site)]
+    return [r[0] for r in index_rows(site)]
 
 
 def test_a_report_never_writes_into_a_folder_it_did_not_write(tmp_path):
@@ -224,7 +217,7 @@ def test_a_run_missing_a_positions_part_names_it(site, tmp_path):
 
 
 def test_the_index_names_classes_and_holds_no_absolute_path(site):
-    rows = _rows(site)
+    rows = index_rows(site)
     # The tiny BERT's config names its classes LABEL_0 and LABEL_1: shown, not 0/1.
     assert {r[2] for r in rows if r[2] is not None} <= {"LABEL_0", "LABEL_1"}
     assert any(r[2] is not None for r in rows)
@@ -236,7 +229,7 @@ def test_the_index_names_classes_and_holds_no_absolute_path(site):
 
 
 def test_text_pages_rank_their_tokens(site):
-    page = (site / _rows(site)[0][1]).read_text(encoding="utf-8")
+    page = (site / index_rows(site)[0][1]).read_text(encoding="utf-8")
     assert 'class="slx-top"' in page and "<table" in page
 
 

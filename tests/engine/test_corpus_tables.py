@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import slalom_core as sc
 from slalom_core.corpus import CorpusRun, explain_corpus, text_seed
-from tiny_models import bert_tokenizer, tiny_classifier
+from tiny_models import bert_tokenizer, signal_bert, tiny_classifier
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -23,8 +23,7 @@ FAST = dict(n_samples=150, show_progress=False)
 
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory):
-    tok = bert_tokenizer(tmp_path_factory.mktemp("bert"))
-    return tiny_classifier("bert", tok, initializer_range=0.2), tok
+    return signal_bert(tmp_path_factory.mktemp("bert"))
 
 
 @pytest.fixture(scope="module")

@@ -23,18 +23,10 @@ from slalom_core.corpus import CorpusRun, word_summary
 from slalom_core.corpus import report as report_module
 from slalom_core.corpus.report import INDEX_COLUMNS, ROWS_BYTES, ROWS_PER_FILE, write_report
 from slalom_core.corpus.report_search import MAX_FILE_BYTES, POSTINGS_CAP, fnv1a, word_key
-from synthetic_run import NEGATIVE, POSITIVE, synthetic_run
+from synthetic_run import NEGATIVE, POSITIVE, index_rows, synthetic_run
 
 pytest.importorskip("pyarrow")
 COL = {c: i for i, c in enumerate(INDEX_COLUMNS)}
-
-
-def _rows(site: Path) -> list[list]:
-    rows = []
-    for f in sorted((site / "data").glob("rows-*.js")):
-        text = f.read_text(encoding="utf-8")
-        rows += json.loads(text[text.index("push(...") + len("push(...") : text.rindex(");")])
-    return rows
 
 
 def _words(site: Path) -> dict[str, list]:
@@ -129,7 +121,7 @@ def test_no_file_of_the_site_is_over_2mb_and_25000_texts_stay_under(big):
     run, site = big
     sizes = _sizes(site)
     assert max(sizes.values()) < MAX_FILE_BYTES, sorted(sizes.items(), key=lambda x: -x[1])[:3]
-    rows = _rows(site)
+    rows = index_rows(site)
     assert len(rows) == 5003
     # Each rows file is cut at ROWS_BYTES (or ROWS_PER_FILE rows), whatever the number of
     # texts: at 25,000 there are more files, none larger. Their rows here are ~180 bytes.
@@ -150,7 +142,7 @@ def test_rows_files_are_cut_by_bytes(tmp_path, monkeypatch):
     sizes = {f: s for f, s in _sizes(site).items() if f.startswith("data/rows-")}
     # A file closes before the row that would take it over (~170 bytes of row, plus the call around them).
     assert len(sizes) >= 3 and max(sizes.values()) < 3_000 + 100
-    assert [r[0] for r in _rows(site)] == [str(i) for i in range(60)]  # every row, once, in order
+    assert [r[0] for r in index_rows(site)] == [str(i) for i in range(60)]  # every row, once, in order
 
 
 @pytest.mark.slow
@@ -176,7 +168,7 @@ def test_the_site_of_25000_texts(tmp_path):
 
 def test_the_word_index_lists_the_texts_that_hold_each_word(big):
     run, site = big
-    rows, words = _rows(site), _words(site)
+    rows, words = index_rows(site), _words(site)
     truth = _truth(run)
     counts = truth.groupby("key").size()
     assert set(words) == set(counts.index)
@@ -227,7 +219,7 @@ def _shown_ids(dom: str) -> list[str]:
 @needs_chromium
 def test_search_by_id_and_by_word_in_a_browser(big):
     run, site = big
-    rows = _rows(site)
+    rows = index_rows(site)
     dom = render_url(site / "index.html", "#id=123")
     want = [r[0] for r in rows if r[0].startswith("123")]
     assert f"of {len(want)} shown (5003 in the run)" in dom and _shown_ids(dom) == want
@@ -258,7 +250,7 @@ def test_search_by_id_and_by_word_in_a_browser(big):
 def test_the_index_shows_the_pipelines_quality(big):
     run, site = big
     quality = run.quality().set_index("id")
-    rows = {r[0]: r for r in _rows(site)}
+    rows = {r[0]: r for r in index_rows(site)}
     for text_id, q in quality.iterrows():
         r = rows[text_id]
         assert r[COL["flagged"]] is bool(q["flagged"]) and r[COL["audited"]] is bool(q["audited"])
@@ -293,7 +285,7 @@ def test_flagged_pages_carry_a_banner_and_an_ordinary_run_no_quality(tmp_path):
     per_page = (time.perf_counter() - t0) / 40
     print(f"\n{per_page * 1000:.0f} ms per text page (with the index; a busy 2-core machine)")
     quality = run.quality().set_index("id")
-    rows = _rows(site)
+    rows = index_rows(site)
     flagged = [r for r in rows if r[COL["flagged"]]]
     assert flagged and len(flagged) < len(rows)
     for r in rows:
@@ -306,7 +298,7 @@ def test_flagged_pages_carry_a_banner_and_an_ordinary_run_no_quality(tmp_path):
     plain = synthetic_run(tmp_path / "amortized", 60, chunk_size=30, amortized=True)
     site = write_report(plain, tmp_path / "site2", text_pages=False).parent
     ood = {t: json.loads(o)["warning"] for t, o in zip(plain.texts()["id"], plain.texts()["ood"])}
-    rows = _rows(site)
+    rows = index_rows(site)
     assert any(ood.values()) and not all(ood.values())
     for r in rows:
         assert r[COL["flagged"]] is (ood[r[0]] is not None)
@@ -316,7 +308,7 @@ def test_flagged_pages_carry_a_banner_and_an_ordinary_run_no_quality(tmp_path):
     assert ">flagged (why)</th>" in page and ">audit ρ value</th>" not in page
     # An ordinary run: no quality at all.
     site = write_report(synthetic_run(tmp_path / "plain", 30), tmp_path / "site3", text_pages=False).parent
-    assert all(r[COL["flagged"]] is None for r in _rows(site))
+    assert all(r[COL["flagged"]] is None for r in index_rows(site))
     page = (site / "index.html").read_text(encoding="utf-8")
     assert "flagged (why)" not in page and "refit" not in page
 
