@@ -72,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--n-samples",
         type=int,
         default=1000,
-        help="sample budget of SLALOM, LIME, KernelSHAP, Partition and the reference (default: 1000)",
+        help="sample budget of SLALOM, LIME, KernelSHAP, Partition, the shapiq approximators and the reference "
+        "(default: 1000)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="torch device for the model, e.g. cuda")
