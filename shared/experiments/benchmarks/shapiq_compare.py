@@ -1,25 +1,38 @@
 """SLALOM's surrogate interactions beside shapiq's approximators on the model itself.
 
-One review, the packaged MiniLM demo model (offline), 1 torch thread. The reference is the
-model's own exact SII (all 2^n deletions, shapiq's ExactComputer on the model game: the text
-with the absent tokens deleted, log-odds of class 1, the empty text as F(∅)); SLALOM's row is
-``exp.to_interaction_values()`` after one fit; KernelSHAP-IQ and SVARM-IQ get the fit's
-number of model calls as their budget (the game and approximators of
-:mod:`slalom_core.experiments.shapiq_games`, as in ``slalom-xai bench``). Needs shapiq (``pip install "slalom-xai[shapiq]"``).
+One review, the packaged MiniLM demo model (offline), 1 torch thread (``--threads``). The
+reference is the model's own exact SII (all 2^n deletions, shapiq's ExactComputer on the
+model game: the text with the absent tokens deleted, log-odds of class 1, the empty text as
+F(∅)); SLALOM's row is ``exp.to_interaction_values()`` after one fit; KernelSHAP-IQ and
+SVARM-IQ get the fit's number of model calls as their budget (the game and approximators of
+:mod:`slalom_core.experiments.shapiq_games`, as in ``slalom-xai bench``). Needs shapiq
+(``pip install "slalom-xai[shapiq]"``).
 
-    python -m slalom_core.experiments.benchmarks.shapiq_compare
+    python -m slalom_core.experiments.benchmarks.shapiq_compare --threads 1
 """
 
+import argparse
 import time
 import warnings
 
 import numpy as np
 import torch
 
+from .machine import machine_line
 
-def main() -> None:
-    torch.set_num_threads(1)
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the comparison table, with the machine and the load before and after the run.
+
+    Example:
+        >>> main(["--threads", "1"])  # doctest: +SKIP
+    """
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (%(default)s)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
+    print(f"machine before: {machine_line()}")
     import slalom_core as sc
     from slalom_core.experiments.shapiq_games import APPROXIMATORS, approximate, deletion_game, require_shapiq
     from slalom_core.packaged.demo_model import load_default_model
@@ -73,6 +86,7 @@ def main() -> None:
     for name, (est, seconds) in estimates.items():
         row = f"{rmse(est, singles):.3f} | {rmse(est, pairs):.3f} | {corr(est, pairs):.2f}"
         print(f"| shapiq {name} on the model | {calls} | {seconds:.2f} | {row} |")
+    print(f"machine after: {machine_line()}")
 
 
 if __name__ == "__main__":
