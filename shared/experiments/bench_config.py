@@ -114,7 +114,7 @@ METHODS: dict[str, MethodInfo] = {
             "shapiq",
             ("attribution",),
             frozenset(),
-            "budget = n_samples deletion coalitions; order-1 values of pairwise SII (= Shapley values)",
+            "budget = n_samples coalitions; ranked by the order-1 values of pairwise SII (the Shapley values)",
         ),
         MethodInfo(
             "svarmiq",
@@ -122,7 +122,7 @@ METHODS: dict[str, MethodInfo] = {
             "shapiq",
             ("attribution",),
             frozenset(),
-            "budget = n_samples deletion coalitions; order-1 values of pairwise SII (= Shapley values)",
+            "budget = n_samples coalitions; ranked by the order-1 values of pairwise SII (the Shapley values)",
         ),
         MethodInfo("lig", "captum-lig", "captum", ("attribution",), frozenset(), "lig_steps interpolation steps"),
         MethodInfo("ixg", "captum-ixg", "captum", ("attribution",), frozenset(), "1 forward + backward"),
