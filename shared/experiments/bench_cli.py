@@ -140,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """
     parser = subparsers.add_parser(
         "bench",
-        help="compare SLALOM with Captum / SHAP baselines on your model and data",
+        help="compare SLALOM with Captum / SHAP / shapiq baselines on your model and data",
         description=(
             "Explain N texts with SLALOM and the baselines at equal sample budgets and report "
             "deletion / insertion AOPC (ERASER), human-attention AUC, Naive-Bayes Spearman, "
