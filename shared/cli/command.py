@@ -7,7 +7,7 @@ table and writes a value-vs-importance scatter (PNG) and the explanation's page 
 ``slalom-xai explain`` explains a whole corpus into a Parquet run and ``slalom-xai summarize``
 draws its global picture, ``slalom-xai report`` writes its static site and ``slalom-xai export``
 a dataset to share (:mod:`.corpus`).
-The harness adds ``slalom-xai bench`` (SLALOM against the Captum / SHAP baselines) and
+The harness adds ``slalom-xai bench`` (SLALOM against the Captum / SHAP / shapiq baselines) and
 ``slalom-xai paper`` (the paper's experiments); they are registered from
 :mod:`slalom_core.experiments` only when one of them is asked for, so explaining never
 imports the harness.
@@ -30,7 +30,7 @@ HARNESS_MISSING = (
     "clone the repository and run `make install` there (or `pip install -e .` in the clone)"
 )
 HARNESS_COMMANDS = {
-    "bench": "compare SLALOM with Captum / SHAP baselines on a dataset (experiments harness)",
+    "bench": "compare SLALOM with Captum / SHAP / shapiq baselines on a dataset (experiments harness)",
     "paper": "reproduce the paper's experiments (experiments harness)",
 }
 #: Each harness command's module, spelled out: the layout test reads imports by string too.

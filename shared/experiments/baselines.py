@@ -1,6 +1,7 @@
 """The benchmark's baselines: Captum's Lime, KernelShap, LayerIntegratedGradients and
-gradient methods, shap's Partition, the reference SLALOM implementation and a random
-ranking, each run on one text of the benchmark and returning per-position scores.
+gradient methods, shap's Partition, shapiq's KernelSHAP-IQ and SVARM-IQ (through
+:mod:`.shapiq_games`), the reference SLALOM implementation and a random ranking, each run on
+one text of the benchmark and returning per-position scores.
 
 This is the one module of the harness that calls Captum and shap (besides the shap
 benchmark helper :func:`sequential` at the end); both are imported inside the functions
@@ -228,6 +229,16 @@ def _run_partition(ctx: BenchContext, inst: Instance) -> tuple[Scores, dict]:
     return {"attribution": values[pre : pre + inst.n_tokens]}, {}
 
 
+def _run_shapiq(ctx: BenchContext, inst: Instance, name: str) -> tuple[Scores, dict]:
+    """A shapiq approximator on the model at the run's budget: the explained output of the
+    text with the absent tokens removed the run's way, every coalition a counted model row."""
+    from .shapiq_games import approximate, deletion_game, first_order
+
+    game = deletion_game(lambda rows: ctx.log_odds(rows, inst), inst.token_ids, ctx.replacement_id)
+    values = approximate(name, game, inst.n_tokens, ctx.config.n_samples, seed=ctx.config.seed)
+    return {"attribution": first_order(values, inst.n_tokens)}, {}
+
+
 def _gradient_forward(ctx: BenchContext, inst: Instance):
     target = ctx.explained_class(inst) or 0
 
@@ -285,6 +296,8 @@ RUNNERS: dict[str, Callable[[BenchContext, Instance], tuple[Scores, dict]]] = {
     "ixg": lambda ctx, inst: _run_layer_gradient(ctx, inst, times_input=True),
     "saliency": lambda ctx, inst: _run_layer_gradient(ctx, inst, times_input=False),
     "random": _run_random,
+    "kernelshapiq": lambda ctx, inst: _run_shapiq(ctx, inst, "kernelshapiq"),
+    "svarmiq": lambda ctx, inst: _run_shapiq(ctx, inst, "svarmiq"),
 }
 
 
@@ -310,6 +323,13 @@ def check_available(key: str, family: str, ctx: BenchContext) -> None:
             raise MethodSkipped("shap is not installed: pip install 'slalom-xai[shap]'") from err
         if not getattr(ctx.tokenizer, "is_fast", False):
             raise MethodSkipped("shap's Text masker needs a fast tokenizer (offsets)")
+    elif fam == "shapiq":
+        from .shapiq_games import require_shapiq
+
+        try:
+            require_shapiq()
+        except ImportError as err:
+            raise MethodSkipped(str(err)) from err
 
 
 # ----------------------------------------------------------------------------------------

@@ -72,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--n-samples",
         type=int,
         default=1000,
-        help="sample budget of SLALOM, LIME, KernelSHAP, Partition and the reference (default: 1000)",
+        help="sample budget of SLALOM, LIME, KernelSHAP, Partition, the shapiq approximators and the reference "
+        "(default: 1000)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="torch device for the model, e.g. cuda")
@@ -139,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """
     parser = subparsers.add_parser(
         "bench",
-        help="compare SLALOM with Captum / SHAP baselines on your model and data",
+        help="compare SLALOM with Captum / SHAP / shapiq baselines on your model and data",
         description=(
             "Explain N texts with SLALOM and the baselines at equal sample budgets and report "
             "deletion / insertion AOPC (ERASER), human-attention AUC, Naive-Bayes Spearman, "

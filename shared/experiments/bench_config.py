@@ -35,7 +35,7 @@ class MethodInfo:
     Attributes:
         key: the name on the command line.
         label: row name (``label/score`` when the method gives several scores).
-        family: "slalom", "reference", "captum", "shap" or "baseline".
+        family: "slalom", "reference", "captum", "shap", "shapiq" or "baseline".
         scores: the scores one run yields.
         unsigned: scores without a direction (ranked as is, not flipped, |NB| for NB ρ).
         budget: what ``n_samples`` (or the steps) mean for this method.
@@ -108,6 +108,22 @@ METHODS: dict[str, MethodInfo] = {
             "kernelshap", "captum-kernelshap", "captum", ("attribution",), frozenset(), "n_samples perturbations"
         ),
         MethodInfo("partition", "shap-partition", "shap", ("attribution",), frozenset(), "max_evals = n_samples"),
+        MethodInfo(
+            "kernelshapiq",
+            "shapiq-kernelshapiq",
+            "shapiq",
+            ("attribution",),
+            frozenset(),
+            "budget = n_samples coalitions; ranked by the order-1 values of pairwise SII (the Shapley values)",
+        ),
+        MethodInfo(
+            "svarmiq",
+            "shapiq-svarmiq",
+            "shapiq",
+            ("attribution",),
+            frozenset(),
+            "budget = n_samples coalitions; ranked by the order-1 values of pairwise SII (the Shapley values)",
+        ),
         MethodInfo("lig", "captum-lig", "captum", ("attribution",), frozenset(), "lig_steps interpolation steps"),
         MethodInfo("ixg", "captum-ixg", "captum", ("attribution",), frozenset(), "1 forward + backward"),
         MethodInfo(

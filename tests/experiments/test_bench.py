@@ -329,3 +329,81 @@ def test_cli_runtime_error_is_one_line(tmp_path, capsys):
     assert status == 1
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and "no_such.jsonl" in errors[0] and "Traceback" not in err
+
+
+def test_cli_puts_shapiq_approximators_beside_slalom_at_the_same_budget(bench_files, tmp_path, capsys):
+    pytest.importorskip("shapiq")
+    budget = 20
+    argv = ["--model", bench_files["model"], "--data", bench_files["data"], "--out", str(tmp_path)]
+    argv += ["--methods", "slalom-eff,kernelshapiq,svarmiq", "--n", "2", "--n-samples", str(budget), "--no-progress"]
+    assert bench_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| shapiq-kernelshapiq |" in printed and "| shapiq-svarmiq |" in printed
+    with (tmp_path / "instances.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["method"].startswith("shapiq-")]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert not saved["errors"] and not saved["skipped"]
+    assert sorted(r["method"] for r in rows) == ["shapiq-kernelshapiq"] * 2 + ["shapiq-svarmiq"] * 2
+    for r in rows:
+        # These texts have 5-10 tokens, so 2^n > 20: the budget binds, and every coalition is one model row.
+        assert 2 <= float(r["model_evaluations"]) <= budget
+        # A non-finite score would leave the metrics nan (bench's _evaluate): finite means finite scores.
+        assert np.isfinite(float(r["comprehensiveness"])) and np.isfinite(float(r["sufficiency"]))
+
+
+def test_shapiq_baseline_is_the_shapley_value_of_the_models_deletion_game(bench_files, tmp_path):
+    # With a budget of all 2^n coalitions KernelSHAP-IQ is exact: its order-1 SII values must be
+    # the Shapley values of the bench's own game (log-odds of the text with absent tokens deleted),
+    # computed here from the definition, independently of shapiq.
+    pytest.importorskip("shapiq")
+    import itertools
+    import math
+
+    from slalom_core.experiments.baselines import RUNNERS
+
+    res = run_benchmark(_config(bench_files, tmp_path, methods=("random",), n=5), write=False)
+    inst = min(res.instances, key=lambda i: i.n_tokens)
+    n = inst.n_tokens
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(bench_files["model"]).eval()
+    ctx = bench.BenchContext(
+        _config(bench_files, tmp_path, n_samples=2**n), model, AutoTokenizer.from_pretrained(bench_files["model"])
+    )
+    ctx.evaluations = 0
+    scores, _ = RUNNERS["kernelshapiq"](ctx, inst)
+    assert ctx.evaluations <= 2**n
+    subsets = [s for k in range(n + 1) for s in itertools.combinations(range(n), k)]
+    value = dict(zip(subsets, ctx.log_odds([[inst.token_ids[j] for j in s] for s in subsets], inst)))
+    shapley = np.zeros(n)
+    for s in subsets:
+        for i in set(range(n)) - set(s):
+            w = math.factorial(len(s)) * math.factorial(n - len(s) - 1) / math.factorial(n)
+            shapley[i] += w * (value[tuple(sorted((*s, i)))] - value[s])
+    # tol: shapiq's exact regression solves a least-squares system in float64 (~1e-10 here);
+    # the game values are the same float32 model outputs on both sides
+    np.testing.assert_allclose(scores["attribution"], shapley, atol=1e-6)
+
+
+def test_shapiq_game_removes_tokens_the_runs_way():
+    from slalom_core.experiments.shapiq_games import approximate, deletion_game
+
+    seen = []
+
+    def score(rows):
+        seen.extend(rows)
+        return np.array([float(sum(r)) for r in rows])
+
+    masks = np.array([[True, False, True], [False, False, False]])
+    np.testing.assert_array_equal(deletion_game(score, [5, 6, 7])(masks), [12.0, 0.0])
+    np.testing.assert_array_equal(deletion_game(score, [5, 6, 7], replacement_id=1)(masks), [13.0, 3.0])
+    assert seen == [[5, 7], [], [5, 1, 7], [1, 1, 1]]
+    with pytest.raises(ValueError, match="unknown shapiq approximator"):
+        approximate("permutation", deletion_game(score, [5]), 1, 10)
+
+
+def test_shapiq_baselines_skipped_when_missing(bench_files, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "shapiq", None)
+    res = run_benchmark(_config(bench_files, tmp_path, methods=("kernelshapiq", "random"), n=2), write=False)
+    assert "kernelshapiq" in res.skipped and "slalom-xai[shapiq]" in res.skipped["kernelshapiq"]
+    assert [r["method"] for r in res.summary] == ["random"]

@@ -21,6 +21,9 @@ Methods (``--methods`` keys; a row per score in the tables):
                     keep/remove vector, cosine kernel of width 25 on that vector
 ``kernelshap``      ``captum.attr.KernelShap``
 ``partition``       ``shap.explainers.Partition`` with ``shap.maskers.Text(tokenizer)``
+``kernelshapiq``    ``shapiq.KernelSHAPIQ`` on the model (pairwise SII from ``n_samples``
+                    deletion coalitions; ranked by its order-1 values, the Shapley values)
+``svarmiq``         ``shapiq.SVARMIQ``, the same game and budget
 ``lig``             ``captum.attr.LayerIntegratedGradients`` on the word-embedding layer
 ``ixg``             input × gradient on the word embeddings (``LayerGradientXActivation``)
 ``saliency``        gradient L2 norm on the word embeddings (the paper's "Grad"; unsigned)
@@ -42,11 +45,12 @@ Conventions (recorded in ``results.json``):
   ``"pad"`` put the tokenizer's mask / pad id in their place. The same strategy is used by
   the metric and by the perturbation baselines (Captum: baseline value = a sentinel that the
   forward wrapper drops, or the replacement id; SHAP: the masker's ``mask_token`` is ``""``
-  or the mask / pad token). SLALOM (this engine and the reference) always samples by deletion.
+  or the mask / pad token; shapiq: the game removes the coalition's absent tokens the same
+  way). SLALOM (this engine and the reference) always samples by deletion.
 * **Equal budgets.** ``n_samples`` model evaluations for SLALOM-eff / -fidel, the reference,
-  LIME, KernelSHAP and Partition (``max_evals``); IG uses ``lig_steps`` steps; gradients one
-  backward pass. Every model call goes through a counter, so the tables show what each
-  method really used.
+  LIME, KernelSHAP, Partition (``max_evals``) and shapiq's approximators (``budget``); IG
+  uses ``lig_steps`` steps; gradients one backward pass. Every model call goes through a
+  counter, so the tables show what each method really used.
 * **Human attention** (Yelp-HAT style rows with ``words`` and ``human_attention``): each
   sub-token inherits its word's label; ROC-AUC / AUPRC of ``|score|`` for signed scores and
   of the raw score for unsigned ones (SLALOM importance, saliency), as in the paper.
@@ -54,8 +58,8 @@ Conventions (recorded in ``results.json``):
   (Laplace α = 40, App. E.3); Spearman ρ with scores oriented to class 1, against ``|NB|``
   for unsigned scores. Binary models only.
 
-captum and shap are imported inside the functions that run them, never at module level, so
-``import slalom_core`` stays free of both.
+captum, shap and shapiq are imported inside the functions that run them, never at module
+level, so ``import slalom_core`` stays free of them.
 
 Modules: :mod:`.instances` (model, texts, NB table), :mod:`.runner` (the run),
 :mod:`.report` (summary, tables, files); the method table and :class:`BenchConfig` are in

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .machine import machine_line
+
 PROMPTS = [
     "the movie was great and",
     "i hated the boring plot but",
@@ -36,8 +38,15 @@ PROMPTS = [
 ]
 
 
-def _tiny_lm():
-    """A 1-layer GPT-2 with random weights over a byte-level BPE trained on a few words."""
+def tiny_lm() -> tuple:
+    """A 1-layer GPT-2 with random weights over a byte-level BPE trained on :data:`PROMPTS`'
+    words (no download): the LM of this benchmark and of docs/inseq.md's picture.
+
+    Example:
+        >>> lm, tok = tiny_lm()  # doctest: +SKIP
+        >>> lm.config.n_layer, tok.eos_token  # doctest: +SKIP
+        (1, '<|endoftext|>')
+    """
     from tokenizers import ByteLevelBPETokenizer
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
@@ -135,8 +144,10 @@ def main(argv: list[str] | None = None) -> None:
 
         lm, tok = AutoModelForCausalLM.from_pretrained(args.model).eval(), AutoTokenizer.from_pretrained(args.model)
     else:
-        lm, tok = _tiny_lm()
+        lm, tok = tiny_lm()
+    print(f"machine before: {machine_line()}")
     table = run(lm, tok, PROMPTS[: args.prompts], args.max_new_tokens, args.n_samples, args.methods.split(","))
+    print(f"machine after: {machine_line()}")
     print("| method | seconds | LM forward rows | deletion AOPC (nats) |\n| --- | --- | --- | --- |")
     for r in table:
         print(f"| {r['method']} | {r['seconds']:.2f} | {r['forward_rows']} | {r['aopc']:.3f} |")

@@ -1,27 +1,43 @@
 """SLALOM's surrogate interactions beside shapiq's approximators on the model itself.
 
-One review, the packaged MiniLM demo model (offline), 1 torch thread. The reference is the
-model's own exact SII (all 2^n deletions, shapiq's ExactComputer on the model game: the text
-with the absent tokens deleted, log-odds of class 1, the empty text as F(∅)); SLALOM's row is
-``exp.to_interaction_values()`` after one fit; KernelSHAP-IQ and SVARM-IQ get the fit's
-number of model calls as their budget. Needs shapiq (``pip install "slalom-xai[shapiq]"``).
+One review, the packaged MiniLM demo model (offline), 1 torch thread (``--threads``). The
+reference is the model's own exact SII (all 2^n deletions, shapiq's ExactComputer on the
+model game: the text with the absent tokens deleted, log-odds of class 1, the empty text as
+F(∅)); SLALOM's row is ``exp.to_interaction_values()`` after one fit; KernelSHAP-IQ and
+SVARM-IQ get the fit's number of model calls as their budget (the game and approximators of
+:mod:`slalom_core.experiments.shapiq_games`, as in ``slalom-xai bench``). Needs shapiq
+(``pip install "slalom-xai[shapiq]"``).
 
-    python -m slalom_core.experiments.benchmarks.shapiq_compare
+    python -m slalom_core.experiments.benchmarks.shapiq_compare --threads 1
 """
 
+import argparse
 import time
 import warnings
 
 import numpy as np
 import torch
 
+from .machine import machine_line
 
-def main() -> None:
-    torch.set_num_threads(1)
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the comparison table, with the machine and the load before and after the run.
+
+    Example:
+        >>> main(["--threads", "1"])  # doctest: +SKIP
+    """
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (%(default)s)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
-    import shapiq
+    print(f"machine before: {machine_line()}")
     import slalom_core as sc
+    from slalom_core.experiments.shapiq_games import APPROXIMATORS, approximate, deletion_game, require_shapiq
     from slalom_core.packaged.demo_model import load_default_model
+
+    shapiq = require_shapiq()
 
     model, tok = load_default_model()
     text = "a wonderful, moving film with a boring plot"
@@ -35,18 +51,19 @@ def main() -> None:
     ids = [i[0] for i in exp.token_ids]
     adapter = sc.models.as_adapter(model, tokenizer=tok)
 
-    def model_game(masks: np.ndarray) -> np.ndarray:
-        out = adapter.score([[ids[j] for j in range(n) if m[j]] for m in masks]).numpy()
+    def log_odds(rows: list[list[int]]) -> np.ndarray:
+        out = adapter.score(rows).numpy()
         return out[:, 1] - out[:, 0]  # log-odds of class 1, as SLALOM explains the binary model
 
+    model_game = deletion_game(log_odds, ids)  # the same game as `slalom-xai bench`'s shapiq rows
     estimates = {}
     with adapter.session():
         start = time.perf_counter()
         truth = shapiq.ExactComputer(n_players=n, game=model_game)("SII", order=2)
         exact_s = time.perf_counter() - start
-        for name, cls in [("KernelSHAPIQ", shapiq.KernelSHAPIQ), ("SVARMIQ", shapiq.SVARMIQ)]:
+        for key, name in APPROXIMATORS.items():
             start = time.perf_counter()
-            est = cls(n=n, max_order=2, index="SII", random_state=0).approximate(budget=calls, game=model_game)
+            est = approximate(key, model_game, n, calls, seed=0)
             estimates[name] = (est, time.perf_counter() - start)
     singles = [c for c in truth.interaction_lookup if len(c) == 1]
     pairs = [c for c in truth.interaction_lookup if len(c) == 2]
@@ -69,6 +86,7 @@ def main() -> None:
     for name, (est, seconds) in estimates.items():
         row = f"{rmse(est, singles):.3f} | {rmse(est, pairs):.3f} | {corr(est, pairs):.2f}"
         print(f"| shapiq {name} on the model | {calls} | {seconds:.2f} | {row} |")
+    print(f"machine after: {machine_line()}")
 
 
 if __name__ == "__main__":
