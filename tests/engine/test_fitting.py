@@ -165,7 +165,7 @@ def test_hybrid_recovers_a_true_slalom_with_its_default_options(n_tokens):
         truth = float(net(torch.as_tensor(ids[sub])[None], torch.ones(1, len(sub)))[0, 0])
         assert pred == pytest.approx(truth, abs=1e-3)  # tol: as above
     assert d["n_context"] == 50 and d["design"] == "950 short samples + 50 deletions"
-    assert d["importance_measured"] == "in context"
+    assert d["importance_measured"] == "alone, scaled in context"  # the order alone, the temperature here
 
 
 def test_a_prior_cannot_overrule_exact_data():
