@@ -45,6 +45,7 @@ from ..files import has_manifest, read_json, set_manifest_key, write_json
 from ..warn import warn_user
 from .corpus_run import CorpusHead
 from .explainer import AmortizedExplainer
+from .head import EPOCHS, HIDDEN
 from .quality import POOR_AUDIT, write_quality
 from .sizes import AUDIT_SHARE, LABEL_TEXTS, check_pays, label_set_size
 
@@ -98,8 +99,8 @@ def explain_corpus_amortized(
     seed: int | None = 0,
     batch_size: int | None = None,
     device: torch.device | str | None = None,
-    epochs: int = 60,
-    hidden: int = 256,
+    epochs: int = EPOCHS,
+    hidden: int = HIDDEN,
     show_progress: bool = True,
 ) -> CorpusRun:
     """Explain every text of a corpus with an amortized head trained and audited on the way.

@@ -38,6 +38,13 @@ def check_run_options(
     """
     if amortized is not None:
         opts = amortized.run_options(opts)
+    if "gamma" in opts.fit_options:
+        # explain's gamma only shifts the importances (they sum to gamma); a run's tables
+        # store them mean-zero, which its manifest does not record and its readers assume.
+        raise TypeError(
+            "a corpus run takes no gamma: its tables store every text's importances and lin "
+            "with the importances summing to 0 (explain's default)"
+        )
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:

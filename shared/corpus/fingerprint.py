@@ -13,10 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-# The run's model fingerprint, re-exported for the corpus's own modules.
-from ..models.fingerprint import model_fingerprint, stable_str
+from ..models.fingerprint import stable_str
 
-__all__ = ["model_fingerprint", "cell_digest", "DUPLICATE"]
+__all__ = ["cell_digest", "DUPLICATE"]
 
 #: The digest that stands for the text of a duplicated id (every row of it fails, whatever its text).
 DUPLICATE = "duplicate id"

@@ -20,10 +20,11 @@ from ..files import has_manifest, read_manifest
 from ..fit_quality import FLAG_CODES, row_flags
 from ..link import SlalomOutputWarning
 from ..models import ModelAdapter, as_adapter
+from ..models.fingerprint import model_fingerprint
 from ..warn import warn_user
 from . import store
 from .checks import ENGINES, check_run_options, check_run_target, ids_digest, scan_source
-from .fingerprint import cell_digest, model_fingerprint
+from .fingerprint import cell_digest
 from .loading import load_model, model_name
 from .protocol import ChunkExplainerSource, check_source
 from .resume import prepare_out, redo_budget_failures, redo_changed_chunks

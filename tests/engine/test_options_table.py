@@ -150,3 +150,14 @@ def test_each_call_checks_its_options_once(monkeypatch):
     exps = sc.explain_batch(clf, [[5, 6, 7], [8, 9]], method="eff", n_samples=60, seed=0, sample_length=2)
     assert len(exps) == 2 and len(calls) == 1
     assert calls[0] == sc.CallOptions(method="eff", n_samples=60, seed=0, fit_options={"sample_length": 2})
+
+
+def test_a_corpus_run_refuses_gamma_by_name():
+    """explain's gamma (the importances' sum) is not an option of a corpus run: refused
+    before any model is loaded, naming it, instead of reaching the fitter as unknown."""
+    from slalom_core.corpus.checks import check_run_options
+
+    with pytest.raises(TypeError, match="a corpus run takes no gamma"):
+        check_run_options(sc.CallOptions(method="eff", seed=0, fit_options={"gamma": 0.5}), None, 64, "local")
+    opts, call = check_run_options(sc.CallOptions(method="eff", seed=0), None, 64, "local")
+    assert call.fitter.name == "eff" and opts.fit_options == {}
