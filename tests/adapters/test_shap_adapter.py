@@ -723,6 +723,8 @@ def test_base_values_are_one_expected_value_for_every_text(pipe, tok):
     sv = ex(texts, silent=True)
     b = ex.model([""])[0]
     for i in range(len(texts)):
+        # Exact: one number, the empty input scored once in this call and given to every
+        # text (not a fitted score; a second scoring is compared within float32 below).
         np.testing.assert_array_equal(sv.base_values[i], sv.base_values[0])
         # tol: float32 logits of the empty input, read in another batch
         np.testing.assert_allclose(sv.base_values[i], b, atol=1e-5)
@@ -739,6 +741,7 @@ def test_base_values_are_one_expected_value_for_every_text(pipe, tok):
     np.testing.assert_allclose(alone.base_values, [b, b], atol=1e-5)
     # Non-additive scores have no base; the residual is reported all the same.
     value = ex(texts[:1], score="value", silent=True)
+    # Exact: a constant the adapter sets (no fit, no model output reaches it).
     np.testing.assert_array_equal(value.base_values, [[0.0, 0.0]])
 
 

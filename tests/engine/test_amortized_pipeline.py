@@ -386,7 +386,10 @@ def test_a_resume_after_a_label_text_changed_retrains_the_head(model_dir, tmp_pa
     assert resumed.manifest["amortized"]["digest"] != old["digest"]  # a new head ...
     # ... which explains every text as the uninterrupted run of the edited data does.
     a, b = (r.positions().sort_values(["id", "position"]).reset_index(drop=True) for r in (resumed, fresh))
-    np.testing.assert_array_equal(a["value"].to_numpy(), b["value"].to_numpy())
+    # tol: the same head (trained on the same labels with the same seed) on the same texts,
+    # its float32 outputs possibly from batches composed otherwise: float32 rounding of values
+    # of size ~1 through a two-layer head (< 1e-6), with 10× room
+    np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-5, atol=1e-5)
     # A second resume with nothing changed keeps the head.
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
