@@ -80,7 +80,7 @@ from .scores import (
     register_score,
     unregister_score,
 )
-from .surrogate import SlalomSurrogate
+from .surrogate import IDENTITY_LAW, LengthLaw, SlalomSurrogate
 from .views import compare_html
 
 __version__ = "0.1.0"
@@ -117,6 +117,8 @@ __all__ = [
     "fit_summary",
     "Diagnostics",
     "SlalomSurrogate",
+    "LengthLaw",
+    "IDENTITY_LAW",
     "SCORE_NAMES",
     "SCORES",
     "ADDITIVE_SCORES",

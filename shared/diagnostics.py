@@ -18,6 +18,7 @@ MIN_MOVE = 0.1
 IMPORTANCE_MEASURED: dict[str, str] = {
     "in context": "measured in this text (deletions of the text)",
     "alone": "measured for each token alone (samples of a few tokens), not in this text",
+    # Written by releases before the length law (their default's); read back from their files.
     "alone, scaled in context": (
         "measured for each token alone (samples of a few tokens), carried into this text by a "
         "temperature fitted to its deletions"
@@ -36,9 +37,9 @@ class Diagnostics(dict):
     ``explain_batch`` sets the core fields below on every explanation; the fitter adds its
     own entries (:attr:`extras`), e.g. ``heldout_r2``, ``heldout_mse``, ``n_heldout``,
     ``train_r2``, ``fit_converged``, ``fit_iterations`` (eff, fidel, hybrid), ``check_r2``
-    (with ``check_samples``), ``design``, ``n_context``, ``context_level``, ``context_scale``,
-    ``importance_temperature`` and ``heldout_r2_of`` (hybrid), ``ana_invalid_pairs``
-    (ana).
+    (with ``check_samples``), ``design``, ``n_context``, ``value_scale``, ``value_shift``,
+    ``length_exponent``, ``length_curvature``, ``length_pivot``, ``scales_r2`` and
+    ``heldout_r2_of`` (hybrid), ``ana_invalid_pairs`` (ana).
 
     A ``dict`` subclass, so that code written for the plain dict this used to be keeps
     working: ``d["heldout_r2"]``, ``d.get(...)``, ``"x" in d``, ``dict(d)``, iteration,

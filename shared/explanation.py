@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -217,7 +217,31 @@ class SlalomExplanation:
             exact_max_positions=exact_max_positions,
             n_permutations=n_permutations,
             seed=seed,
+            law=self.surrogate.law,
         )
+
+    def predict(self, positions: Sequence[int] | np.ndarray) -> np.ndarray | float:
+        """The surrogate's output on the sub-text that keeps ``positions`` (indices into
+        :attr:`tokens`, in the text's order), in the model's own units: ``base_value`` plus
+        F of those tokens under the surrogate's length law. No model call.
+
+        The same surrogate every score of this explanation is computed from (removal,
+        contribution, Shapley values, the shapiq game), so a sub-text's prediction is what
+        those scores add up to. An empty selection gives ``base_value``.
+
+        Example:
+            >>> exp.predict(range(exp.n_positions)) == exp.surrogate_output  # doctest: +SKIP
+            >>> exp.predict([0])  # the first token alone, log-odds  # doctest: +SKIP
+        """
+        pos = np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions)
+        if pos.size and (pos.dtype.kind not in "iu" or pos.min() < -self.n_positions or pos.max() >= self.n_positions):
+            raise ValueError(f"positions must be integer indices into the text's {self.n_positions} positions")
+        counts = np.bincount(self.unit_index[pos.astype(np.int64)], minlength=self.surrogate.n_units)
+        out = self.surrogate.predict(counts[None])[0]
+        if self.class_index is not None and np.ndim(out) == 1:
+            out = out[self.class_index]
+        out = np.asarray(self.base_value) + out
+        return out if np.ndim(out) else float(out)
 
     def to_interaction_values(
         self, max_order: int = 2, *, index: str = "SII", output: int | str | None = None, exact_max_positions: int = 16
@@ -256,7 +280,7 @@ class SlalomExplanation:
             >>> exp.scores("contribution").sum() + exp.base_value == exp.surrogate_output  # doctest: +SKIP
         """
         row = _scores.SCORES[_scores.check_score(name)]
-        return np.asarray(row.compute(self.value, self.importance))
+        return np.asarray(row.of(self.value, self.importance, self.surrogate.law))
 
     # -- every class at once -------------------------------------------------------------
     def _binary_class(self) -> int | None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .surrogate import dense_slots, surrogate_forward
+from .surrogate import IDENTITY_LAW, LengthLaw, dense_slots, surrogate_forward
 
 if TYPE_CHECKING:
     from .explained import Explained
@@ -48,8 +48,11 @@ _SHAPIQ_MISSING = (
 )
 
 
-def coalition_values(v: np.ndarray, s: np.ndarray, masks: np.ndarray, *, empty_value: float = 0.0) -> np.ndarray:
-    """F(S) of the surrogate game for each row of a 0/1 mask over positions.
+def coalition_values(
+    v: np.ndarray, s: np.ndarray, masks: np.ndarray, *, empty_value: float = 0.0, law: LengthLaw = IDENTITY_LAW
+) -> np.ndarray:
+    """F(S) of the surrogate game for each row of a 0/1 mask over positions, under the
+    surrogate's length ``law`` (a coalition of k positions reads k tokens).
 
     Args:
         v: (n,) per-position values, measured from the reference point.
@@ -73,7 +76,7 @@ def coalition_values(v: np.ndarray, s: np.ndarray, masks: np.ndarray, *, empty_v
         torch.as_tensor(np.asarray(s, dtype=np.float64)),
         *dense_slots(torch.as_tensor(masks)),
     )
-    out = pred[:, 0].numpy().copy()
+    out = law.apply(pred[:, 0].numpy(), masks.sum(axis=1))
     out[masks.sum(axis=1) == 0] = float(empty_value)  # the reference point, not 0/0
     return out
 
@@ -109,6 +112,7 @@ def shapley_interactions(
     index: str = "SII",
     empty_value: float = 0.0,
     exact_max_positions: int = EXACT_MAX_POSITIONS,
+    law: LengthLaw = IDENTITY_LAW,
 ) -> dict[tuple[int, ...], float]:
     """Exact interaction indices of the surrogate game, every coalition up to ``max_order``.
 
@@ -126,6 +130,7 @@ def shapley_interactions(
         empty_value: F(∅), the reference point (added to every F(S), so order 0 is absolute).
         exact_max_positions: enumerate up to this many positions (default 16, at most 22);
             beyond, a ValueError says what to do instead.
+        law: the surrogate's length law (default: the identity, the paper's SLALOM).
 
     Returns:
         {coalition (sorted position tuple): value}, from () up to ``max_order``.
@@ -140,7 +145,7 @@ def shapley_interactions(
     max_order = min(max_order, n)
     codes = np.arange(2**n)
     masks = (codes[:, None] >> np.arange(n)) & 1
-    game = empty_value + coalition_values(v, s, masks)
+    game = empty_value + coalition_values(v, s, masks, law=law)
     sizes = masks.sum(axis=1)
     sii: dict[tuple[int, ...], float] = {}
     for k in range(max_order + 1):
@@ -183,6 +188,15 @@ def _output(exp: Explained, output: int | str | None) -> tuple[np.ndarray, float
     return v[:, col], float(base.reshape(-1)[col]) if base.ndim else float(base)
 
 
+def _law_of(exp: Explained, output: int | str | None) -> LengthLaw:
+    """The length law of the output :func:`_output` picks (a joint fit's slope per class)."""
+    law = exp.surrogate.law
+    if np.ndim(exp.value) == 1:
+        return law.column(exp.class_index)
+    names = list(exp.class_names or range(np.shape(exp.value)[1]))
+    return law.column(names.index(output) if output in names else int(output))
+
+
 def surrogate_game(exp: Explained, *, output: int | str | None = None) -> Callable[[np.ndarray], np.ndarray]:
     """The explanation's surrogate game as a callable on (m, n) coalition masks, in absolute units.
 
@@ -195,9 +209,10 @@ def surrogate_game(exp: Explained, *, output: int | str | None = None) -> Callab
     """
     v, base = _output(exp, output)
     s = np.asarray(exp.importance, dtype=np.float64)
+    law = _law_of(exp, output)
 
     def game(masks: np.ndarray) -> np.ndarray:
-        return base + coalition_values(v, s, masks)
+        return base + coalition_values(v, s, masks, law=law)
 
     return game
 
@@ -226,7 +241,13 @@ def to_interaction_values(
         raise ImportError(_SHAPIQ_MISSING) from err
     v, base = _output(exp, output)
     values = shapley_interactions(
-        v, exp.importance, max_order=max_order, index=index, empty_value=base, exact_max_positions=exact_max_positions
+        v,
+        exp.importance,
+        max_order=max_order,
+        index=index,
+        empty_value=base,
+        exact_max_positions=exact_max_positions,
+        law=_law_of(exp, output),
     )
     lookup = {c: i for i, c in enumerate(values)}
     return shapiq.InteractionValues(

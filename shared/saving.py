@@ -44,7 +44,7 @@ import numpy as np
 from .diagnostics import Diagnostics
 from .files import write_atomically
 from .scores import SCORES, STORED_SCORES
-from .surrogate import SlalomSurrogate
+from .surrogate import LengthLaw, SlalomSurrogate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,6 +125,7 @@ def explanation_dict(explanation: SlalomExplanation) -> dict:
             "value": plain(e.surrogate.value),
             "importance": plain(e.surrogate.importance),
             "gamma": float(e.surrogate.gamma),
+            "law": e.surrogate.law.as_dict(),
         },
         "unit_value_se": plain(e.unit_value_se),
         "unit_importance_se": plain(e.unit_importance_se),
@@ -306,7 +307,12 @@ def explanation_fields(d: Mapping) -> dict[str, Any]:
         unit_index = _unit_index(d, len(importance))
         class_index = d.get("class_index")
         value_se, importance_se = _array(d.get("unit_value_se")), _array(d.get("unit_importance_se"))
-    surrogate = SlalomSurrogate(np.asarray(value, dtype=np.float64), np.asarray(importance, dtype=np.float64), gamma)
+    sur = d.get("surrogate")
+    # Files written before the length law hold none: theirs is the identity.
+    law = LengthLaw.from_dict(sur.get("law") if isinstance(sur, Mapping) else None)
+    surrogate = SlalomSurrogate(
+        np.asarray(value, dtype=np.float64), np.asarray(importance, dtype=np.float64), gamma, law
+    )
     # The file holds the normalised importances: normalising again may move the last bit.
     surrogate.importance = np.asarray(importance, dtype=np.float64)
     diagnostics = Diagnostics(d.get("diagnostics") or {})

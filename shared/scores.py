@@ -4,7 +4,9 @@
 broadcast to its positions. ``removal``, ``contribution`` and ``shapley`` depend on the
 text: they treat each *position* as a player (a token occurring twice is two players).
 
-All functions take per-position value ``v`` ((n,) or (n, C)) and importance ``s`` (n,).
+All functions take per-position value ``v`` ((n,) or (n, C)) and importance ``s`` (n,); the
+text-dependent ones also the surrogate's length law (:class:`~slalom_core.surrogate.LengthLaw`,
+the identity by default), since F on a sub-text depends on how many tokens it keeps.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .surrogate import dense_slots, softmax_weights, surrogate_forward
+from .surrogate import IDENTITY_LAW, LengthLaw, dense_slots, softmax_weights, surrogate_forward
 
 __all__ = [
     "Score",
@@ -52,9 +54,11 @@ def attention(s: np.ndarray) -> np.ndarray:
     return softmax_weights(torch.ones(1, len(st), dtype=torch.float64), st)[0].numpy()
 
 
-def contribution(v: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """α_i·v_i: an additive split of the surrogate's output F(t) over positions."""
-    return _bcast(attention(s), v) * v
+def contribution(v: np.ndarray, s: np.ndarray, law: LengthLaw = IDENTITY_LAW) -> np.ndarray:
+    """α_i·ṽ_i, ṽ_i = p + A(n)(v_i − p) each value read at the text's length n (the length
+    law): an additive split of the surrogate's output F(t) over positions. Under the
+    identity law, α_i·v_i."""
+    return _bcast(attention(s), v) * law.read_at(v, len(s))
 
 
 def lin(v: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -66,31 +70,37 @@ def lin(v: np.ndarray, s: np.ndarray) -> np.ndarray:
     return v * _bcast(np.exp(s), v)
 
 
-def removal(v: np.ndarray, s: np.ndarray, empty_value: float = 0.0) -> np.ndarray:
-    """F(t) − F(t without position i), in closed form α_i (v_i − F) / (1 − α_i).
+def removal(v: np.ndarray, s: np.ndarray, empty_value: float = 0.0, law: LengthLaw = IDENTITY_LAW) -> np.ndarray:
+    """F(t) − F(t without position i): the weighted mean without i is (f − α_i v_i)/(1 − α_i)
+    (under the identity law the difference is α_i (v_i − f) / (1 − α_i)), read at n − 1 tokens.
 
     Removing the only position of a one-token text leaves the empty text, whose output is
     taken to be ``empty_value``.
     """
+    n = len(s)
     a = attention(s)
     f = (_bcast(a, v) * v).sum(axis=0)
+    full = law.apply(f[None] if v.ndim == 2 else np.array([f]), np.array([n]))[0]
     out = np.empty_like(v)
     single = a >= 1.0 - 1e-12
     rest = ~single
-    out[rest] = _bcast(a[rest], v) * (v[rest] - f) / _bcast(1.0 - a[rest], v)
-    out[single] = f - empty_value
+    without = (f - _bcast(a[rest], v) * v[rest]) / _bcast(1.0 - a[rest], v)
+    out[rest] = full - law.apply(without, np.full(int(rest.sum()), n - 1.0))
+    out[single] = full - empty_value
     return out
 
 
-def _game_values(masks: np.ndarray, v: np.ndarray, s: np.ndarray, empty_value: float) -> np.ndarray:
-    """Surrogate output for each coalition (rows of a 0/1 mask over positions)."""
+def _game_values(
+    masks: np.ndarray, v: np.ndarray, s: np.ndarray, empty_value: float, law: LengthLaw = IDENTITY_LAW
+) -> np.ndarray:
+    """Surrogate output for each coalition (rows of a 0/1 mask over positions), under ``law``."""
     vt = torch.as_tensor(np.asarray(v, dtype=np.float64))
     pred, _ = surrogate_forward(
         vt if vt.ndim == 2 else vt[:, None],
         torch.as_tensor(s, dtype=torch.float64),
         *dense_slots(torch.as_tensor(masks, dtype=torch.float64)),
     )
-    out = pred.numpy() if vt.ndim == 2 else pred[:, 0].numpy()
+    out = law.apply(pred.numpy() if vt.ndim == 2 else pred[:, 0].numpy(), masks.sum(axis=1))
     # The empty coalition is the reference point, not the all-zero weights' output 0.
     out[masks.sum(axis=1) == 0] = float(empty_value)
     return out
@@ -104,6 +114,7 @@ def shapley(
     exact_max_positions: int = 12,
     n_permutations: int = 512,
     seed: int | None = 0,
+    law: LengthLaw = IDENTITY_LAW,
 ) -> np.ndarray:
     """Shapley values of the surrogate game S ↦ F(S) over the text's positions.
 
@@ -123,7 +134,7 @@ def shapley(
     if n <= exact_max_positions:
         codes = np.arange(2**n)
         masks = ((codes[:, None] >> np.arange(n)) & 1).astype(float)
-        vals = _game_values(masks, v, s, empty_value)
+        vals = _game_values(masks, v, s, empty_value, law)
         sizes = masks.sum(axis=1).astype(int)
         weight = np.array([math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n) for k in range(n)])
         phi = np.zeros_like(v, dtype=float)
@@ -145,6 +156,9 @@ def shapley(
     cw = np.cumsum(w[perms], axis=1)
     cwv = np.cumsum(wv[perms], axis=1)
     vals = cwv / (cw[..., None] if v.ndim == 2 else cw)
+    # The prefix of length j + 1 reads j + 1 tokens: the law scales each prefix's mean.
+    k = np.arange(1, n + 1, dtype=np.float64)
+    vals = law.apply(vals.reshape(-1, *v.shape[1:]), np.tile(k, len(perms))).reshape(vals.shape)
     start = np.full((len(perms), 1) + v.shape[1:], float(empty_value))
     gains = np.diff(np.concatenate([start, vals], axis=1), axis=1)
     phi = np.zeros_like(v, dtype=float)
@@ -174,6 +188,8 @@ class Score:
             like ``v``. No model call.
         stored: kept in saved tables (``to_dict``, corpus runs); False for a score that
             is cheap to recompute from v and s but costly to compute for every text (Shapley).
+        takes_law: ``compute`` also takes the surrogate's length law as ``law=`` (scores of
+            the surrogate on sub-texts: removal, contribution, shapley); call :meth:`of`.
 
     Example:
         >>> SCORES["contribution"].additive, SCORES["importance"].class0_sign
@@ -189,8 +205,13 @@ class Score:
     from_base: bool
     class0_sign: int
     per: str
-    compute: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    compute: Callable[..., np.ndarray]
     stored: bool = True
+    takes_law: bool = False
+
+    def of(self, v: np.ndarray, s: np.ndarray, law: LengthLaw = IDENTITY_LAW) -> np.ndarray:
+        """The score of per-position ``v`` and ``s`` under the surrogate's length ``law``."""
+        return self.compute(v, s, law=law) if self.takes_law else self.compute(v, s)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -211,8 +232,8 @@ def _importance(v: np.ndarray, s: np.ndarray) -> np.ndarray:
     return s
 
 
-def _shapley_default(v: np.ndarray, s: np.ndarray) -> np.ndarray:
-    return shapley(v, s)
+def _shapley_default(v: np.ndarray, s: np.ndarray, law: LengthLaw = IDENTITY_LAW) -> np.ndarray:
+    return shapley(v, s, law=law)
 
 
 #: The one table of scores (all computed from the fitted surrogate, no model call), in
@@ -252,23 +273,25 @@ SCORES: dict[str, Score] = {
         ),
         Score(
             "removal",
-            "α_i(v_i − F)/(1 − α_i) = F(t) − F(t∖i)",
+            "F(t) − F(t∖i) (= α_i(v_i − F)/(1 − α_i) under the identity law)",
             "log-odds (a difference)",
             additive=False,
             from_base=False,
             class0_sign=-1,
             per="position",
             compute=removal,
+            takes_law=True,
         ),
         Score(
             "contribution",
-            "α_i·v_i, α = softmax(s)",
+            "α_i·(p + A(n)(v_i − p)), α = softmax(s) (α_i·v_i under the identity law)",
             "log-odds from the reference point",
             additive=True,
             from_base=True,
             class0_sign=-1,
             per="position",
             compute=contribution,
+            takes_law=True,
         ),
         Score(
             "shapley",
@@ -279,6 +302,7 @@ SCORES: dict[str, Score] = {
             class0_sign=-1,
             per="position",
             compute=_shapley_default,
+            takes_law=True,
             stored=False,
         ),
     )

@@ -21,6 +21,8 @@ import numpy as np
 import torch
 
 __all__ = [
+    "LengthLaw",
+    "IDENTITY_LAW",
     "SlalomSurrogate",
     "surrogate_forward",
     "softmax_weights",
@@ -104,6 +106,105 @@ def softmax_weights(counts: torch.Tensor, importance: torch.Tensor) -> torch.Ten
     return surrogate_forward(None, importance, *dense_slots(counts.to(importance.dtype)))[1]
 
 
+@dataclass(frozen=True)
+class LengthLaw:
+    """How the surrogate's output grows with the number k of tokens it reads.
+
+    A SLALOM's output is a weighted *mean* of values, so it cannot follow a transformer whose
+    log-odds grow as a text gathers more words of one sentiment. The length law lets it:
+
+        F(t) = p + A(k) · (Σ_i α_i(t) v(t_i) − p),   A(k) = k^(η + κ·ln k),   k = |t| ≥ 1;  F(∅) = 0
+
+    (F measured from the reference point): as the text grows, its output moves away from the
+    pivot p by the factor A(k). At k = 1, A = 1, so a token's value is the surrogate's output on
+    that token alone, in log-odds, whatever the text; the law says how outputs on longer texts
+    scale. ``exponent = curvature = 0`` (A ≡ 1) is the paper's SLALOM (the identity,
+    :data:`IDENTITY_LAW`), which a model that *is* a SLALOM is fitted with.
+
+    Attributes:
+        exponent: η, the amplification's growth per unit of ln k at k = 1 (unit-free).
+        curvature: κ, how that growth changes with ln k (unit-free; 0: a power law).
+        pivot: p, the output (from the reference point) that amplification moves away from;
+            (K,) for a joint multi-class fit (summing to zero over classes), else a float.
+
+    Example:
+        >>> law = LengthLaw(exponent=0.5)
+        >>> float(law.apply(np.array([1.0]), np.array([4.0]))[0])  # 4^0.5 · (1 − 0)
+        2.0
+    """
+
+    exponent: float = 0.0
+    curvature: float = 0.0
+    pivot: float | np.ndarray = 0.0
+
+    @property
+    def is_identity(self) -> bool:
+        return self.exponent == 0.0 and self.curvature == 0.0
+
+    def amplification(self, k: np.ndarray) -> np.ndarray:
+        """A(k) for k ≥ 1 (1 at k = 1; any k < 1 is read as 1)."""
+        lk = np.log(np.maximum(np.asarray(k, dtype=np.float64), 1.0))
+        return np.exp((self.exponent + self.curvature * lk) * lk)
+
+    def read_at(self, value: np.ndarray, k: float) -> np.ndarray:
+        """Values (n,) or (n, K) as read in a text of ``k`` tokens: p + A(k)·(v − p). A text's
+        output is the attention-weighted mean of its tokens' values read at its length."""
+        pivot = np.asarray(self.pivot, dtype=np.float64)
+        return pivot + float(self.amplification(np.array([k]))[0]) * (np.asarray(value, dtype=np.float64) - pivot)
+
+    def apply(self, mean: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """F from the weighted means ``mean`` ((B,) or (B, K)) of samples of ``k`` tokens
+        ((B,)); an empty sample (k = 0) gives 0, the reference point."""
+        mean = np.asarray(mean, dtype=np.float64)
+        k = np.asarray(k, dtype=np.float64)
+        amp = self.amplification(k)
+        if mean.ndim == 2:
+            amp = amp[:, None]
+        pivot = np.asarray(self.pivot, dtype=np.float64)
+        out = pivot + amp * (mean - pivot)
+        return np.where((k > 0)[:, None] if mean.ndim == 2 else k > 0, out, 0.0)
+
+    def column(self, k: int | None) -> LengthLaw:
+        """The law of one output column ``k`` of a joint fit (itself for one output)."""
+        pivot = np.asarray(self.pivot, dtype=np.float64)
+        return self if k is None or pivot.ndim == 0 else LengthLaw(self.exponent, self.curvature, float(pivot[k]))
+
+    def as_dict(self) -> dict:
+        return {
+            "exponent": float(self.exponent),
+            "curvature": float(self.curvature),
+            "pivot": np.asarray(self.pivot, dtype=np.float64).tolist(),
+        }
+
+    @classmethod
+    def from_diagnostics(cls, d: dict) -> LengthLaw:
+        """The law a fit recorded in its diagnostics (``length_exponent``, ``length_curvature``,
+        ``length_pivot``; the identity where it recorded none: every method but the default)."""
+        if d.get("length_exponent") is None:
+            return IDENTITY_LAW
+        return cls.from_dict(
+            {"exponent": d["length_exponent"], "curvature": d.get("length_curvature", 0.0), "pivot": d["length_pivot"]}
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> LengthLaw:
+        """The law :meth:`as_dict` wrote (None: the identity, as files before the law hold)."""
+        if d is None:
+            return IDENTITY_LAW
+        try:
+            numbers = float(d["exponent"]), float(d["curvature"])
+            pivot = np.asarray(d["pivot"], dtype=np.float64)
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("'surrogate.law' must hold the numbers 'exponent', 'curvature' and 'pivot'") from None
+        if not (np.all(np.isfinite(numbers)) and np.all(np.isfinite(pivot))) or pivot.ndim > 1:
+            raise ValueError("'surrogate.law' holds a non-finite or mis-shaped number")
+        return cls(*numbers, float(pivot) if pivot.ndim == 0 else pivot)
+
+
+#: The paper's SLALOM: no growth with length.
+IDENTITY_LAW = LengthLaw()
+
+
 @dataclass
 class SlalomSurrogate:
     """A fitted SLALOM over ``U`` units.
@@ -112,6 +213,8 @@ class SlalomSurrogate:
         value: (U,) for a binary model (log-odds), (U, C) for a joint multi-class fit.
         importance: (U,) importances, normalised so that they sum to ``gamma``.
         gamma: the normalisation constant Σ_u s_u (0 = mean-zero importances).
+        law: how outputs grow with the number of tokens (:class:`LengthLaw`; the identity
+            is the paper's SLALOM).
 
     Example:
         >>> sur = SlalomSurrogate(np.array([1.0, -1.0]), np.array([0.5, -0.5]))
@@ -122,6 +225,7 @@ class SlalomSurrogate:
     value: np.ndarray
     importance: np.ndarray
     gamma: float = 0.0
+    law: LengthLaw = IDENTITY_LAW
 
     def __post_init__(self) -> None:
         self.value = np.asarray(self.value, dtype=np.float64)
@@ -142,7 +246,8 @@ class SlalomSurrogate:
 
     # -- evaluation -----------------------------------------------------------------
     def predict(self, counts: np.ndarray | torch.Tensor) -> np.ndarray:
-        """Surrogate output for each row of a (B, U) count matrix: (B,) or (B, C)."""
+        """Surrogate output for each row of a (B, U) count matrix: (B,) or (B, C), under its
+        length law (a row's length is its count total)."""
         c = torch.as_tensor(np.asarray(counts), dtype=torch.float64)
         if c.ndim == 1:
             c = c[None]
@@ -150,7 +255,8 @@ class SlalomSurrogate:
         pred, _ = surrogate_forward(
             value if self.multiclass else value[:, None], torch.from_numpy(self.importance), *dense_slots(c)
         )
-        return (pred if self.multiclass else pred[:, 0]).numpy()
+        mean = (pred if self.multiclass else pred[:, 0]).numpy()
+        return self.law.apply(mean, c.sum(dim=1).numpy())
 
     def predict_sequences(self, sequences: list[list[int]]) -> np.ndarray:
         """Surrogate output for sequences of unit indices."""

@@ -72,7 +72,7 @@ def assemble(
         tokens=list(plan.seg.tokens),
         token_ids=list(plan.seg.tokenizer_ids),  # the tokenizer's, not an adapter's own
         unit_index=plan.position_units,
-        surrogate=SlalomSurrogate(value, fit.importance, gamma=call.gamma),
+        surrogate=SlalomSurrogate(value, fit.importance, gamma=call.gamma, law=fit.law),
         method=fitter.name,
         granularity=call.granularity,
         target=call.target,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..explanation import SlalomExplanation
 from ..fit_quality import row_flags
-from ..surrogate import SlalomSurrogate
+from ..surrogate import LengthLaw, SlalomSurrogate
 
 __all__ = ["explanation_from_tables", "json_cell", "class_names_of", "predicted_class", "fit_status"]
 
@@ -90,10 +90,11 @@ def explanation_from_tables(positions, texts, *, explained_class: str | None = N
     value = stack([_per_unit(p["value"].to_numpy(np.float64), unit, n_units) for p in parts])
     importance = _per_unit(pos["importance"].to_numpy(np.float64), unit, n_units)
     value_se = [_se(p["value_se"], unit, n_units) for p in parts]
-    surrogate = SlalomSurrogate(value, importance)
+    diagnostics = json_cell(first["diagnostics"], {})
+    # The fit's length law is in its diagnostics (the identity for a fit that has none).
+    surrogate = SlalomSurrogate(value, importance, law=LengthLaw.from_diagnostics(diagnostics))
     # The stored importances are already normalised: re-normalising would move their last bits.
     surrogate.importance = importance
-    diagnostics = json_cell(first["diagnostics"], {})
     options = json_cell(first["options"], {})
 
     def output(name: str) -> np.ndarray | float:

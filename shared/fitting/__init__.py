@@ -4,9 +4,9 @@ The methods, by name (:data:`FITTERS`; :func:`get_fitter` builds one with its op
 
 - ``hybrid`` (:class:`HybridFitter`), the default of :func:`slalom_core.explain`
   (:data:`slalom_core.api.call.DEFAULT_METHOD`): triples measure each unit alone (90 % of
-  the budget); deletions of the text and the text itself carry that measurement into the
-  text's context (:mod:`.in_context`: a level, a scale, a temperature of the importances and
-  shrunk per-unit corrections, all measured). Recovers a true SLALOM with its defaults.
+  the budget); single tokens, the triples and deletions of the text carry that measurement to
+  every scale (:mod:`.in_context`: values in each token's output alone and a length law, all
+  measured). Recovers a true SLALOM with its defaults, and a SLALOM under a length law.
 - ``eff-slope`` (:class:`EffSlopeFitter`): triples alone, the importances' prior centred on
   a fitted slope times each unit's |value| (a prior built from the values: its importances
   are not measured; kept for comparison).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..surrogate import count_matrix
+from ..surrogate import IDENTITY_LAW, LengthLaw, count_matrix
 
 __all__ = ["removal_agreement", "REMOVAL_AGREEMENT_MIN"]
 
@@ -49,6 +49,7 @@ def removal_agreement(
     full_target: np.ndarray,
     value: np.ndarray,
     importance: np.ndarray,
+    law: LengthLaw = IDENTITY_LAW,
 ) -> float:
     """Spearman correlation, over deletion samples of the text, between the drop that the
     surrogate's ``removal`` scores predict (their sum over the deleted tokens) and the model's
@@ -65,6 +66,7 @@ def removal_agreement(
         position_units: the text's unit index per position.
         full_target: (K,) the model's output on the text, from the reference point.
         value: (U, K) fitted values; importance: (U,) fitted importances.
+        law: the surrogate's length law (the identity: the paper's SLALOM).
 
     Example:
         >>> v = np.array([[2.0], [-1.0], [0.5]]); s = np.zeros(3)
@@ -89,7 +91,11 @@ def removal_agreement(
     rest_w = total_w - w
     with np.errstate(invalid="ignore", divide="ignore"):
         f_without = np.where(rest_w > 0, (f_full * total_w - w * along) / np.where(rest_w > 0, rest_w, 1.0), f_full)
-    removal = f_full - f_without
+    # Under the length law the text reads n tokens and the text without u one fewer.
+    n = float(counts.sum())
+    pivot = np.broadcast_to(np.asarray(law.pivot, dtype=np.float64), (value.shape[1],)) @ direction
+    along_law = LengthLaw(law.exponent, law.curvature, float(pivot))  # the law along the move
+    removal = along_law.apply(np.array([f_full]), np.array([n]))[0] - along_law.apply(f_without, np.full(len(w), n - 1))
     removed = counts[None, :] - count_matrix(deletions, n_units)
     predicted = removed @ removal
     observed = (

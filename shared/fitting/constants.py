@@ -85,13 +85,12 @@ TRIPLE_LENGTH = 3
 #: tokens; 10 % described the context better but took ~2.9x the reference's time on this CPU,
 #: past the 2x the default may cost (docs/results.md §23 has the front and the pilot).
 CONTEXT_SHARE = 0.05
-#: hybrid: per-token corrections δ in stage two (shrunk by the evidence); False: v = a + c·v⁰.
-#: Off: with 50 deletions they moved the top-5 tokens between seeds (agreement 0.62 against
-#: 0.74 without, 12 IMDB reviews, demo model) and cost deletion AOPC (0.400 against 0.443).
-CONTEXT_CORRECTIONS = False
-#: ... but never fewer deletions than this (budget permitting): stage two fits three numbers
-#: and the removal check needs them.
+#: ... but never fewer deletions than this (budget permitting): the context stage fits its
+#: length law to them and the removal check needs them.
 MIN_CONTEXT = 10
+#: hybrid: share of the budget spent on single tokens (distinct units): they pin the length
+#: law at one token, so that a value is its token's output alone (docs/results.md §24).
+SINGLE_SHARE = 0.05
 #: Deletion samples delete at most this share of the text's positions, as SLALOM-fidel does.
 MAX_DELETE_FRACTION = 0.5
 #: No share of the weight on the full text itself: the design's samples alone.

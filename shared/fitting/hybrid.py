@@ -1,16 +1,15 @@
-"""SLALOM-hybrid, the default: each token measured alone on short samples, then carried into the
-text's context by a few numbers that samples of the text itself determine."""
+"""SLALOM-hybrid, the default: each token measured alone on short samples, then carried to every
+scale of the text (one token, a few, the text) by a length law that samples of each scale determine."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..options import Interval, OneOf, check_options
+from ..options import Interval, check_options
 from ..sampling import deletion_neighbourhood, short_sequences
 from .checks import REMOVAL_AGREEMENT_MIN, removal_agreement
 from .constants import (
     CHECK_SAMPLES,
-    CONTEXT_CORRECTIONS,
     CONTEXT_SHARE,
     HOLDOUT_FRACTION,
     L2_IMPORTANCE,
@@ -20,13 +19,15 @@ from .constants import (
     MIN_CONTEXT,
     PRIOR_SD,
     RIDGE_WEIGHT,
+    SINGLE_SHARE,
     SLOPE_TOL,
     SOLVER,
     TRIPLE_LENGTH,
 )
 from .eff import EffFitter
 from .fitter import given_options
-from .in_context import carry_into_context
+from .in_context import carry_to_every_scale, cross_validated
+from .protocol import FitResult
 from .sampled import mse_and_r2
 
 #: Folds of stage two's cross-validated check (``diagnostics["heldout_r2"]`` in context).
@@ -34,32 +35,40 @@ CV_FOLDS = 5
 
 
 class HybridFitter(EffFitter):
-    """The default: short samples measure each token alone; samples of the text in context
-    carry that measurement into the text.
+    """The default: short samples measure each token alone; single tokens and samples of the
+    text in context carry that measurement to every scale.
 
-    Stage one is eff on triples of distinct tokens (95 % of the budget by default): each
-    token's value v⁰ and importance s⁰ *alone*, under a prior on the importances centred at
-    zero. Stage two reads the text itself with up to half of its positions deleted (the
-    remaining 5 %, and the text) and fits the SLALOM v = a + c·v⁰ (+ δ), s = γ·s⁰
-    (:func:`~.in_context.carry_into_context`): the context's level a and scale c, the
-    temperature γ with which the short samples' importances carry into the text, and, with
-    ``corrections=True``, per-token corrections δ shrunk with a strength the evidence chooses
-    (off by default: with 50 deletions they cost stability and ranking, docs/results.md §23).
-    Every number is measured from the model's outputs; no prior is built from the values.
+    The design spends one budget on three scales: single tokens (5 % by default, distinct),
+    triples of distinct tokens (90 %) and the text with up to half of its positions deleted
+    (5 %, and the text itself). Two named stages, each returning a new result:
 
-    On a model that *is* a SLALOM the triples are exact, a = 0, c = 1, γ = 1, δ = 0 fit the
-    context exactly, and the fit is the model (Proposition 5.2). On a transformer, stage two
-    moves the surrogate from each token alone to this text (measured on held-out sub-texts of
-    two classifiers: docs/results.md §23). ``diagnostics`` report a, c, γ and the R² on held-out
-    context samples; ``context_share=0`` leaves stage one alone (eff on distinct triples).
+    - :meth:`_short_stage`: eff on the triples, each token's value v⁰ and importance s⁰
+      *alone*, under a prior on the importances centred at zero;
+    - :meth:`_context_stage`: the length law F(t) = p + A(k)(Σ α_i v_i − p), v = c·v⁰ + d,
+      fitted to the single tokens, the triples and the text's context
+      (:func:`~.in_context.carry_to_every_scale`): each value becomes its token's output alone
+      (log-odds from the reference point, one unit across texts), and the law says how the
+      output grows with length. The importances stay s⁰, as measured.
+
+    Every number is measured from the model's outputs; no prior is built from the values. On
+    a model that *is* a SLALOM the short samples are exact, c = 1, d = 0 and the law's
+    identity fit every sample, and the fit is the model (Proposition 5.2). On two
+    transformers the surrogate predicts held-out single tokens, triples and sub-texts of the
+    review (docs/results.md §24). ``diagnostics`` report the law (``length_exponent``,
+    ``length_curvature``, ``length_pivot``), c and d (``value_scale``, ``value_shift``) and
+    the R² on held-out deletions; ``context_share=0`` leaves the short stage alone (eff on
+    distinct triples, no singles, law at its identity).
 
     Args:
-        context_share: share of ``n_samples`` spent on deletions of the text (0: none).
+        context_share: share of ``n_samples`` spent on deletions of the text (0: none, and
+            no context stage).
+        single_share: share spent on single tokens (distinct, at most one per unit) when
+            there is a context stage.
         min_context: the fewest deletions whenever ``context_share`` > 0 (budget permitting).
         max_delete_fraction: the largest share of positions one deletion sample removes.
-        corrections: whether stage two fits per-token corrections δ (False: v = a + c·v⁰).
         sample_length, solver, holdout_fraction, max_iter, tol, learning_rate,
-            l2_importance, prior_sd, l2_value, check_samples: stage one's, as :class:`EffFitter`.
+            l2_importance, prior_sd, l2_value, check_samples: the short stage's, as
+            :class:`EffFitter`.
 
     Example:
         >>> fitter = HybridFitter(context_share=0.2)
@@ -71,6 +80,7 @@ class HybridFitter(EffFitter):
     #: Draw each short sample's units without replacement: a sample is then a set, which
     #: Captum's ``perturbation="replace"`` can show the model as it is.
     distinct_units = True
+    #: eff's options without those of its other designs (this design is fixed: above).
     OPTIONS = {
         **{
             k: v
@@ -78,9 +88,9 @@ class HybridFitter(EffFitter):
             if k not in ("design", "singletons", "deletion_share", "anchor_weight")
         },
         "context_share": (Interval(float, 0, 1, "left"),),
+        "single_share": (Interval(float, 0, 1, "left"),),
         "min_context": (Interval(int, 1, None),),
         "max_delete_fraction": (Interval(float, 0, 1, "right"),),
-        "corrections": (OneOf(True, False),),
     }
 
     def __init__(
@@ -98,10 +108,14 @@ class HybridFitter(EffFitter):
         prior_sd: float | str = PRIOR_SD,
         l2_value: float = RIDGE_WEIGHT,
         check_samples: int = CHECK_SAMPLES,
-        corrections: bool = CONTEXT_CORRECTIONS,
+        single_share: float = SINGLE_SHARE,
     ) -> None:
         check_options(self.name, self.OPTIONS, given_options(locals(), self.OPTIONS))
-        self.corrections = bool(corrections)
+        if context_share + single_share >= 1:
+            raise ValueError(
+                f"context_share={context_share} and single_share={single_share} leave no triples: "
+                "their sum must be below 1"
+            )
         super().__init__(
             sample_length=sample_length,
             solver=solver,
@@ -116,6 +130,7 @@ class HybridFitter(EffFitter):
             check_samples=check_samples,
         )
         self.context_share = float(context_share)
+        self.single_share = float(single_share)
         self.min_context = int(min_context)
         self.max_delete_fraction = float(max_delete_fraction)
 
@@ -126,11 +141,8 @@ class HybridFitter(EffFitter):
 
     @property
     def importance_measured(self) -> str:
-        """The short samples' importances carried into the text by a temperature (with
-        ``corrections``, corrected token by token there); "alone" without samples in context."""
-        if self.context_share == 0:
-            return "alone"
-        return "in context" if self.corrections else "alone, scaled in context"
+        """The short samples' importances, carried unchanged to every scale: "alone"."""
+        return "alone"
 
     def n_context(self, n_samples: int, n_positions: int) -> int:
         """How many of ``n_samples`` are deletions of the text (none for a one-position text)."""
@@ -138,88 +150,105 @@ class HybridFitter(EffFitter):
             return 0
         return min(max(self.min_context, int(round(self.context_share * n_samples))), n_samples - 1)
 
+    def n_singles(self, n_samples: int, n_positions: int, n_units: int) -> int:
+        """How many of ``n_samples`` are single tokens (distinct; only with a context stage)."""
+        if not self.n_context(n_samples, n_positions):
+            return 0
+        return min(n_units, int(round(self.single_share * n_samples)))
+
     def design(self, rng, position_units, n_units, n_samples):
+        """Single tokens, then triples, then deletions of the text (each block in that order)."""
         n_ctx = self.n_context(n_samples, len(position_units))
-        short = short_sequences(rng, n_units, n_samples - n_ctx, self.sample_length, self.distinct_units)
+        n_one = self.n_singles(n_samples, len(position_units), n_units)
+        singles = [np.array([u]) for u in np.sort(rng.choice(n_units, size=n_one, replace=False))]
+        short = short_sequences(rng, n_units, n_samples - n_ctx - n_one, self.sample_length, self.distinct_units)
         if not n_ctx:
             return short
-        return short + deletion_neighbourhood(rng, position_units, n_ctx, self.max_delete_fraction)
-
-    def deletion_indices(self, n_samples, n_positions):
-        n_ctx = self.n_context(n_samples, n_positions)
-        return np.arange(n_samples - n_ctx, n_samples)  # the design puts them last
+        return singles + short + deletion_neighbourhood(rng, position_units, n_ctx, self.max_delete_fraction)
 
     def steps(self, rng, position_units, n_units, n_samples, full_target=None):
         samples = self.design(rng, position_units, n_units, n_samples)
         y = yield samples
         n_ctx = self.n_context(len(samples), len(position_units))
+        n_one = self.n_singles(len(samples), len(position_units), n_units)
         n_short = len(samples) - n_ctx
-        # Stage one: the short samples alone (eff's flow: held-out check, final fit, SEs);
-        # without the text's output, so it neither anchors nor checks removal on triples.
-        alone = yield from self._fit(rng, samples[:n_short], y[:n_short], n_units, position_units, None)
-        diag = alone.diagnostics
-        diag.update(
-            design=f"{n_short} short samples + {n_ctx} deletions",
-            n_context=n_ctx,
-            importance_measured=self.importance_measured if n_ctx else "alone",
-            heldout_r2_of="short samples" if not n_ctx else "deletions of the text",
-        )
+        alone = yield from self._short_stage(rng, samples[n_one:n_short], y[n_one:n_short], n_units, position_units)
+        result = alone
         if n_ctx:
-            self._in_context(rng, alone, samples[n_short:], y[n_short:], position_units, full_target)
+            # The context stage reads every short sample, the single tokens with them.
+            short, y_short = samples[:n_short], y[:n_short]
+            result = self._context_stage(
+                rng, alone, short, y_short, samples[n_short:], y[n_short:], position_units, full_target
+            )
         if self.check_samples and len(position_units) > 1:
             checks = deletion_neighbourhood(rng, position_units, self.check_samples)
             y_check = yield checks
-            pred = _predict(checks, alone.value, alone.importance)
-            diag["check_mse"], diag["check_r2"] = mse_and_r2(y_check, pred)
-            diag["n_check"] = len(checks)
+            pred = _predict(checks, result)
+            result.diagnostics["check_mse"], result.diagnostics["check_r2"] = mse_and_r2(y_check, pred)
+            result.diagnostics["n_check"] = len(checks)
+        return result
+
+    def _short_stage(self, rng, short, y_short, n_units, position_units):
+        """Generator: stage one, eff on the short samples (held-out check, final fit, SEs);
+        without the text's output, so it neither anchors nor checks removal on triples.
+        Returns each token's value v⁰ and importance s⁰ *alone*, law at its identity."""
+        alone = yield from self._fit(rng, short, y_short, n_units, position_units, None)
+        alone.diagnostics.update(
+            design=f"{len(short)} short samples",
+            n_context=0,
+            importance_measured="alone",
+            heldout_r2_of="short samples",
+        )
         return alone
 
-    def _in_context(self, rng, result, dels, y_dels, position_units, full_target) -> None:
-        """Stage two, in place on ``result``: a cross-validated check on the deletions (each
-        predicted by a fit without it), then the fit on every deletion and the text itself."""
-        diag = result.diagnostics
-        diag["alone_heldout_r2"] = diag.get("heldout_r2")
+    def _context_stage(self, rng, alone, short, y_short, dels, y_dels, position_units, full_target) -> FitResult:
+        """Stage two, a new result: the short stage's fit carried to every scale
+        (:mod:`.in_context`). First a cross-validated check on the deletions (each predicted by
+        a fit without it), then the fit on every sample and the text itself."""
+        diag = dict(alone.diagnostics)
         ctx = list(dels) + ([np.asarray(position_units)] if full_target is not None else [])
         y_ctx = y_dels if full_target is None else np.vstack([y_dels, np.reshape(full_target, (1, -1))])
-        pred = np.full_like(y_dels, np.nan)
-        if len(dels) >= 2 * CV_FOLDS and self.holdout_fraction > 0:
-            # K folds rather than one 10 % split: 50 deletions would leave 5 held out, and an R²
-            # of 5 samples says little; every deletion is predicted once, by a fit without it.
-            folds = np.array_split(rng.permutation(len(dels)), CV_FOLDS)
-            for held in folds:
-                keep = np.setdiff1d(np.arange(len(ctx)), held)
-                part = carry_into_context(
-                    [ctx[i] for i in keep], y_ctx[keep], result.value, result.importance, corrections=self.corrections
-                )
-                pred[held] = _predict([dels[i] for i in held], part.value, part.importance)
-            diag["heldout_mse"], diag["heldout_r2"] = mse_and_r2(y_dels, pred)
-            diag["n_heldout"] = len(dels)
-        else:
-            diag["heldout_mse"] = diag["heldout_r2"] = float("nan")
-            diag["n_heldout"] = 0
-        fit = carry_into_context(
-            ctx, y_ctx, result.value, result.importance, result.value_se, result.importance_se, self.corrections
-        )
-        result.value, result.importance = fit.value, fit.importance
-        result.value_se, result.importance_se = fit.value_se, fit.importance_se
+        alone_fit = (alone.value, alone.importance)
+        diag["alone_heldout_r2"] = diag.get("heldout_r2")
+        diag.update(self._cross_validated(rng, short, y_short, ctx, y_ctx, len(dels), alone_fit))
+        fit = carry_to_every_scale(short, y_short, ctx, y_ctx, *alone_fit, alone.value_se)
+        n_one = sum(len(q) == 1 for q in short)
         diag.update(
-            context_level=fit.level.tolist(),
-            context_scale=fit.scale.tolist(),
-            importance_temperature=float(fit.temperature),
-            importance_temperature_se=float(fit.temperature_se),
-            # The importances' prior sd in context: stage one's, tempered as the importances are.
-            prior_sd=float((diag.get("prior_sd") or self.prior_sd or PRIOR_SD) * fit.temperature),
+            design=f"{n_one} single tokens + {len(short) - n_one} short samples + {len(dels)} deletions",
+            n_context=len(dels),
+            importance_measured=self.importance_measured,
+            heldout_r2_of="deletions of the text",
+            value_scale=fit.scale.tolist(),
+            value_shift=fit.shift.tolist(),
+            length_exponent=float(fit.law.exponent),
+            length_curvature=float(fit.law.curvature),
+            length_pivot=np.asarray(fit.law.pivot, dtype=np.float64).tolist(),
+            scales_r2=fit.weighted_r2,
         )
+        result = FitResult(fit.value, alone.importance, diag, fit.value_se, alone.importance_se, law=fit.law)
         if full_target is not None:
-            rho = removal_agreement(dels, y_dels, position_units, full_target, fit.value, fit.importance)
+            rho = removal_agreement(
+                dels, y_dels, position_units, full_target, result.value, result.importance, law=result.law
+            )
             diag["removal_agreement"] = rho
             diag["removal_agrees"] = None if not np.isfinite(rho) else bool(rho >= REMOVAL_AGREEMENT_MIN)
+        return result
 
-    def design_diagnostics(self, n_samples, n_positions):
-        return {}
+    def _cross_validated(self, rng, short, y_short, ctx, y_ctx, n_dels, alone_fit) -> dict:
+        """R² of the deletions, each predicted by a fit on the others (and every short sample).
+
+        K folds rather than one 10 % split: 50 deletions would leave 5 held out, and an R²
+        of 5 samples says little; every deletion is predicted once, by a fit without it."""
+        if n_dels < 2 * CV_FOLDS or self.holdout_fraction <= 0:
+            return {"heldout_mse": float("nan"), "heldout_r2": float("nan"), "n_heldout": 0}
+        pred = cross_validated(short, y_short, ctx, y_ctx, *alone_fit, n_dels, CV_FOLDS, rng)
+        mse, r2 = mse_and_r2(y_ctx[:n_dels], pred)
+        return {"heldout_mse": mse, "heldout_r2": r2, "n_heldout": n_dels}
 
 
-def _predict(samples: list[np.ndarray], value: np.ndarray, importance: np.ndarray) -> np.ndarray:
+def _predict(samples: list[np.ndarray], result: FitResult) -> np.ndarray:
+    """The fitted surrogate (its length law included) on each sample, (B, K)."""
     from ..surrogate import pad_sequences, predict_sparse
 
-    return predict_sparse(*pad_sequences(samples), value, importance)[0]
+    idx, mask = pad_sequences(samples)
+    return result.law.apply(predict_sparse(idx, mask, result.value, result.importance)[0], mask.sum(axis=1))

@@ -1,25 +1,31 @@
-"""The default's second stage: a SLALOM measured on short samples, carried into the text's context.
+"""The default's context stage: a SLALOM measured on short samples, carried to every scale.
 
-Short samples measure each token *alone*: its value v⁰ and importance s⁰ (stage one, an eff
-fit). A transformer reads a review differently: in context its outputs move less per token,
-and short-sample importances do not rank its sub-texts better than equal weights (docs/results.md
-§23). Samples of the text itself with some positions deleted show how. This stage fits, to those
-samples and the text, the SLALOM
+Short samples measure each token *alone*: its value v⁰ and importance s⁰ (the short stage, an
+eff fit on triples). A transformer's log-odds grow with the number of words that push one way,
+while a SLALOM's output is a weighted *mean* of values: fitted on triples alone its values come
+out 2–3× each token's output alone, and its predictions on the text's long sub-texts are far
+off (docs/results.md §24). This stage fits, to single tokens, the short samples *and* samples of
+the text with up to half of its positions deleted (and the text itself), the surrogate
 
-    v = a + c·v⁰ + δ,   s = γ·s⁰
+    F(t) = p + A(k) · (Σ_i softmax(s⁰)_i · v_i − p),   v = c·v⁰ + d,   A(k) = k^(η + κ·ln k)
 
-whose numbers each have one meaning: ``a`` the level of the text's context and ``c`` its scale
-(log-odds in context per log-odds alone; v is still measured from the reference point), ``γ`` how
-strongly the short samples' importances carry into the context (0: equal weights, 1: as alone;
-searched on [0, ``GAMMA_MAX``]), and, where asked for (``corrections=True``; the default
-fitter leaves them out), ``δ`` per-token corrections that the context samples determine, shrunk
-towards 0 with a strength chosen by the evidence (restricted maximum likelihood). On a model
-that *is* a SLALOM the short samples are exact, so a = 0, c = 1, γ = 1 and δ = 0 fit the
-context exactly and the stage returns the stage-one fit unchanged: the
-recovery property (Proposition 5.2) holds with the default options.
+(:class:`~slalom_core.surrogate.LengthLaw`, k = |t|) whose numbers each have one meaning:
+``c`` and ``d`` turn the triples' values into each token's output alone (at k = 1, A = 1, so a
+value is what its token does alone, in log-odds from the reference point, in every text); η and
+κ how the output is amplified as the text grows, and the pivot ``p`` the output it moves away
+from. The importances are the short samples' s⁰, unchanged: on both classifiers measured, a
+temperature fitted on top did not predict held-out sub-texts better, and one bounded on [0, 2]
+switched the channel off on noise (docs/results.md §24). Single tokens and triples weigh as
+much as the text's context (:data:`SHORT_WEIGHT`), so that no scale decides alone.
 
-Everything here is linear algebra on (m context samples) × (U units) matrices in float64 (numpy),
-a few milliseconds next to the model calls.
+On a model that *is* a SLALOM the short samples are exact, so A ≡ 1, c = 1 and d = 0 fit every
+sample exactly and the stage returns the short stage's fit unchanged: the recovery property
+(Proposition 5.2) holds with the default options, law at its identity. On a model that is a
+SLALOM under such a law, the stage recovers the law, and the values alone.
+
+(η, κ) are searched on a grid containing the identity, then refined by Nelder–Mead from the
+best point; for each, c, d and p are one weighted least-squares solve per output. Linear algebra
+on the samples' weighted means, in float64: tens of milliseconds next to the model calls.
 """
 
 from __future__ import annotations
@@ -28,183 +34,226 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: The largest temperature searched: importances up to twice as spread in context as alone.
-GAMMA_MAX = 2.0
-#: Temperature grid step; the best grid point is then refined by golden-section search.
-GAMMA_STEP = 0.1
-#: Ratios r = τ²/σ² (corrections' prior over noise variance) the evidence chooses among
-#: (0: no corrections, then log-spaced).
-RATIOS = (0.0, *np.exp(np.linspace(np.log(1e-2), np.log(1e4), 15)))
+from ..surrogate import LengthLaw, pad_sequences, predict_sparse
+
+#: The search ranges of the law's exponent η and curvature κ (measured fits: η 0.3–1.4, κ −0.2–0.05).
+ETA_RANGE, KAPPA_RANGE = (-0.5, 1.5), (-0.2, 0.2)
+#: Grid steps of η and κ; the best grid point is then refined.
+ETA_STEP, KAPPA_STEP = 0.1, 0.04
+#: Share of the fit's weight on single tokens and short samples; the rest on the text's
+#: context (its deletions and the text itself). Equal: each scale counts as much as the other.
+SHORT_WEIGHT = 0.5
 
 
-@dataclass
+@dataclass(frozen=True)
 class ContextFit:
-    """The stage's answer: values (U, K) and importances (U,) in context, their standard
-    errors, and the numbers that carried the short-sample fit there."""
+    """The stage's answer: values (U, K) in the model's units and their standard errors, and
+    the numbers that carried the short-sample fit to every scale."""
 
     value: np.ndarray
-    importance: np.ndarray
     value_se: np.ndarray
-    importance_se: np.ndarray
-    level: np.ndarray  # a, (K,)
     scale: np.ndarray  # c, (K,)
-    temperature: float  # γ
-    temperature_se: float
-    ratio: np.ndarray  # r chosen per column, (K,)
+    shift: np.ndarray  # d, (K,)
+    law: LengthLaw
+    weighted_r2: float  # of every sample the stage saw, each scale weighted as in the fit
 
 
-def attention_matrix(samples: list[np.ndarray], importance: np.ndarray, n_units: int) -> np.ndarray:
-    """(m, U) softmax weights per sample and unit (a unit occurring twice counts twice).
+class _Samples:
+    """The samples' weighted means under the short-stage fit, their lengths, targets and
+    weights (each scale sums to its share; mean weight 1, so the RSS counts observations)."""
 
-    Example:
-        >>> attention_matrix([np.array([0, 1])], np.array([0.0, 0.0]), 2).tolist()
-        [[0.5, 0.5]]
-    """
-    out = np.zeros((len(samples), n_units))
-    for j, sample in enumerate(samples):
-        s = importance[sample]
-        w = np.exp(s - s.max())
-        np.add.at(out[j], sample, w / w.sum())
-    return out
+    def __init__(self, short, y_short, context, y_context, v0, s0, short_weight: float) -> None:
+        samples = list(short) + list(context)
+        idx, mask = pad_sequences(samples)
+        self.means = predict_sparse(idx, mask, v0, s0)[0]  # (m, K)
+        self.k = mask.sum(axis=1)
+        self.y = np.vstack([np.reshape(y_short, (len(short), -1)), np.reshape(y_context, (len(context), -1))])
+        self.is_short = np.arange(len(samples)) < len(short)
+        self.short_weight = short_weight
+        self._weigh()
+
+    def _weigh(self) -> None:
+        n_short, n_ctx = int(self.is_short.sum()), int((~self.is_short).sum())
+        share = self.short_weight if n_short and n_ctx else 1.0
+        w = np.where(self.is_short, share / max(n_short, 1), (1 - share) / max(n_ctx, 1))
+        self.w = w * len(w) / w.sum()
+
+    def without(self, rows: np.ndarray) -> _Samples:
+        """The same samples less ``rows`` (indices into them), re-weighted: a fold's fit."""
+        keep = np.setdiff1d(np.arange(len(self.k)), rows)
+        part = object.__new__(_Samples)
+        part.means, part.k, part.y, part.is_short = self.means[keep], self.k[keep], self.y[keep], self.is_short[keep]
+        part.short_weight = self.short_weight
+        part._weigh()
+        return part
+
+    def profile(self, eta: float, kappa: float) -> tuple[float, np.ndarray]:
+        """Weighted RSS and (K, 3) coefficients on [mean·A, A, 1] of the best fit at (η, κ)."""
+        rss, coef = self.profiles(np.array([eta]), np.array([kappa]))
+        return float(rss[0]), coef[0]
+
+    def profiles(self, etas: np.ndarray, kappas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`profile` at every pair (etas[g], kappas[g]) at once: (G,) RSS, (G, K, 3).
+
+        The normal equations of the three columns, from weighted sums over the samples (one
+        matrix product per sum for the whole grid); solved by pseudo-inverse, so that at the
+        identity (A ≡ 1, the last two columns equal) the level is split evenly (minimum norm)."""
+        lk = np.log(np.maximum(self.k, 1.0))
+        amp = np.exp((etas[:, None] + kappas[:, None] * lk[None, :]) * lk[None, :])  # (G, m)
+        wa, wa2 = amp * self.w, amp**2 * self.w
+        rss = np.zeros(len(etas))
+        coef = np.zeros((len(etas), self.y.shape[1], 3))
+        for col in range(self.y.shape[1]):
+            f, y = self.means[:, col], self.y[:, col]
+            # Σ w x_i x_j over the columns x = (f·A, A, 1), and Σ w x y.
+            s_ff, s_fa, s_a2 = wa2 @ (f * f), wa2 @ f, wa2.sum(axis=1)
+            s_f1, s_a1, s_11 = wa @ f, wa.sum(axis=1), np.full(len(etas), self.w.sum())
+            gram = np.stack(
+                [np.stack([s_ff, s_fa, s_f1], -1), np.stack([s_fa, s_a2, s_a1], -1), np.stack([s_f1, s_a1, s_11], -1)],
+                -2,
+            )
+            rhs = np.stack([wa @ (f * y), wa @ y, np.full(len(etas), self.w @ y)], -1)
+            b = np.einsum("gij,gj->gi", np.linalg.pinv(gram, rcond=1e-12, hermitian=True), rhs)
+            rss += np.maximum(float(self.w @ (y * y)) - np.einsum("gi,gi->g", b, rhs), 0.0)
+            coef[:, col] = b
+        return rss, coef
 
 
-def _affine_rss(samples, y, v0, s0, gamma) -> tuple[float, np.ndarray, np.ndarray]:
-    """Residual sum of squares of the best level and scale at temperature ``gamma``."""
-    a = attention_matrix(samples, gamma * s0, len(s0))
-    f0 = a @ v0  # (m, K): the short-sample SLALOM on each context sample
-    rss, coef = 0.0, []
-    for k in range(y.shape[1]):
-        x = np.c_[np.ones(len(y)), f0[:, k]]
-        b = np.linalg.lstsq(x, y[:, k], rcond=None)[0]
-        rss += float(np.sum((y[:, k] - x @ b) ** 2))
-        coef.append(b)
-    return rss, a, np.array(coef)
-
-
-def _search_temperature(samples, y, v0, s0) -> float:
-    """γ on [0, GAMMA_MAX] minimising the affine fit's RSS: a grid, then golden section."""
-    grid = np.arange(0.0, GAMMA_MAX + 1e-9, GAMMA_STEP)
-    rss = [_affine_rss(samples, y, v0, s0, g)[0] for g in grid]
+def _search(data: _Samples) -> tuple[float, float]:
+    """(η, κ) minimising the weighted RSS: a grid containing the identity (0, 0), then
+    Nelder–Mead from the best grid point; the identity unless the law pays (:func:`_law_pays`)."""
+    etas = np.round(np.arange(ETA_RANGE[0], ETA_RANGE[1] + 1e-9, ETA_STEP), 10)
+    kappas = np.round(np.arange(KAPPA_RANGE[0], KAPPA_RANGE[1] + 1e-9, KAPPA_STEP), 10)
+    grid_e, grid_k = (g.ravel() for g in np.meshgrid(etas, kappas, indexing="ij"))
+    rss = data.profiles(grid_e, grid_k)[0]
     i = int(np.argmin(rss))
-    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    ratio = (np.sqrt(5.0) - 1.0) / 2.0
-    for _ in range(20):  # bracket shrinks to 0.2·0.618²⁰ ≈ 1e-5
-        x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        if _affine_rss(samples, y, v0, s0, x1)[0] <= _affine_rss(samples, y, v0, s0, x2)[0]:
-            hi = x2
-        else:
-            lo = x1
-    best = 0.5 * (lo + hi)
-    # The grid point wins ties (exact fits: RSS 0 at a grid point such as γ = 1).
-    return float(grid[i]) if rss[i] <= _affine_rss(samples, y, v0, s0, best)[0] else best
+    best = (float(rss[i]), float(grid_e[i]), float(grid_k[i]))
+    rss_identity = data.profile(0.0, 0.0)[0]
+    if best[0] > 1e-300 and (best[1], best[2]) != (0.0, 0.0):
+        from scipy.optimize import minimize
+
+        # A few dozen steps within one grid cell: the grid already found the basin.
+        res = minimize(
+            lambda p: data.profile(*_clip(p))[0],
+            [best[1], best[2]],
+            method="Nelder-Mead",
+            options={"xatol": 1e-4, "fatol": 1e-12 * best[0], "maxfev": 200},
+        )
+        if res.fun < best[0]:
+            best = (float(res.fun), *_clip(res.x))
+    return (best[1], best[2]) if _law_pays(data, rss_identity, best[0]) else (0.0, 0.0)
 
 
-def _corrections(
-    a: np.ndarray, y: np.ndarray, f0: np.ndarray, ratios: tuple[float, ...] = RATIOS
-) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
-    """One column: y = l + c·f0 + A δ + ε with δ ~ N(0, τ²), ε ~ N(0, σ²), (l, c) flat.
-
-    Chooses r = τ²/σ² by restricted maximum likelihood over :data:`RATIOS`; returns (l, c),
-    δ's posterior mean, r and the (U,) posterior sd of l + c·v⁰ + δ's δ part (σ² profiled)."""
-    m = len(y)
-    # A short-sample fit that is constant on the context (a model that ignores its input)
-    # says nothing about the scale: c stays 1 and only the level is fitted.
-    flat = np.ptp(f0) <= 1e-12 * (1.0 + np.abs(f0).max())
-    x = np.ones((m, 1)) if flat else np.c_[np.ones(m), f0]
-    target = y - f0 if flat else y
-    gram = a @ a.T
-    best = None
-    for r in ratios:
-        v = np.eye(m) + r * gram
-        chol = np.linalg.cholesky(v)
-        xw, yw = np.linalg.solve(chol, x), np.linalg.solve(chol, target)
-        xtx = xw.T @ xw
-        b = np.linalg.lstsq(xw, yw, rcond=None)[0]
-        res = yw - xw @ b
-        p = x.shape[1]
-        s2 = max(float(res @ res) / max(m - p, 1), 1e-300)
-        ll = -0.5 * ((m - p) * np.log(s2) + 2.0 * np.sum(np.log(np.diag(chol))) + np.linalg.slogdet(xtx)[1])
-        if best is None or ll > best[0] + 1e-12:  # ties keep the smaller r (no corrections)
-            best = (ll, r, b, v, s2)
-    _, r, b, v, s2 = best
-    vinv_a = np.linalg.solve(v, a)
-    delta = r * vinv_a.T @ (target - x @ b)
-    if flat:
-        b = np.array([b[0], 1.0])
-    # Posterior covariance of δ: τ²(I − r AᵀV⁻¹A), τ² = r·σ²; its diagonal is the corrections' sd.
-    var = r * s2 * (1.0 - r * np.einsum("mu,mu->u", a, vinv_a)) if r > 0 else np.zeros(a.shape[1])
-    return b, delta, float(r), np.sqrt(np.clip(var, 0.0, None))
+#: A law must explain more than this share of the samples' variance beyond the identity: the
+#: short stage fits exact data to a relative MSE of 1e-10 (EXACT_FIT), so gains below 1e-8
+#: are the solver's, not the model's.
+LAW_MIN_GAIN = 1e-8
 
 
-def carry_into_context(
-    samples: list[np.ndarray],
-    y: np.ndarray,
+def _law_pays(data: _Samples, rss_identity: float, rss_law: float) -> bool:
+    """Whether the law's numbers (η, κ and a pivot per output) earn their place: BIC prefers
+    them, and they explain more than :data:`LAW_MIN_GAIN` of the variance. Otherwise the
+    identity, whose pivot the data cannot locate anyway."""
+    m, n_out = data.y.shape
+    sst = float(np.sum(data.w[:, None] * (data.y - np.average(data.y, axis=0, weights=data.w)) ** 2))
+    if rss_identity - rss_law <= LAW_MIN_GAIN * max(sst, 1e-300):
+        return False
+    if rss_law <= 1e-300:
+        return True
+    return data.y.size * np.log(rss_identity / rss_law) > (2 + n_out) * np.log(data.y.size)
+
+
+def _clip(p: np.ndarray) -> tuple[float, float]:
+    return float(np.clip(p[0], *ETA_RANGE)), float(np.clip(p[1], *KAPPA_RANGE))
+
+
+def carry_to_every_scale(
+    short: list[np.ndarray],
+    y_short: np.ndarray,
+    context: list[np.ndarray],
+    y_context: np.ndarray,
     value0: np.ndarray,
     importance0: np.ndarray,
     value0_se: np.ndarray | None = None,
-    importance0_se: np.ndarray | None = None,
-    corrections: bool = True,
+    short_weight: float = SHORT_WEIGHT,
 ) -> ContextFit:
-    """Fit a, c, γ and δ (module docstring) to samples of the text in context.
+    """Fit the length law and the values alone (module docstring) to every scale.
 
     Args:
-        samples: unit-index sequences of the text in context (deletions, the text itself).
-        y: (m, K) the model's outputs on them, from the reference point.
+        short, y_short: single tokens and the short stage's samples (unit-index sequences)
+            and their (m₁, K) outputs.
+        context, y_context: samples of the text in context (deletions, the text itself) and
+            their (m₂, K) outputs, all from the reference point.
         value0, importance0: the short-sample fit, (U, K) and (U,).
-        value0_se, importance0_se: its standard errors (None: zero), carried through.
-        corrections: whether per-token corrections δ are fitted (False: δ = 0).
+        value0_se: its values' standard errors (None: zero), carried through c.
+        short_weight: the short samples' share of the fit's weight.
 
     Returns:
-        A :class:`ContextFit`. Its importances are γ·s⁰ (mean-zero when s⁰ is); its values'
-        SEs combine c·se(v⁰) with the corrections' posterior sd, its importances' SEs
-        γ·se(s⁰) with se(γ)·|s⁰| (se(γ) from the RSS's curvature in γ).
+        A :class:`ContextFit`: values c·v⁰ + d and the law; the importances stay s⁰.
 
     Example:
         >>> s0, v0 = np.array([1.0, 0.0, -1.0]), np.array([[2.0], [0.0], [-1.0]])
-        >>> ctx = [np.array([0, 1, 2]), np.array([0, 1]), np.array([1, 2]), np.array([0, 2])]
-        >>> y = attention_matrix(ctx, s0, 3) @ v0
-        >>> fit = carry_into_context(ctx, y, v0, s0)
-        >>> round(fit.temperature, 6), np.round(fit.scale, 6).tolist()
-        (1.0, [1.0])
+        >>> short = [np.array([0]), np.array([0, 1]), np.array([1, 2]), np.array([0, 2])]
+        >>> ctx = [np.array([0, 1, 2]), np.array([0, 1, 2, 2])]
+        >>> y = lambda q: predict_sparse(*pad_sequences(q), v0, s0)[0]
+        >>> fit = carry_to_every_scale(short, y(short), ctx, y(ctx), v0, s0)
+        >>> fit.law.is_identity, np.round(fit.scale, 6).tolist(), bool(abs(fit.shift[0]) < 1e-9)
+        (True, [1.0], True)
     """
-    y = np.asarray(y, dtype=np.float64).reshape(len(samples), -1)
+    v0 = np.asarray(value0, dtype=np.float64).reshape(len(importance0), -1)
+    data = _Samples(short, y_short, context, y_context, v0, np.asarray(importance0, dtype=np.float64), short_weight)
+    return _fit(data, v0, value0_se)
+
+
+def cross_validated(
+    short: list[np.ndarray],
+    y_short: np.ndarray,
+    context: list[np.ndarray],
+    y_context: np.ndarray,
+    value0: np.ndarray,
+    importance0: np.ndarray,
+    rows: int,
+    folds: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """(rows, K): each of the first ``rows`` context samples predicted by the stage fitted
+    without it (``folds`` folds; every short sample and the other context samples kept).
+
+    Example:
+        >>> s0, v0 = np.zeros(3), np.array([[2.0], [0.0], [-1.0]])
+        >>> ctx = [np.array([0, 1]), np.array([1, 2]), np.array([0, 2]), np.array([0, 1, 2])]
+        >>> y = predict_sparse(*pad_sequences(ctx), v0, s0)[0]
+        >>> pred = cross_validated([np.array([0])], [[2.0]], ctx, y, v0, s0, 4, 2, np.random.default_rng(0))
+        >>> bool(np.allclose(pred, y, atol=1e-9))
+        True
+    """
     v0 = np.asarray(value0, dtype=np.float64).reshape(len(importance0), -1)
     s0 = np.asarray(importance0, dtype=np.float64)
-    n_units, n_out = v0.shape
-    gamma = _search_temperature(samples, y, v0, s0)
-    rss, a, _ = _affine_rss(samples, y, v0, s0, gamma)
-    f0 = a @ v0
-    value = np.empty_like(v0)
-    corr_sd = np.zeros_like(v0)
-    level, scale, ratio = np.zeros(n_out), np.zeros(n_out), np.zeros(n_out)
-    for k in range(n_out):
-        b, delta, r, sd = _corrections(a, y[:, k], f0[:, k], (0.0,) if not corrections else RATIOS)
-        level[k], scale[k], ratio[k] = b[0], b[1], r
-        value[:, k] = b[0] + b[1] * v0[:, k] + delta
-        corr_sd[:, k] = sd
-    if n_out > 1:  # App. C.1: values sum to zero over classes
+    data = _Samples(short, y_short, context, y_context, v0, s0, SHORT_WEIGHT)
+    pred = np.full((rows, v0.shape[1]), np.nan)
+    for held in np.array_split(rng.permutation(rows), folds):
+        part = _fit(data.without(len(short) + held), v0, None)
+        idx, mask = pad_sequences([context[i] for i in held])
+        means = predict_sparse(idx, mask, part.value, s0)[0]
+        pred[held] = part.law.apply(means, mask.sum(axis=1))
+    return pred
+
+
+def _fit(data: _Samples, v0: np.ndarray, value0_se: np.ndarray | None) -> ContextFit:
+    """The stage on prepared samples: the law's search, then c, d and the pivot."""
+    eta, kappa = _search(data)
+    rss, coef = data.profile(eta, kappa)
+    scale, pivot = coef[:, 0], coef[:, 2]
+    shift = coef[:, 1] + pivot  # d: the coefficient of A is d − p
+    if eta == 0.0 and kappa == 0.0:
+        pivot = np.zeros_like(pivot)  # A ≡ 1: no amplification, and the pivot means nothing
+    value = v0 * scale[None, :] + shift[None, :]
+    if value.shape[1] > 1:  # App. C.1: values (and so the pivots) sum to zero over classes
         value -= value.mean(axis=1, keepdims=True)
+        pivot = pivot - pivot.mean()
     se_v0 = np.zeros_like(v0) if value0_se is None else np.asarray(value0_se, dtype=np.float64).reshape(v0.shape)
-    value_se = np.sqrt((scale[None, :] * se_v0) ** 2 + corr_sd**2)
-    gamma_se = _temperature_se(samples, y, v0, s0, gamma, rss)
-    se_s0 = np.zeros_like(s0) if importance0_se is None else np.asarray(importance0_se, dtype=np.float64)
-    importance_se = np.sqrt((gamma * se_s0) ** 2 + (gamma_se * (s0 - s0.mean())) ** 2)
-    return ContextFit(value, gamma * s0, value_se, importance_se, level, scale, gamma, gamma_se, ratio)
-
-
-def _temperature_se(samples, y, v0, s0, gamma: float, rss: float) -> float:
-    """se(γ) from the profile RSS's curvature: σ² / (½ d²RSS/dγ²), σ² = RSS / (m − 3)."""
-    m = y.size
-    if m <= 3 or rss <= 1e-300:
-        return 0.0
-    h = 1e-3
-    lo = max(gamma - h, 0.0)
-    hi = lo + 2 * h
-    mid = lo + h
-    r_lo, r_mid, r_hi = (_affine_rss(samples, y, v0, s0, g)[0] for g in (lo, mid, hi))
-    curv = (r_lo - 2.0 * r_mid + r_hi) / h**2
-    s2 = rss / (m - 3)
-    # Where the RSS is flat in γ the data do not locate it within its search range: its sd
-    # is then that of a uniform on [0, GAMMA_MAX] (finite, so that scores' SEs stay numbers).
-    flat = GAMMA_MAX / np.sqrt(12.0)
-    return float(min(np.sqrt(2.0 * s2 / curv), flat)) if curv > 0 else float(flat)
+    sst = float(np.sum(data.w[:, None] * (data.y - np.average(data.y, axis=0, weights=data.w)) ** 2))
+    law = LengthLaw(eta, kappa, float(pivot[0]) if len(pivot) == 1 else pivot)
+    return ContextFit(
+        value, np.abs(scale)[None, :] * se_v0, scale, shift, law, 1.0 - rss / sst if sst > 0 else float("nan")
+    )

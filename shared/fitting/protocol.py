@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..surrogate import IDENTITY_LAW, LengthLaw
+
 FitGenerator = Generator[list[np.ndarray], np.ndarray, "FitResult"]
 
 
@@ -26,6 +28,8 @@ class FitResult:
     diagnostics: dict = field(default_factory=dict)
     value_se: np.ndarray | None = None
     importance_se: np.ndarray | None = None
+    #: How the surrogate's output grows with length (the identity: the paper's SLALOM).
+    law: LengthLaw = IDENTITY_LAW
 
 
 @dataclass

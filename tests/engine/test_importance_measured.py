@@ -14,13 +14,13 @@ TEXT = "the movie was great fun and the actors were good"
 
 # What each method's samples are: short samples of a few tokens (eff, ana), deletions of
 # the text (fidel), short samples with a prior from the values (eff-slope), short samples
-# carried into the text by a temperature fitted to its deletions (hybrid, the default).
+# carried unchanged to every scale by a length law (hybrid, the default).
 EXPECTED = {
     "eff": "alone",
     "ana": "alone",
     "fidel": "in context",
     "eff-slope": "prior from the values",
-    "hybrid": "alone, scaled in context",
+    "hybrid": "alone",
 }
 
 
@@ -49,7 +49,6 @@ def test_options_that_change_the_samples_change_the_statement(bert):
         ]
 
     assert measured("hybrid", context_share=0.0) == "alone"
-    assert measured("hybrid", corrections=True) == "in context"
     assert measured("eff", deletion_share=0.5) == "alone and in context"
     assert measured("eff-slope", importance_slope=False, value_sd=None) == "alone"
 

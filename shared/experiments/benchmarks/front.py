@@ -55,10 +55,12 @@ from slalom_core.surrogate import pad_sequences, predict_sparse
 #: name -> (method, n_samples, options). Names: method-budget, then what differs from the
 #: method's defaults (ctxN: the hybrid's deletions, N % of the budget; L3: triples).
 DESIGNS: dict[str, tuple[str, int, dict]] = {
-    # The default (hybrid): triples alone, then 5 % deletions carry them into the text's context.
+    # The default (hybrid): 5 % single tokens, triples, 5 % deletions; a length law carries the
+    # triples' measurement to every scale.
     "default-1000": ("hybrid", 1000, {}),
     "hybrid-1000-ctx10": ("hybrid", 1000, {"context_share": 0.1}),
-    "hybrid-1000-corr": ("hybrid", 1000, {"corrections": True}),
+    # No single tokens: the length law pinned at three tokens, not one (docs/results.md §24).
+    "hybrid-1000-s0": ("hybrid", 1000, {"single_share": 0.0}),
     "hybrid-1000-ctx20": ("hybrid", 1000, {"context_share": 0.2}),
     # Stage one alone: eff on distinct triples (what the default carries into context).
     "hybrid-1000-ctx0": ("hybrid", 1000, {"context_share": 0.0}),

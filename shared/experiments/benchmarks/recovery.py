@@ -34,20 +34,28 @@ class TrueSlalom(torch.nn.Module):
 
     ``value`` (V,) gives one log-odds output; (V, C) gives C logits (a joint multi-class
     SLALOM whose centred logits are F_c). The input with no tokens scores 0 (even odds),
-    so the default reference point leaves the true values unshifted.
+    so the default reference point leaves the true values unshifted. ``law`` (one output
+    only) makes it a SLALOM under that length law (:class:`slalom_core.LengthLaw`): the
+    identity by default, the paper's SLALOM.
     """
 
-    def __init__(self, value: np.ndarray, importance: np.ndarray) -> None:
+    def __init__(self, value: np.ndarray, importance: np.ndarray, law: sc.LengthLaw = sc.IDENTITY_LAW) -> None:
         super().__init__()
         self.register_buffer("value", torch.as_tensor(value, dtype=torch.float64))
         self.register_buffer("importance", torch.as_tensor(importance, dtype=torch.float64))
+        self.law = law
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         w = torch.exp(self.importance[input_ids]) * attention_mask
         alpha = w / w.sum(dim=1, keepdim=True).clamp_min(1e-300)
         v = self.value[input_ids]
         if v.ndim == 2:
-            return (alpha * v).sum(dim=1, keepdim=True)
+            mean = (alpha * v).sum(dim=1, keepdim=True)
+            if self.law.is_identity:
+                return mean
+            k = attention_mask.sum(dim=1).detach().cpu().numpy()
+            out = self.law.apply(mean[:, 0].detach().cpu().numpy(), k)
+            return torch.as_tensor(out, dtype=mean.dtype, device=mean.device)[:, None]
         return torch.einsum("bl,blc->bc", alpha, v)
 
 
