@@ -17,6 +17,7 @@ import torch
 
 from ..files import write_atomically
 from ..warn import warn_user
+from .access import without_access
 from .code_digest import CallDigest
 
 __all__ = ["CACHE_FORMAT", "read_cache", "write_cache", "usable_file", "CacheCheck", "CacheChangedError"]
@@ -49,7 +50,9 @@ def read_cache(path: Path, key: object, identity: dict, class_names: list[str] |
         )
     entries = {str(t): [float(x) for x in v] for t, v in data["entries"].items()}
     mine = identity
-    theirs = data.get("identity")
+    # An older release wrote a declared identity's nested keys verbatim: compared without them
+    # (never quoted in the message below), and gone from the file at its next write.
+    theirs = without_access(data.get("identity"))
     if theirs is not None and theirs != mine:
         differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         said = [f"{k} {theirs.get(k)!r}, not {mine.get(k)!r}" for k in differ if k != "call_code"]
@@ -171,8 +174,9 @@ class CacheCheck:
     code cannot see (an environment variable, a file or a module read inside the call, a
     global read through ``globals()``, the endpoint's own model) can change its answers.
 
-    Before the first stored answer a classifier serves in a process (answers read from the
-    file, or merged from it, not those it was given itself), ``n`` of them, chosen at random
+    At a classifier's first request in a process while it holds stored answers (read from the
+    file, or merged from it, not those it was given itself), before it serves any of them,
+    ``n`` of them, chosen at random
     (the generator seeded with ``seed``, or with a draw from torch's global generator, as
     ``explain(seed=None)`` draws, so ``torch.manual_seed`` reproduces), are asked again: ``n``
     paid calls once per classifier and process, counted in ``estimate_cost``, the budget and

@@ -108,13 +108,13 @@ class APIClassifier(StringClassifier):
             holds more than access (decoding settings in ``HEADERS``, a sentence in ``key``)
             is named in a warning. Reading code cannot see everything that decides an answer
             (an environment variable, a file or module read inside the call, the endpoint's
-            model): before the first stored answer it serves in a process, the classifier
-            asks ``cache_checks`` of them again (see ``cache_checks``). Processes may share
+            model): before it serves a stored answer in a process, the classifier asks
+            ``cache_checks`` of them again (see ``cache_checks``). Processes may share
             one file: each write takes an exclusive lock on ``<cache_file>.lock``
             (``fcntl.flock``; POSIX only, elsewhere writes are unlocked), re-reads the file
             and writes the union of its answers and this process's.
-        cache_checks: stored answers asked again, chosen at random, before the first stored
-            answer is served in each process (default 3; 0 trusts the digest alone): paid
+        cache_checks: stored answers asked again, chosen at random, at the first request in
+            each process while stored answers are held (default 3; 0 trusts the digest alone): paid
             calls, counted in ``estimate_cost``, the budget and ``usage()["cache_checks"]``.
             One off its stored answer by more than ``cache_tolerance`` refuses the file with
             a :class:`CacheChangedError` naming the texts: nothing is served (see

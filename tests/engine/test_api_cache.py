@@ -5,6 +5,7 @@ or does not run (a docstring, a local variable's name) never throws the cache aw
 
 import copy
 import importlib
+import json
 import pickle
 import sys
 import textwrap
@@ -460,6 +461,14 @@ def test_a_secret_nested_in_a_declared_identity_is_never_written_or_hashed(tmp_p
     # Another model is refused, and the message quotes no key.
     with pytest.raises(ValueError, match="another classifier") as err:
         sc.APIClassifier(declared("sk-nested-0123456789abcdef", "m2"), class_names=["neg", "pos"], cache_file=path)
+    assert "sk-" not in str(err.value)
+    # A file an older release wrote, the nested key verbatim in it: its message quotes no key either.
+    old = json.loads(path.read_text())
+    old["identity"]["call_settings"]["client"]["api_key"] = "sk-written-verbatim-0123456789"
+    old["identity"]["call_settings"]["model"] = "m0"
+    path.write_text(json.dumps(old))
+    with pytest.raises(ValueError, match="another classifier: its call_settings") as err:
+        sc.APIClassifier(declared("sk-nested-0123456789abcdef"), class_names=["neg", "pos"], cache_file=path)
     assert "sk-" not in str(err.value)
 
 
