@@ -10,6 +10,11 @@ log-probability with :func:`slalom_core.explain` on :class:`~inseq_slalom.NextTo
 deleting context tokens, measured from the token's log-probability with no context (the
 engine's reference point for a causal LM without special tokens). A leading special token
 (BOS) stays in every sample and gets 0.
+
+A prompt the model has no positions for (GPT-2's 1024, a model's ``max_position_embeddings``)
+is refused by name before inseq generates (the method's hook checks the prompt and
+``max_new_tokens``), and so is a context given with ``generated_texts``: the message says
+how many tokens fit. Nothing is cut silently: which tokens to drop is the user's choice.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 import slalom_core as sc
 import torch
+from inseq.attr.attribution_decorators import set_hook, unset_hook
 from inseq.attr.feat import FeatureAttribution
 from inseq.data import (
     CoarseFeatureAttributionStepOutput,
@@ -67,6 +73,23 @@ class SlalomInseqAttribution(FeatureAttribution):
     def __init__(self, attribution_model: Any, **kwargs: Any) -> None:
         super().__init__(attribution_model)
         self._pending: dict[str, torch.Tensor] = {}
+
+    @set_hook
+    def hook(self, **kwargs: Any) -> None:
+        """inseq's pre-attribution hook: the model's generation checks that the prompt and the
+        tokens to generate fit the model's positions (else transformers fails inside the
+        position embedding with a bare ``IndexError``); :meth:`unhook` takes the check away."""
+        super().hook(**kwargs)
+        model = self.attribution_model
+        if model is not None and not hasattr(vars(model).get("generate"), "slalom_limit"):
+            vars(model)["generate"] = _checked_generate(model, type(model).generate.__get__(model))
+
+    @unset_hook
+    def unhook(self, **kwargs: Any) -> None:
+        """Give the model its own generation back (inseq calls this when another method replaces this one)."""
+        super().unhook(**kwargs)
+        if self.attribution_model is not None and hasattr(vars(self.attribution_model).get("generate"), "slalom_limit"):
+            del vars(self.attribution_model)["generate"]
 
     def get_attribution_args(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """Split ``attribute``'s keyword arguments into SLALOM's options and the rest."""
@@ -156,6 +179,12 @@ class SlalomInseqAttribution(FeatureAttribution):
             lead += 1
         if lead == len(context):
             return None
+        limit = positions(self.attribution_model)
+        if limit is not None and len(context) > limit:
+            raise ValueError(
+                f"a generated token's context has {len(context)} tokens, but the model reads at most {limit} "
+                f"positions: shorten the prompt (or the generated_texts given) to fit in {limit} tokens"
+            )
         scorer = NextTokenLogProb(
             self.attribution_model.model,
             target,
@@ -173,6 +202,32 @@ class SlalomInseqAttribution(FeatureAttribution):
             **method,
         )
         return exp, lead
+
+
+def positions(attribution_model: Any) -> int | None:
+    """The most tokens the inseq model's LM reads (its positions, or its tokenizer's limit), if it says."""
+    return sc.models.model_max_length(getattr(attribution_model, "model", None), attribution_model.tokenizer)
+
+
+def _checked_generate(attribution_model: Any, generate: Any) -> Any:
+    """``generate`` refusing, by name, a prompt that leaves no positions for the tokens to generate."""
+
+    def checked(inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        limit = positions(attribution_model)
+        ids = getattr(inputs, "input_ids", None)
+        if limit is not None and ids is not None:
+            # The LM reads the prompt and every generated token but the last.
+            new = int(kwargs.get("max_new_tokens") or 1)
+            if ids.shape[1] + new - 1 > limit:
+                raise ValueError(
+                    f"the prompt has {ids.shape[1]} tokens and {new} are to be generated, but the model reads at "
+                    f"most {limit} positions: shorten the prompt to its last {max(limit - new + 1, 0)} tokens, or "
+                    "generate fewer (max_new_tokens)"
+                )
+        return generate(inputs, *args, **kwargs)
+
+    checked.slalom_limit = True
+    return checked
 
 
 def channel(out: FeatureAttributionOutput, name: str) -> FeatureAttributionOutput:

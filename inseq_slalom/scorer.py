@@ -55,6 +55,9 @@ class NextTokenLogProb(sc.TorchModel):
             device=device,
             module=model,
             class_names=["log p(token)"],
+            # A context longer than the LM's positions is refused by name, not by an IndexError
+            # inside its position embedding.
+            max_length=sc.models.model_max_length(model, tokenizer),
         )
         self.model = model
         self.target_id = int(target_id)

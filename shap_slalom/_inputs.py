@@ -44,7 +44,9 @@ def resolve(
 
     Accepted: a transformers text-classification pipeline (or shap's wrapper of one, which
     shap's own ``Explainer.__init__`` creates), a Hugging Face sequence classifier with its
-    tokenizer (as ``masker`` or ``tokenizer``), a :class:`slalom_core.ModelAdapter`, a
+    tokenizer (as ``masker`` or ``tokenizer``), a :class:`slalom_core.ModelAdapter` (one
+    on the engine's whitespace words, as a :class:`slalom_core.StringClassifier` has by
+    default, gets a Text masker split on whitespace), a
     ``torch.nn.Module`` (as :func:`slalom_core.as_adapter` takes it), or any
     ``f(list[str]) -> scores`` with a ``shap.maskers.Text`` (or a tokenizer) as ``masker``.
 
@@ -90,7 +92,17 @@ def resolve(
     tokenizer = tokenizer if tokenizer is not None else adapter.tokenizer
     if tokenizer is None:
         raise ValueError("no tokenizer found: pass masker=shap.maskers.Text(tokenizer)")
-    if text_masker is None:
+    if text_masker is None and tokenizer is adapter.tokenizer and isinstance(tokenizer, sc.WhitespaceTokenizer):
+        # The engine's whitespace words (a StringClassifier's default), which shap's masker
+        # cannot wrap: shap's own regex tokenizer split on whitespace gives it the same
+        # words, and the adapter's vocabulary gives them their ids.
+        text_masker, word_vocab = shap.maskers.Text(r"\s+"), tokenizer
+    elif text_masker is None and not is_hf_tokenizer(tokenizer):
+        raise TypeError(
+            f"the model's tokenizer ({type(tokenizer).__name__}) is not one shap's Text masker can wrap: pass "
+            "masker=shap.maskers.Text(...) with a Hugging Face tokenizer or a splitting regex that gives its tokens"
+        )
+    elif text_masker is None:
         text_masker = shap.maskers.Text(tokenizer)
 
     names = list(output_names) if output_names is not None else None

@@ -255,7 +255,8 @@ class SlalomExplanation:
         pairwise Shapley interaction indices; ``index="k-SII"`` sums, with the baseline, to
         :attr:`surrogate_output` (for shapiq's force and waterfall plots). Exact: the 2^n
         coalitions are enumerated, up to ``exact_max_positions`` positions (at most 22).
-        ``output`` picks a class of a joint multi-class fit. See
+        ``output`` picks a class of a joint multi-class fit, by name or by index 0..k-1
+        (anything else, a negative index included, is refused with a ValueError). See
         :mod:`slalom_core.interactions`.
 
         Example:

@@ -10,8 +10,9 @@
   holds a marker file that lists every file the command wrote. A later command replaces the
   folder only when every file in it is one of those: a file the user added (a ``.git``
   folder, a ``.gitattributes``, notes) is never deleted, the command refuses and names it. A
-  marker written by an older slalom-xai, which listed nothing, vouches for the top-level names
-  the command writes now (``known``), and for nothing else.
+  marker that is not such a list (one line of text, as an older slalom-xai wrote it, or a
+  file edited by hand) vouches for nothing: the command refuses, names the folder and says
+  how to proceed, and changes nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -235,13 +236,17 @@ def write_marker(folder: Path, marker: str, note: str) -> None:
     (folder / marker).write_text(json.dumps({"note": note, "files": files}, indent=0) + "\n", encoding="utf-8")
 
 
-def foreign_files(out: Path, marker: str, known: Collection[str] = ()) -> list[str]:
+def foreign_files(out: Path, marker: str, command: str = "slalom-xai") -> list[str]:
     """The files in ``out`` that the marker does not list (all of them when there is no marker).
 
     Args:
         out: a folder.
         marker: the marker's file name.
-        known: top-level names an older marker (which lists no files) vouches for.
+        command: what writes such folders (named in the error).
+
+    Raises:
+        FileExistsError: the marker is not a list of files (an older slalom-xai's one line of
+            text, a file edited by hand): it cannot tell the command's files from the user's.
 
     Example:
         >>> foreign_files(Path("site"), ".slalom-report")  # doctest: +SKIP
@@ -252,25 +257,42 @@ def foreign_files(out: Path, marker: str, known: Collection[str] = ()) -> list[s
     files = [f for f in _files(out) if f != marker]
     if not (out / marker).is_file():
         return files
+    listed = _listed(out / marker)
+    if listed is None:
+        # An older release's marker (one line of text) names no file: taking the names this
+        # release writes on its word deleted the user's files under them (data/).
+        raise FileExistsError(
+            f"{out} holds a marker {marker!r} that does not list the files in it (written by an older slalom-xai, "
+            f"or edited): {command} cannot tell its own files from yours, so nothing was changed. Move what you "
+            f"want to keep out of {out} and delete the folder, or give a new folder (--out)"
+        )
+    return [f for f in files if f not in listed]
+
+
+def _listed(path: Path) -> set[str] | None:
+    """The files a marker lists, or None when it is not a marker's list of files."""
     try:
-        listed = json.loads((out / marker).read_text(encoding="utf-8"))["files"]
-        return [f for f in files if f not in set(listed)]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):  # an older marker: one line of text
-        return [f for f in files if f.split("/", 1)[0] not in set(known)]
+        listed = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    if not isinstance(listed, list) or not all(isinstance(f, str) for f in listed):
+        return None
+    return set(listed)
 
 
-def check_owned(out: Path, marker: str, command: str, known: Collection[str] = ()) -> None:
+def check_owned(out: Path, marker: str, command: str) -> None:
     """Refuse an ``out`` that holds files ``command`` did not write, naming them.
 
     Raises:
-        FileExistsError: ``out`` is a file, or holds files the marker does not list.
+        FileExistsError: ``out`` is a file, holds files the marker does not list, or its
+            marker lists no files (see :func:`foreign_files`).
 
     Example:
         >>> check_owned(Path("site"), ".slalom-report", "slalom-xai report")  # doctest: +SKIP
     """
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} is a file: give a new folder (--out)")
-    other = foreign_files(out, marker, known)
+    other = foreign_files(out, marker, command)
     if other:
         shown = ", ".join(repr(f) for f in other[:6]) + (f" and {len(other) - 6} more" if len(other) > 6 else "")
         raise FileExistsError(
@@ -280,7 +302,7 @@ def check_owned(out: Path, marker: str, command: str, known: Collection[str] = (
         )
 
 
-def replace_folder(new: Path, out: Path, marker: str, command: str, known: Collection[str] = ()) -> None:
+def replace_folder(new: Path, out: Path, marker: str, command: str) -> None:
     """Put the finished folder ``new`` (with its marker) at ``out``. An empty ``out`` is
     taken; an earlier one, which must hold only files its marker lists (checked again here,
     see :func:`check_owned`), goes as a whole (renamed aside, then removed), so that ``out``
@@ -294,7 +316,7 @@ def replace_folder(new: Path, out: Path, marker: str, command: str, known: Colle
     if not out.exists():
         new.rename(out)
         return
-    check_owned(out, marker, command, known)
+    check_owned(out, marker, command)
     old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
     out.rename(old)
     new.rename(out)
@@ -302,7 +324,7 @@ def replace_folder(new: Path, out: Path, marker: str, command: str, known: Colle
 
 
 @contextlib.contextmanager
-def writing_folder(out: Path, marker: str, note: str, command: str, known: Collection[str] = ()) -> Iterator[Path]:
+def writing_folder(out: Path, marker: str, note: str, command: str) -> Iterator[Path]:
     """A new folder beside ``out`` for the block to fill; when the block ends without an
     error, its marker is written (``note``) and it replaces ``out`` (:func:`replace_folder`);
     otherwise it is removed and ``out`` is left as it was.
@@ -317,7 +339,7 @@ def writing_folder(out: Path, marker: str, note: str, command: str, known: Colle
         os.chmod(new, default_mode(0o777))  # mkdtemp's 0700 would hide a shared folder
         yield new
         write_marker(new, marker, note)
-        replace_folder(new, out, marker, command, known)
+        replace_folder(new, out, marker, command)
     finally:
         if new.exists():
             shutil.rmtree(new, ignore_errors=True)

@@ -182,9 +182,18 @@ def _output(exp: Explained, output: int | str | None) -> tuple[np.ndarray, float
             raise ValueError("this explanation has one explained output: leave output=None")
         return v, float(base.reshape(-1)[0]) if base.ndim else float(base)
     names = list(exp.class_names or range(v.shape[1]))
-    if output is None or (output not in names and not isinstance(output, int)):
-        raise ValueError(f"a joint fit explains {len(names)} outputs: choose one with output= (one of {names})")
-    col = names.index(output) if output in names else int(output)
+    if output in names and not isinstance(output, bool):
+        col = names.index(output)
+    elif isinstance(output, (int, np.integer)) and not isinstance(output, bool) and 0 <= output < v.shape[1]:
+        # A class index counts from 0; a negative one is refused rather than read from the
+        # end, so that output=-1 never stands for a class the caller did not name.
+        col = int(output)
+    else:
+        got = "" if output is None else f", not {output!r}"
+        raise ValueError(
+            f"a joint fit explains {v.shape[1]} outputs: choose one with output= (a class name, one of "
+            f"{names}, or an index 0..{v.shape[1] - 1}{got})"
+        )
     return v[:, col], float(base.reshape(-1)[col]) if base.ndim else float(base)
 
 

@@ -91,8 +91,6 @@ def export_run(
 #: The file that marks a folder as a dataset :func:`export_dataset` wrote and lists its files:
 #: only a folder holding nothing else (or an empty or new one) is ever replaced.
 DATASET_MARKER = ".slalom-export"
-#: What an export writes at its top level (what an older marker, which listed no files, vouches for).
-DATASET_NAMES = ("README.md", "data")
 #: Columns of an amortized pipeline's quality table (``quality.parquet``), joined by id.
 QUALITY_COLUMNS = {
     "in_label_set": "bool",
@@ -300,7 +298,7 @@ def export_dataset(
     scores = list(STORED_SCORES)
     schema = dataset_schema(flags, scores)
     note = "written by slalom-xai export; replaced by export --overwrite if it holds nothing else"
-    with writing_folder(out, DATASET_MARKER, note, "slalom-xai export", DATASET_NAMES) as new:
+    with writing_folder(out, DATASET_MARKER, note, "slalom-xai export") as new:
         (new / "data").mkdir()
         shards = _Shards(new / "data", schema, shard_rows)
         seen = {"texts": 0, "class_names": None, "output": None}
@@ -362,6 +360,6 @@ def _check_dataset_out(out: Path, run: CorpusRun, overwrite: bool) -> None:
         raise FileExistsError(f"{out} holds the run {run.path}: give another folder for the dataset (--out)")
     if not out.is_dir() or not any(out.iterdir()):
         return
-    check_owned(out, DATASET_MARKER, "slalom-xai export", DATASET_NAMES)
+    check_owned(out, DATASET_MARKER, "slalom-xai export")
     if not overwrite:
         raise FileExistsError(f"{out} holds an earlier export: pass overwrite=True (--overwrite) to replace it")

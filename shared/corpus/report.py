@@ -66,8 +66,6 @@ ROWS_BYTES = 1_000_000
 #: The file that marks a folder as a report this library wrote and lists the files it wrote:
 #: only a folder holding nothing else (or an empty or new one) is ever written over.
 MARKER = ".slalom-report"
-#: What a report writes at its top level (what an older marker, which listed no files, vouches for).
-REPORT_NAMES = ("index.html", "words.html", "words.png", "data", "texts")
 
 
 def natural_id_key(text_id: str) -> tuple:
@@ -219,7 +217,7 @@ def write_report(
     out = Path(out)
     _check_out(out, run)
     note = "written by slalom-xai report; replaced by the next report if it holds nothing else"
-    with writing_folder(out, MARKER, note, "slalom-xai report", REPORT_NAMES) as new:
+    with writing_folder(out, MARKER, note, "slalom-xai report") as new:
         _write_site(run, new, min_texts=min_texts, top=top, text_pages=text_pages, score=score)
     return out / "index.html"
 
@@ -232,7 +230,7 @@ def _check_out(out: Path, run: CorpusRun) -> None:
     here, data = out.resolve(), run.path.resolve()
     if here == data or here in data.parents:
         raise FileExistsError(f"{out} holds the run {run.path}: give another folder for the report (--out)")
-    check_owned(out, MARKER, "slalom-xai report", REPORT_NAMES)
+    check_owned(out, MARKER, "slalom-xai report")
 
 
 def _write_site(run: CorpusRun, out: Path, *, min_texts: int, top: int, text_pages: bool, score: str) -> None:

@@ -20,7 +20,14 @@ Write your own adapter by subclassing :class:`TorchModel` (a torch-like forward 
 rows) or :class:`ModelAdapter` (anything else); see ``docs/architecture.md``.
 """
 
-from .api_classifier import APIClassifier, APIError, BudgetExceededError, TransientAPIError, redact_secrets
+from .api_classifier import (
+    APIClassifier,
+    APIError,
+    BudgetExceededError,
+    CacheChangedError,
+    TransientAPIError,
+    redact_secrets,
+)
 from .base import ModelAdapter
 from .factory import as_adapter, is_pipeline
 from .onnx_runtime import OnnxClassifier
@@ -54,6 +61,7 @@ __all__ = [
     "APIError",
     "TransientAPIError",
     "BudgetExceededError",
+    "CacheChangedError",
     "PromptClassifier",
     "OnnxClassifier",
     "PADDINGS",

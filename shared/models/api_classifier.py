@@ -29,14 +29,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ..warn import warn_user
-from .api_cache import read_cache, write_cache
+from .access import without_access
+from .api_cache import CacheChangedError, CacheCheck, read_cache, usable_file, write_cache
 from .api_errors import APIError, BudgetExceededError, TransientAPIError, redact_secrets, retry_after
-from .code_digest import access_only, call_digest
+from .code_digest import call_digest
 from .reading import OutputShapeError
 from .strings import StringClassifier
 
-__all__ = ["APIClassifier", "APIError", "TransientAPIError", "BudgetExceededError", "redact_secrets"]
+__all__ = [
+    "APIClassifier",
+    "APIError",
+    "TransientAPIError",
+    "BudgetExceededError",
+    "CacheChangedError",
+    "redact_secrets",
+]
 
 
 def _check_settings(
@@ -96,10 +103,28 @@ class APIClassifier(StringClassifier):
             function never stand in for another's. A call that reads something the digest
             cannot see into (a library's client object, a pandas frame) and declares no
             ``cache_identity`` does not use the file at all (a warning names what). Access
-            settings (API keys, tokens, headers, timeouts, retries: by name) never count. Processes may share one file: each
-            write takes an exclusive lock on ``<cache_file>.lock`` (``fcntl.flock``; POSIX
-            only, elsewhere writes are unlocked), re-reads the file and writes the union of
-            its answers and this process's.
+            settings (API keys, tokens, headers, timeouts, retries: by name, at any depth of
+            the declared identity) never count and are never written; one so named that
+            holds more than access (decoding settings in ``HEADERS``, a sentence in ``key``)
+            is named in a warning. Reading code cannot see everything that decides an answer
+            (an environment variable, a file or module read inside the call, the endpoint's
+            model): before it serves a stored answer in a process, the classifier asks
+            ``cache_checks`` of them again (see ``cache_checks``). Processes may share
+            one file: each write takes an exclusive lock on ``<cache_file>.lock``
+            (``fcntl.flock``; POSIX only, elsewhere writes are unlocked), re-reads the file
+            and writes the union of its answers and this process's.
+        cache_checks: stored answers asked again, chosen at random, at the first request in
+            each process while stored answers are held (default 3; 0 trusts the digest alone): paid
+            calls, counted in ``estimate_cost``, the budget and ``usage()["cache_checks"]``.
+            One off its stored answer by more than ``cache_tolerance`` refuses the file with
+            a :class:`CacheChangedError` naming the texts: nothing is served (see
+            :class:`~slalom_core.models.api_cache.CacheCheck`). Answers other processes
+            merge into the file after this check are trusted.
+        cache_tolerance: how far a re-asked answer may be from its stored one, absolute and
+            relative (default 1e-6: a deterministic call gives the same floats; set it to
+            the noise of an endpoint that is not deterministic).
+        cache_check_seed: seeds the choice of the answers re-asked; None (default): a draw
+            from torch's global generator.
         max_calls / max_input_tokens: the adapter's budget over its lifetime (all
             ``explain`` calls). ``explain`` refuses a request whose planned samples would
             exceed it, before the first call.
@@ -148,8 +173,12 @@ class APIClassifier(StringClassifier):
         batch_size: int = 64,
         max_length: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        cache_checks: int = 3,
+        cache_tolerance: float = 1e-6,
+        cache_check_seed: int | None = None,
     ) -> None:
         _check_settings(call, workers, batch_size, retries, max_calls, max_input_tokens, backoff, max_backoff)
+        check = CacheCheck(cache_checks, cache_tolerance, cache_check_seed)  # its settings checked first too
         super().__init__(self._answer, tokenizer, class_names=class_names, batch_size=batch_size, max_length=max_length)
         self.call = call
         self.workers = int(workers)
@@ -167,7 +196,10 @@ class APIClassifier(StringClassifier):
         self._take_call_digest(call)
         # Shared by shallow copies (explain copies adapters): one cache, one ledger.
         self._cache: dict[str, list[float]] = {}
-        self._ledger = {"calls": 0, "cache_hits": 0, "input_tokens": 0, "retries": 0, "failed_calls": 0}
+        self._ledger = dict.fromkeys(
+            ("calls", "cache_hits", "input_tokens", "retries", "failed_calls", "cache_checks"), 0
+        )
+        self._check = check
         self._lock = threading.Lock()
         if self.cache_file is not None and self.cache_file.exists():
             self._cache.update(self._read_cache())
@@ -178,17 +210,8 @@ class APIClassifier(StringClassifier):
         leaves the cache file unused: a cache that cannot vouch for its answers does not
         serve them."""
         digest = call_digest(call)
-        self._call_digest = digest.digest
-        if self.cache_file is not None and digest.unseen:
-            warn_user(
-                f"the API cache file {str(self.cache_file)!r} is not used: the call reads "
-                f"{', '.join(digest.unseen[:4])}{', ...' if len(digest.unseen) > 4 else ''}, which the cache cannot "
-                "see into (an edit there would be served the old answers). Declare what decides the answers as a "
-                "JSON-able dict on the call, e.g. call.cache_identity = {'model': ..., 'prompt': ..., 'labels': ...} "
-                "(never a key), or keep those settings in plain globals, defaults or closures",
-                UserWarning,
-            )
-            self.cache_file = None
+        self._call_digest, self._left_out = digest.digest, digest.left_out
+        self.cache_file = usable_file(self.cache_file, digest)
 
     def cache_identity(self) -> dict:
         """What shapes this classifier's answers besides the text: recorded in, and checked
@@ -211,7 +234,10 @@ class APIClassifier(StringClassifier):
             "call": f"{getattr(self.call, '__module__', '?')}.{name}",
             "call_code": self._call_digest,
             "n_labels": None if self.class_names is None else len(self.class_names),
-            "call_settings": json.loads(json.dumps(_declared(settings), default=str)) if settings is not None else None,
+            # Access-only entries left out at any depth: a nested {"client": {"api_key": ...}} too.
+            "call_settings": json.loads(json.dumps(without_access(settings), default=str))
+            if settings is not None
+            else None,
         }
 
     # -- tokens and budget -------------------------------------------------------------
@@ -246,12 +272,18 @@ class APIClassifier(StringClassifier):
         texts = [self.decode(s) for s in known]
         new = [t for t in dict.fromkeys(texts) if t not in self._cache]
         extra = [self.decode(s) for s in bounds]
+        # The cache's check (the stored answers it will ask again, chosen now and kept) is paid too.
+        check = self._pending_check()
         return {
-            "calls": len(new) + len(extra),
+            "calls": len(new) + len(extra) + len(check),
             "cache_hits": len(texts) - len(new),
-            "input_tokens": sum(self.count_tokens(t) for t in new) + sum(self.count_tokens(t) for t in extra),
+            "input_tokens": sum(self.count_tokens(t) for t in [*new, *extra, *check]),
             "calls_at_upper_bound": len(extra),
+            "cache_checks": len(check),
         }
+
+    def _pending_check(self) -> list[str]:
+        return self._check.pending(self._cache) if self.cache_file is not None else []
 
     def check_budget(self, estimate: Mapping[str, int], what: str) -> None:
         used = self.usage()
@@ -271,7 +303,8 @@ class APIClassifier(StringClassifier):
 
     def usage(self) -> dict[str, int]:
         """Totals so far: ``calls`` answered, ``cache_hits``, ``input_tokens`` sent (every
-        attempt, retries included), ``retries``, ``failed_calls``."""
+        attempt, retries included), ``retries``, ``failed_calls``, ``cache_checks`` (stored
+        answers asked again by the cache's check, within ``calls``)."""
         with self._lock:
             return dict(self._ledger)
 
@@ -280,6 +313,11 @@ class APIClassifier(StringClassifier):
     def _answer(self, texts: list[str]) -> np.ndarray:
         """Scores for a batch of sample strings: cached ones from the cache, the others requested once."""
         new = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        with self._check.here().lock:  # one check per process, whatever the threads
+            check = self._pending_check()
+            if check:
+                self._spend_check(check + new)
+                self._verify(check)
         with self._lock:
             self._ledger["cache_hits"] += len(texts) - len(new)
         if new:
@@ -290,6 +328,13 @@ class APIClassifier(StringClassifier):
                 # Whatever was answered has been paid for: keep it, even if another failed.
                 self._save()
         return np.array([self._cache[t] for t in texts], dtype=np.float64)
+
+    def _verify(self, texts: list[str]) -> None:
+        """Ask stored answers again; refuse the file (CacheChangedError) if any changed."""
+        asked = {t: self._request(t) for t in texts}
+        with self._lock:
+            self._ledger["cache_checks"] += len(texts)
+        self._check.compare(self.cache_file, asked, self._cache, self._left_out)
 
     def _spend_check(self, new: list[str]) -> None:
         used = self.usage()
@@ -340,6 +385,7 @@ class APIClassifier(StringClassifier):
                 f"the black box returned {len(scores)} scores for {text[:60]!r}, earlier answers had {width}"
             )
         self._cache[text] = scores
+        self._check.here().own.add(text)  # this process's own answer: nothing to check
 
     def _request(self, text: str) -> list[float]:
         """One text, with retries; the validated scores."""
@@ -405,8 +451,3 @@ def _as_scores(out: object, text: str) -> list[float]:
     if arr.size == 0 or not all(math.isfinite(x) for x in arr.tolist()):
         raise APIError(f"the black box returned no usable scores ({arr.tolist()}) for {text[:60]!r}")
     return arr.tolist()
-
-
-def _declared(settings: object) -> object:
-    """A declared identity without its access-only entries (a key rotated is the same call)."""
-    return {k: v for k, v in settings.items() if not access_only(k)} if isinstance(settings, dict) else settings

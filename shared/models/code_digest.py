@@ -33,12 +33,16 @@ any other object, e.g. a library's client object, a pandas frame, a tensor, a fi
 
 **Never counted**: settings that only grant or pace access (:func:`access_only`): an API
 key, a token, a secret, headers, timeouts, retries and backoff, by their name (a global, a
-closure variable, a default, an attribute, a keyword or a dict key so named).
+closure variable, a default, an attribute, a keyword or a dict key so named, at any depth of
+a dict, a declared identity included): never hashed, so never written anywhere. Those of
+them that hold more than access (decoding settings in ``HEADERS``, a sentence in ``key``:
+:func:`~slalom_core.models.access.holds_more_than_access`) are named, never their values, in
+:attr:`CallDigest.left_out`: an edit there is not seen.
 
 **Declared identity.** A callable with a ``cache_identity`` attribute (a JSON-able dict,
 e.g. endpoint, model, template, labels and decoding settings, as
 :func:`~slalom_core.experiments.openai_chat.chat_label_logprobs` sets it) is known by that
-declaration (its access-only keys dropped) and its own code alone: its globals, closure,
+declaration (its access-only keys dropped at any depth) and its own code alone: its globals, closure,
 defaults and object are not read, and nothing is unseen.
 
 Everything hashed is the same in every process: no ``hash()``, no memory address; sets are
@@ -73,37 +77,18 @@ from pathlib import Path
 
 import numpy as np
 
+from .access import ACCESS_ONLY, access_only, hidden_settings, holds_more_than_access, without_access
+
 __all__ = ["callable_digest", "call_digest", "CallDigest", "access_only", "ACCESS_ONLY"]
 
 # How deep nested functions, containers and objects are followed: enough for a call that
 # uses a helper that uses a table; bounded so that a reference cycle or a huge object
 # graph costs nothing.
 _MAX_DEPTH = 12
-#: Names of settings that grant or pace access, never what an answer is (any case, leading
-#: underscores dropped; also any name ending in ``_api_key``, ``_secret`` or ``_password``).
-ACCESS_ONLY = frozenset(
-    "api_key apikey key secret secret_key client_secret password passwd token access_token auth_token api_token "
-    "hf_token bearer_token authorization auth credentials credential headers timeout timeouts request_timeout "
-    "connect_timeout read_timeout retries max_retries n_retries num_retries retry backoff max_backoff".split()
-)
-_ACCESS_SUFFIXES = ("_api_key", "_secret", "_password")
 _LIBRARIES = ("slalom_core", "captum_slalom", "shap_slalom")
 _INERT = (type(threading.Lock()), type(threading.RLock()), threading.Event, threading.Condition, threading.Semaphore)
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _SKIP_CLASS_ATTRS = {"__module__", "__dict__", "__weakref__", "__doc__", "__qualname__", "__slots__", "__annotations__"}
-
-
-def access_only(name: object) -> bool:
-    """Whether a setting so named only grants or paces access (an API key, a timeout).
-
-    Example:
-        >>> access_only("OPENAI_API_KEY"), access_only("timeout"), access_only("max_tokens")
-        (True, True, False)
-    """
-    if not isinstance(name, str):
-        return False
-    low = name.lower().lstrip("_")
-    return low in ACCESS_ONLY or low.endswith(_ACCESS_SUFFIXES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,11 +100,14 @@ class CallDigest:
         unseen: what the callable reads that the digest knows by its type alone (e.g.
             ``"global client (openai.OpenAI)"``): an edit there would not change the digest.
         declared: the callable declared its identity (``cache_identity``).
+        left_out: settings left out by their access-like name that hold more than access
+            (e.g. ``"global HEADERS"``, ``"declared identity['key']"``): names, never values.
     """
 
     digest: str
     unseen: tuple[str, ...] = ()
     declared: bool = False
+    left_out: tuple[str, ...] = ()
 
 
 def call_digest(fn: Callable) -> CallDigest:
@@ -140,11 +128,11 @@ def call_digest(fn: Callable) -> CallDigest:
     walk = _Walk()
     declared = getattr(fn, "cache_identity", None)
     if declared is not None:
-        walk.put(f"<declared {_declaration(declared)}>")
+        walk.declared(declared)
         walk.code_of(fn)
-        return CallDigest(walk.h.hexdigest(), (), True)
+        return CallDigest(walk.h.hexdigest(), (), True, tuple(dict.fromkeys(walk.left_out)))
     walk.callable(fn, 0, _qualname(fn).rsplit(".", 1)[-1])
-    return CallDigest(walk.h.hexdigest(), tuple(dict.fromkeys(walk.unseen)))
+    return CallDigest(walk.h.hexdigest(), tuple(dict.fromkeys(walk.unseen)), False, tuple(dict.fromkeys(walk.left_out)))
 
 
 def callable_digest(fn: Callable) -> str:
@@ -160,12 +148,6 @@ def callable_digest(fn: Callable) -> str:
         False
     """
     return call_digest(fn).digest
-
-
-def _declaration(declared: object) -> str:
-    if isinstance(declared, dict):
-        declared = {k: v for k, v in declared.items() if not access_only(k)}
-    return json.dumps(declared, sort_keys=True, default=str)
 
 
 def _qualname(obj: object) -> str:
@@ -203,9 +185,21 @@ class _Walk:
         self.h = hashlib.blake2b(digest_size=16)
         self.seen: set[int] = set()
         self.unseen: list[str] = []
+        self.left_out: list[str] = []
 
     def put(self, text: str) -> None:
         self.h.update(text.encode("utf-8", "surrogatepass") + b"\x00")
+
+    def drop(self, where: str, value: object) -> None:
+        """A setting left out by its access-like name: named when it holds more than access."""
+        if holds_more_than_access(value):
+            self.left_out.append(where)
+
+    def declared(self, declared: object) -> None:
+        """A declared identity, its access-only entries left out at any depth (a key nested
+        in ``{"client": {"api_key": ...}}`` included): never hashed."""
+        self.left_out += hidden_settings(declared, "declared identity")
+        self.put(f"<declared {json.dumps(without_access(declared), sort_keys=True, default=str)}>")
 
     def code_of(self, fn: object) -> None:
         """The code of a callable alone (a declared identity's callable)."""
@@ -237,7 +231,10 @@ class _Walk:
             self.put("<partial>")
             self.callable(fn.func, depth + 1, where)
             self.value(list(fn.args), depth + 1, f"{where} args")
-            self.value({k: v for k, v in fn.keywords.items() if not access_only(k)}, depth + 1, f"{where} keywords")
+            kept = {k: v for k, v in fn.keywords.items() if not access_only(k)}
+            for name in sorted(set(fn.keywords) - set(kept)):
+                self.drop(f"{where} keyword {name}", fn.keywords[name])
+            self.value(kept, depth + 1, f"{where} keywords")
         elif isinstance(fn, types.MethodType):
             self.put("<method>")
             self.callable(fn.__func__, depth + 1, where)
@@ -261,16 +258,15 @@ class _Walk:
         self.code(fn.__code__)
         declared = getattr(fn, "cache_identity", None)
         if declared is not None:  # its declaration stands for its settings
-            self.put(f"<declared {_declaration(declared)}>")
+            self.declared(declared)
             return
         code = fn.__code__
         names = code.co_varnames[code.co_argcount - len(fn.__defaults__ or ()) : code.co_argcount]
-        for name, default in zip(names, fn.__defaults__ or ()):
-            if not access_only(name):
-                self.put(f"default {name}")
-                self.value(default, depth + 1, f"{where} default {name}")
-        for name, default in sorted((fn.__kwdefaults__ or {}).items()):
-            if not access_only(name):
+        defaults = [*zip(names, fn.__defaults__ or ()), *sorted((fn.__kwdefaults__ or {}).items())]
+        for name, default in defaults:
+            if access_only(name):
+                self.drop(f"{where} default {name}", default)
+            else:
                 self.put(f"default {name}")
                 self.value(default, depth + 1, f"{where} default {name}")
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
@@ -278,11 +274,16 @@ class _Walk:
                 content = cell.cell_contents
             except ValueError:  # an empty cell (a name not yet bound)
                 content = None
-            if not access_only(name):
+            if access_only(name):
+                self.drop(f"closure {name}", content)
+            else:
                 self.put("closure")
                 self.value(content, depth + 1, name)
         g, names = fn.__globals__, _global_names(code)
-        for name in sorted(n for n in names if n in g and not access_only(n)):
+        for name in sorted(n for n in names if n in g):
+            if access_only(name):
+                self.drop(f"global {name}", g[name])
+                continue
             self.put(f"global {name}")
             self.value(g[name], depth + 1, name, attrs=names)
 
@@ -302,7 +303,10 @@ class _Walk:
             self.put(f"<set {sorted(_const_repr(v) for v in value)}>")
         elif isinstance(value, dict):
             self.put(f"<dict {len(value)}>")
-            for key in sorted((k for k in value if not access_only(k)), key=repr):
+            for key in sorted(value, key=repr):
+                if access_only(key):
+                    self.drop(f"{where}[{key!r}]", value[key])
+                    continue
                 self.put(repr(key))
                 self.value(value[key], depth + 1, f"{where}[{key!r}]")
         elif isinstance(value, np.ndarray) and value.dtype != object:
@@ -342,7 +346,10 @@ class _Walk:
         if is_library(mod.__name__):
             return
         # The user's own module: the attributes the code reads of it (prompts.TEMPLATE).
-        for name in sorted(n for n in attrs if not access_only(n) and n in vars(mod)):
+        for name in sorted(n for n in attrs if n in vars(mod)):
+            if access_only(name):
+                self.drop(f"{where}.{name}", vars(mod)[name])
+                continue
             self.put(f"attribute {name}")
             self.value(vars(mod)[name], depth + 1, f"{where}.{name}")
 
@@ -357,7 +364,10 @@ class _Walk:
         for name, attr in sorted(vars(cls).items()):
             dunder = name.startswith("__") and name.endswith("__")
             code = isinstance(attr, (types.FunctionType, staticmethod, classmethod, property))
-            if name in _SKIP_CLASS_ATTRS or access_only(name) or name == "_abc_impl" or (dunder and not code):
+            if access_only(name):
+                self.drop(f"{where}.{name}", attr)
+                continue
+            if name in _SKIP_CLASS_ATTRS or name == "_abc_impl" or (dunder and not code):
                 continue  # the class's plumbing (dataclass fields, slots' descriptors): not settings
             if isinstance(attr, (types.MemberDescriptorType, types.GetSetDescriptorType)):
                 continue
@@ -379,7 +389,10 @@ class _Walk:
             for slot in [slots] if isinstance(slots, str) else slots:
                 if slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
                     fields[slot] = getattr(obj, slot)
-        for name in sorted(k for k in fields if isinstance(k, str) and not access_only(k)):
+        for name in sorted(k for k in fields if isinstance(k, str)):
+            if access_only(name):
+                self.drop(f"{where}.{name}", fields[name])
+                continue
             self.put(f"attribute {name}")
             self.value(fields[name], depth + 1, f"{where}.{name}")
 

@@ -152,6 +152,33 @@ def test_options_and_wrong_uses_are_clear(model):
     torch.testing.assert_close(seq.target_attributions, seq.sequence_scores["slalom_value"], equal_nan=True)
 
 
+def test_a_prompt_longer_than_the_models_positions_is_refused_by_name(model, tiny):
+    # It raised a bare IndexError inside GPT-2's position embedding (the tiny one has 128).
+    lm, tok = tiny
+    long = " ".join([PROMPT] * 40)
+    n = len(tok(long)["input_ids"])
+    assert n > lm.config.n_positions == 128
+    with pytest.raises(
+        ValueError,
+        match=rf"the prompt has {n} tokens and 3 are to be generated, but the model reads "
+        r"at most 128 positions: shorten the prompt to its last 126 tokens",
+    ):
+        model.attribute(long, generation_args=GEN, n_samples=N, show_progress=False)
+    # A continuation given (no generation): the context of its first token is refused alike.
+    with pytest.raises(ValueError, match=rf"context has {n} tokens, but the model reads at most 128 positions"):
+        model.attribute(long, long + " great", n_samples=N, show_progress=False)
+    # The scorer on its own, through the engine: refused by the engine's length check.
+    scorer = inseq_slalom.NextTokenLogProb(lm, tok(" great")["input_ids"][0], tokenizer=tok)
+    with pytest.raises(ValueError, match=rf"the text has {n} tokens .* accepts at most 128"):
+        sc.explain(scorer, tok(long)["input_ids"], n_samples=N, seed=0, output="logits")
+    # The check is the method's hook: another method takes the model's own generation back.
+    assert "generate" in vars(model)
+    model.get_attribution_method("saliency", override_default_attribution=True)
+    assert "generate" not in vars(model)
+    model.get_attribution_method("slalom", override_default_attribution=True)
+    assert "generate" in vars(model)
+
+
 @needs_chromium
 def test_show_renders_in_headless_chromium(out, tmp_path):
     page = tmp_path / "inseq.html"

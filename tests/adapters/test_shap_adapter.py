@@ -963,6 +963,26 @@ def test_models_are_resolved_by_the_engine(pipe, gt, tok):
             SlalomExplainer(gt, tok, **bad)
 
 
+def test_a_string_classifier_with_its_default_tokenizer_is_explained_on_its_words():
+    # Its WhitespaceTokenizer failed inside shap's masker, although an adapter is documented input.
+    def f(texts):
+        return np.array([[0.0, t.count("good") - 2.0 * t.count("bad")] for t in texts])
+
+    clf = sc.StringClassifier(f, class_names=["neg", "pos"])
+    sv = SlalomExplainer(clf, n_samples=60, seed=0)(["a good film, not bad", "good"])
+    text = "a good film, not bad"
+    assert [w.strip() for w in sv[0].data] == text.split()  # the engine's words, as the masker's tokens
+    engine = sc.explain(clf, text, n_samples=60, seed=0)
+    # The same fit as the engine's own on the same words (shap's axis adds the class: [-x, x]).
+    np.testing.assert_array_equal(sv[0].values[:, 1], engine.contribution)
+    assert sv[1].values[0, 1] > 0
+    # A tokenizer the masker cannot wrap is refused by name, not inside shap.
+    odd = sc.StringClassifier(f, tokenizer=sc.WhitespaceTokenizer(), class_names=["neg", "pos"])
+    odd.tokenizer = object()
+    with pytest.raises(TypeError, match=r"tokenizer \(object\) is not one shap's Text masker can wrap"):
+        SlalomExplainer(odd, n_samples=60)
+
+
 def test_output_names_that_do_not_match_the_model_are_refused(gt, tok):
     explainer = SlalomExplainer(gt, shap.maskers.Text(tok), output_names=["A", "B", "C"], n_samples=100, seed=0)
     with pytest.raises(ValueError, match="2 output.*3 class names"):

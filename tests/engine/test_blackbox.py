@@ -71,8 +71,12 @@ def test_cache_file_makes_a_rerun_free(tmp_path):
     first = sc.explain(sc.APIClassifier(Counter(), cache_file=path, cache_key="m1"), TEXT, n_samples=200, seed=1)
     f = Counter()
     again = sc.explain(sc.APIClassifier(f, cache_file=path, cache_key="m1"), TEXT, n_samples=200, seed=1)
-    assert f.seen == [] and again.diagnostics["api_usage"]["calls"] == 0
-    assert again.diagnostics["api_usage"]["hit_rate"] == 1.0
+    # What a re-run pays: the cache's check, three stored answers asked again, as estimated.
+    usage = again.diagnostics["api_usage"]
+    assert usage["calls"] == usage["cache_checks"] == usage["estimate"]["calls"] == len(f.seen) == 3
+    assert set(f.seen) <= set(json.loads(path.read_text())["entries"])
+    trusting = sc.APIClassifier(Counter(), cache_file=path, cache_key="m1", cache_checks=0)
+    assert sc.explain(trusting, TEXT, n_samples=200, seed=1).diagnostics["api_usage"]["hit_rate"] == 1.0
     # Exact: the cache returns the very answers, so the fit is the same call on the same targets.
     np.testing.assert_array_equal(first.value, again.value)
     # no temporary file left (the lock file stays: deleting it would race another process's lock)
@@ -100,7 +104,8 @@ def test_a_cache_is_keyed_by_everything_that_shapes_an_answer(tmp_path):
         sc.APIClassifier(lambda t: [0.0, 1.0, 2.0], class_names=["neg", "neu", "pos"], cache_file=path)
     # The same classifier reads its answers back.
     again = sc.APIClassifier(three, class_names=["neg", "neu", "pos"], cache_file=path)
-    assert _score_one(again, "good film").tolist() == [0.0, 1.0, 2.0] and again.usage()["calls"] == 0
+    assert _score_one(again, "good film").tolist() == [0.0, 1.0, 2.0]
+    assert again.usage()["calls"] == again.usage()["cache_checks"] == 1  # the cache's check alone
     # An endpoint's settings (here its prompt and labels) key the cache as well, never its key.
     with StandIn("ok") as server:
         kw = dict(cache_file=tmp_path / "api.json", cache_key="shared", api_key="sk-secret-1234567890abcdef")
@@ -421,7 +426,7 @@ def test_editing_the_call_function_refuses_its_cache(tmp_path, edit):
     # The same code and settings, defined again (another process would do the same): served.
     again = sc.APIClassifier(_user_call(CALL_SOURCE), class_names=["neg", "pos"], cache_file=path)
     _score_one(again, "good film")
-    assert again.usage()["calls"] == 0
+    assert again.usage()["calls"] == again.usage()["cache_checks"] == 1  # the cache's check alone
     # A comment changes no answer: still served.
     commented = _user_call(CALL_SOURCE.replace("def call(text):", "def call(text):  # edited comment"))
     assert sc.APIClassifier(commented, class_names=["neg", "pos"], cache_file=path).usage()["calls"] == 0

@@ -178,18 +178,31 @@ def test_a_report_over_a_report_keeps_the_users_files_and_names_them(tmp_path, a
     assert _index_ids(out) == ["0", "1", "2"]
 
 
-def test_a_report_marked_by_an_older_version_vouches_only_for_a_reports_names(tmp_path):
+@pytest.mark.parametrize("marker", ["one line", "not a list", "not text"])
+def test_a_report_marked_by_an_older_version_is_never_emptied(tmp_path, marker):
+    # An older release's marker (one line of text) vouched for every name a report writes:
+    # the user's files under data/ and texts/ were deleted with the folder.
     from slalom_core.corpus.report import MARKER
 
     out = tmp_path / "site"
     write_report(_synthetic_run(tmp_path / "run", 4), out, text_pages=False)
-    (out / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
-    write_report(_synthetic_run(tmp_path / "run2", 2), out, text_pages=False)  # its own names: replaced
-    (out / MARKER).write_text("written by slalom-xai report; the folder is replaced by the next report\n")
-    (out / ".git").mkdir()
-    with pytest.raises(FileExistsError, match="did not write"):
-        write_report(_synthetic_run(tmp_path / "run3", 3), out, text_pages=False)
-    assert (out / ".git").is_dir()
+    content = {
+        "one line": b"written by slalom-xai report; the folder is replaced by the next report\n",
+        "not a list": b'{"note": "a marker", "files": "index.html"}',
+        "not text": b"\xff\xfe",
+    }[marker]
+    (out / MARKER).write_bytes(content)
+    (out / "data" / "mine.csv").write_text("the user's own", encoding="utf-8")
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    message = (
+        rf"{re.escape(str(out))} holds a marker '\.slalom-report' that does not list the files.*nothing was changed"
+    )
+    with pytest.raises(FileExistsError, match=message):
+        write_report(_synthetic_run(tmp_path / "run2", 2), out, text_pages=False)
+    assert (out / "data" / "mine.csv").read_text(encoding="utf-8") == "the user's own"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # nothing touched
+    assert (out / MARKER).read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "run2", "site"]  # no temp folder left
 
 
 def test_ids_sort_in_natural_order_and_a_superscript_digit_is_a_string(tmp_path):

@@ -249,6 +249,26 @@ def test_export_overwrite_keeps_the_users_files_and_names_them(runs, tmp_path, c
     assert [p.name for p in (out / "data").iterdir()] == ["train-00000-of-00001.parquet"]
 
 
+def test_export_overwrite_never_empties_an_export_marked_by_an_older_version(runs, tmp_path, capsys):
+    # The previous release's marker was one line of text: export --overwrite took it to vouch
+    # for data/ and deleted the user's files there, exit 0, no word.
+    from slalom_core.cli import main
+
+    run = runs[0]
+    out = export_dataset(run, tmp_path / "ds", shard_rows=1)
+    (out / export_module.DATASET_MARKER).write_text("written by slalom-xai export\n", encoding="utf-8")
+    mine = out / "data" / "notes.txt"
+    mine.write_text("the user's own", encoding="utf-8")
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(FileExistsError, match=r"does not list the files in it .*older slalom-xai"):
+        export_dataset(run, out, shard_rows=10, overwrite=True)
+    assert main(["export", str(run.path), "--out", str(out), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert str(out) in err and "nothing was changed" in err and "give a new folder (--out)" in err
+    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no temp folder left
+
+
 def test_a_killed_export_leaves_no_dataset_and_the_earlier_one_as_it_was(runs, tmp_path, monkeypatch):
     run = runs[0]
     rows = export_module._text_rows

@@ -139,6 +139,19 @@ def test_a_joint_fit_needs_an_output():
     np.testing.assert_allclose([iv[(i,)] for i in range(4)], exp.shapley()[:, 2], atol=1e-10)  # tol: float64 rounding
 
 
+@pytest.mark.parametrize("output", [3, -1, True, "no such class"])
+def test_an_output_that_is_not_one_of_the_fits_classes_is_refused_by_name(output):
+    # output=3 of 3 classes raised a bare IndexError; output=-1 silently meant the last class.
+    pytest.importorskip("shapiq")
+    exp = _explain(n_classes=3, text="the film was dull")
+    with pytest.raises(ValueError, match=r"explains 3 outputs: choose one with output= .*index 0\.\.2, not"):
+        exp.to_interaction_values(output=output)
+    with pytest.raises(ValueError, match=r"index 0\.\.2, not"):
+        surrogate_game(exp, output=output)
+    everything = np.ones((1, 4), dtype=bool)
+    assert surrogate_game(exp, output=2)(everything) == surrogate_game(exp, output=np.int64(2))(everything)
+
+
 def test_without_shapiq_the_error_says_how_to_install(exp, monkeypatch):
     real = builtins.__import__
 

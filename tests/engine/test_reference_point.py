@@ -156,6 +156,18 @@ def test_reference_errors_are_clear():
         sc.explain(clf, [1, 2, 3], method="ana", reference=float("nan"))
 
 
+@pytest.mark.parametrize("reference", [1e308, -1e7, [0.0, 1e308]])
+def test_a_reference_float_arithmetic_cannot_carry_is_refused_by_the_option_check(reference):
+    # 1e308 passed the check and failed later, inside the solver's linear algebra.
+    with pytest.raises(ValueError, match=r"reference must be at most 1e\+06 in absolute value"):
+        sc.check_call(reference=reference)
+    clf = sc.StringClassifier(lambda texts: [[0.0, t.count("good")] for t in texts], class_names=["neg", "pos"])
+    with pytest.raises(ValueError, match="at most 1e"):
+        sc.explain(clf, "a good film", reference=reference, n_samples=40, seed=0)
+    # The bound itself is taken (in the output's units: 1e6 is far beyond any logit).
+    assert float(sc.check_call(reference=1e6).reference) == 1e6
+
+
 def _flaky_torch_model():
     """A model without special tokens whose first call fails (a device still warming up)."""
     net = SlalomModel(*random_slalom(10))
