@@ -24,7 +24,7 @@ def score_label(score: str) -> str:
 
     Example:
         >>> score_label("contribution")
-        'contribution α_i·v_i, α = softmax(s) (log-odds from the reference point)'
+        "contribution α_i·ṽ_i, α = softmax(s), ṽ_i = p + A(n)(v_i − p) the value read at the text's length (log-odds from the reference point)"
     """
     s = sc.SCORES[sc.check_score(score)]
     return f"{s.name} {s.formula} ({s.unit})"

@@ -173,14 +173,14 @@ def shapley_interactions(
     return ksii
 
 
-def _output(exp: Explained, output: int | str | None) -> tuple[np.ndarray, float]:
-    """The values (n,) and reference point of one explained output."""
+def _output(exp: Explained, output: int | str | None) -> tuple[np.ndarray, float, LengthLaw]:
+    """The values (n,), reference point and length law of one explained output."""
     v = np.asarray(exp.value, dtype=np.float64)
     base = np.asarray(exp.base_value, dtype=np.float64)
     if v.ndim == 1:
         if output is not None:
             raise ValueError("this explanation has one explained output: leave output=None")
-        return v, float(base.reshape(-1)[0]) if base.ndim else float(base)
+        return v, float(base.reshape(-1)[0]) if base.ndim else float(base), exp.surrogate.law.column(exp.class_index)
     names = list(exp.class_names or range(v.shape[1]))
     if output in names and not isinstance(output, bool):
         col = names.index(output)
@@ -194,16 +194,7 @@ def _output(exp: Explained, output: int | str | None) -> tuple[np.ndarray, float
             f"a joint fit explains {v.shape[1]} outputs: choose one with output= (a class name, one of "
             f"{names}, or an index 0..{v.shape[1] - 1}{got})"
         )
-    return v[:, col], float(base.reshape(-1)[col]) if base.ndim else float(base)
-
-
-def _law_of(exp: Explained, output: int | str | None) -> LengthLaw:
-    """The length law of the output :func:`_output` picks (a joint fit's slope per class)."""
-    law = exp.surrogate.law
-    if np.ndim(exp.value) == 1:
-        return law.column(exp.class_index)
-    names = list(exp.class_names or range(np.shape(exp.value)[1]))
-    return law.column(names.index(output) if output in names else int(output))
+    return v[:, col], float(base.reshape(-1)[col]) if base.ndim else float(base), exp.surrogate.law.column(col)
 
 
 def surrogate_game(exp: Explained, *, output: int | str | None = None) -> Callable[[np.ndarray], np.ndarray]:
@@ -216,9 +207,8 @@ def surrogate_game(exp: Explained, *, output: int | str | None = None) -> Callab
         >>> game = surrogate_game(exp)  # doctest: +SKIP
         >>> shapiq.SVARMIQ(exp.n_positions, max_order=2).approximate(budget=2000, game=game)  # doctest: +SKIP
     """
-    v, base = _output(exp, output)
+    v, base, law = _output(exp, output)
     s = np.asarray(exp.importance, dtype=np.float64)
-    law = _law_of(exp, output)
 
     def game(masks: np.ndarray) -> np.ndarray:
         return base + coalition_values(v, s, masks, law=law)
@@ -248,7 +238,7 @@ def to_interaction_values(
         import shapiq
     except ImportError as err:
         raise ImportError(_SHAPIQ_MISSING) from err
-    v, base = _output(exp, output)
+    v, base, law = _output(exp, output)
     values = shapley_interactions(
         v,
         exp.importance,
@@ -256,7 +246,7 @@ def to_interaction_values(
         index=index,
         empty_value=base,
         exact_max_positions=exact_max_positions,
-        law=_law_of(exp, output),
+        law=law,
     )
     lookup = {c: i for i, c in enumerate(values)}
     return shapiq.InteractionValues(

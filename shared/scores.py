@@ -273,7 +273,7 @@ SCORES: dict[str, Score] = {
         ),
         Score(
             "removal",
-            "F(t) − F(t∖i) (= α_i(v_i − F)/(1 − α_i) under the identity law)",
+            "F(t) − F(t∖i)",
             "log-odds (a difference)",
             additive=False,
             from_base=False,
@@ -284,7 +284,7 @@ SCORES: dict[str, Score] = {
         ),
         Score(
             "contribution",
-            "α_i·(p + A(n)(v_i − p)), α = softmax(s) (α_i·v_i under the identity law)",
+            "α_i·ṽ_i, α = softmax(s), ṽ_i = p + A(n)(v_i − p) the value read at the text's length",
             "log-odds from the reference point",
             additive=True,
             from_base=True,

@@ -95,7 +95,10 @@ def test_builtin_rows_compute_what_the_explanation_reports(bert):
     v, s = exp.value, exp.importance
     np.testing.assert_allclose(exp.scores("lin"), v * np.exp(s))
     a = np.exp(s) / np.exp(s).sum()
-    np.testing.assert_allclose(exp.scores("contribution"), a * v)
+    # Each value read at the text's length by the fit's length law (p + A(n)(v − p)).
+    law, n = exp.surrogate.law, exp.n_positions
+    amp = n ** (law.exponent + law.curvature * np.log(n))
+    np.testing.assert_allclose(exp.scores("contribution"), a * (law.pivot + amp * (v - law.pivot)))
     np.testing.assert_allclose(exp.scores("contribution").sum() + exp.base_value, exp.surrogate_output)
 
 

@@ -119,7 +119,7 @@ SEED_METRICS = ("top5_stable", "z_sd")
 AOPC_SCORES = ("lin", "value", "contribution", "removal")
 
 
-def _log_odds(adapter: sc.HFClassifier, seqs: list[list[int]]) -> np.ndarray:
+def log_odds(adapter: sc.HFClassifier, seqs: list[list[int]]) -> np.ndarray:
     logits = adapter.score(seqs).double()
     return (logits[:, 1] - logits[:, 0]).numpy()
 
@@ -157,7 +157,7 @@ def _reference_scores(adapter, inst, n_samples: int, seed: int) -> dict:
     return {"value": value, "importance": imp, "lin": lin, "removal": removal, "contribution": alpha * value}
 
 
-def _explain(adapter, inst, design, seed: int):
+def explain_design(adapter, inst, design, seed: int):
     """(scores per position, importance SEs or None, the explanation or None, seconds)."""
     method, n_samples, options = design
     t0 = time.perf_counter()
@@ -203,7 +203,7 @@ def measure(
     explanation at ``seed``; ``seeds`` adds :data:`SEED_METRICS`; ``ctx``, the held-out
     sub-texts and the model's log-odds on them, adds the ``ctx_*`` columns of :mod:`.context`)."""
     torch.set_num_threads(threads)
-    scores, se, exp, seconds = _explain(adapter, inst, design, seed)
+    scores, se, exp, seconds = explain_design(adapter, inst, design, seed)
     if exp is not None:
         d = exp.diagnostics
         check_r2 = np.nan  # --check-samples 0: no fresh deletion samples read
@@ -235,7 +235,7 @@ def measure(
         # The reference fits raw log-odds (no reference point): its surrogate is read from 0.
         base = exp.base_value if exp is not None else 0.0
         row.update(context_metrics(ctx[1] - base, ctx[0], scores["value"], scores["importance"]))
-    full = _log_odds(adapter, [list(inst.token_ids)])[0]
+    full = log_odds(adapter, [list(inst.token_ids)])[0]
     sign = 1.0 if full > 0 else -1.0  # towards the predicted class
     target = 1 if sign > 0 else 0
 
@@ -256,12 +256,12 @@ def measure(
         row["nb_value"] = ev.nb_spearman(inst.token_ids, scores["value"], nb_table).rho
         row["nb_lin"] = ev.nb_spearman(inst.token_ids, scores["lin"], nb_table).rho
     if len(seeds) > 1:
-        runs = [(scores, se)] + [_explain(adapter, inst, design, s)[:2] for s in seeds if s != seed]
+        runs = [(scores, se)] + [explain_design(adapter, inst, design, s)[:2] for s in seeds if s != seed]
         row.update(seed_agreement(runs))
     return row
 
 
-def _mean_se(x: np.ndarray) -> tuple[float, float]:
+def mean_se(x: np.ndarray) -> tuple[float, float]:
     x = x[np.isfinite(x)]
     if len(x) == 0:
         return float("nan"), float("nan")
@@ -280,7 +280,7 @@ def _cell(values: np.ndarray, metric: str, signed: bool = False) -> str:
         return f"{np.mean(values):+.0f}" if signed else f"{np.mean(values):.0f}"
     if metric in MEDIAN:
         return f"{np.median(values):+.3f} (median)" if signed else f"{np.median(values):.3f} (median)"
-    mean, se = _mean_se(values)
+    mean, se = mean_se(values)
     digits = 2 if metric == "seconds" and not signed else 3
     return f"{mean:+.{digits}f} ± {se:.{digits}f}" if signed else f"{mean:.{digits}f} ± {se:.{digits}f}"
 
@@ -389,11 +389,11 @@ def main(argv: list[str] | None = None) -> None:
         for inst in insts:
             rng = np.random.default_rng([args.seed, inst.index])
             check = deletion_neighbourhood(rng, np.arange(inst.n_tokens), args.check_samples)
-            check_y = _log_odds(adapter, [[inst.token_ids[p] for p in c] for c in check]) if check else None
+            check_y = log_odds(adapter, [[inst.token_ids[p] for p in c] for c in check]) if check else None
             ctx = None
             if not args.no_context:
                 subs = held_out_subtexts(np.random.default_rng([args.seed, inst.index, 7]), inst.n_tokens)
-                ctx = (subs, score_subtexts(lambda q: _log_odds(adapter, q), inst.token_ids, subs))
+                ctx = (subs, score_subtexts(lambda q: log_odds(adapter, q), inst.token_ids, subs))
             # One untimed warm-up call per text size, so that no design pays for lazy set-up.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", sc.SlalomFitWarning)

@@ -44,7 +44,7 @@ from scipy.stats import spearmanr
 from slalom_core.experiments import evaluation as ev
 from slalom_core.experiments.bench import load_model, select_instances
 from slalom_core.experiments.benchmarks.context import held_out_subtexts
-from slalom_core.experiments.benchmarks.front import DESIGNS, _explain, _log_odds, _mean_se
+from slalom_core.experiments.benchmarks.front import DESIGNS, explain_design, log_odds, mean_se
 from slalom_core.experiments.benchmarks.machine import machine_line
 from slalom_core.experiments.data import read_jsonl
 
@@ -122,17 +122,17 @@ def _predictor(exp, scores: dict):
 def measure(adapter, rec: Recorder, inst, design, seed: int, seeds: list[int], subs_seed) -> dict:
     """One design on one text: the per-scale columns (module docstring)."""
     rec.reset()
-    scores, _, exp, seconds = _explain(adapter, inst, design, seed)
+    scores, _, exp, seconds = explain_design(adapter, inst, design, seed)
     subs = held_out(np.random.default_rng(subs_seed), inst.token_ids, rec.seen)
     ids = np.asarray(inst.token_ids)
-    base = float(_log_odds(adapter, [[]])[0])
+    base = float(log_odds(adapter, [[]])[0])
     predict = _predictor(exp, scores)
     row: dict = {"seconds": seconds, "n_tokens": inst.n_tokens}
     moves = []
     for scale in SCALES:
         if not subs[scale]:
             continue
-        y = _log_odds(adapter, [ids[p].tolist() for p in subs[scale]])
+        y = log_odds(adapter, [ids[p].tolist() for p in subs[scale]])
         moves.append(np.abs(y - base))
         pred = np.array([predict(p) for p in subs[scale]])
         row[f"{scale}_r2"], row[f"{scale}_rho"] = _r2(y, pred), _rho(y, pred)
@@ -140,7 +140,7 @@ def measure(adapter, rec: Recorder, inst, design, seed: int, seeds: list[int], s
         if scale == "kept":
             row["kept_r2_equal"] = _r2(y, np.array([predict(p, equal=True) for p in subs[scale]]))
     row["vmax_ratio"] = float(np.max(np.abs(scores["value"]))) / max(float(np.max(np.concatenate(moves))), 1e-12)
-    full = _log_odds(adapter, [list(inst.token_ids)])[0]
+    full = log_odds(adapter, [list(inst.token_ids)])[0]
     target = 1 if full > 0 else 0
     row["del_lin"] = ev.comprehensiveness(
         lambda q: torch.softmax(adapter.score(q), dim=1)[:, target].numpy(),
@@ -148,7 +148,7 @@ def measure(adapter, rec: Recorder, inst, design, seed: int, seeds: list[int], s
         (1.0 if target else -1.0) * scores["lin"],
     ).value
     if len(seeds) > 1:
-        runs = [scores] + [_explain(adapter, inst, design, s)[0] for s in seeds if s != seed]
+        runs = [scores] + [explain_design(adapter, inst, design, s)[0] for s in seeds if s != seed]
         for name in ("importance", "contribution"):
             tops = [set(np.argsort(-np.abs(r[name] - np.mean(r[name])), kind="stable")[:5]) for r in runs]
             pairs = [len(tops[i] & tops[j]) / 5 for i in range(len(tops)) for j in range(i + 1, len(tops))]
@@ -158,12 +158,12 @@ def measure(adapter, rec: Recorder, inst, design, seed: int, seeds: list[int], s
 
 def shapley_row(adapter, inst, design, seed: int) -> dict:
     """Σ|φ| ratio and RMSE of the surrogate's exact Shapley values against the model's."""
-    scores, _, exp, _ = _explain(adapter, inst, design, seed)
+    scores, _, exp, _ = explain_design(adapter, inst, design, seed)
     n = inst.n_tokens
     codes = np.arange(2**n)
     masks = (codes[:, None] >> np.arange(n)) & 1
     ids = np.asarray(inst.token_ids)
-    game = _log_odds(adapter, [ids[m.astype(bool)].tolist() for m in masks])
+    game = log_odds(adapter, [ids[m.astype(bool)].tolist() for m in masks])
     phi_model = np.zeros(n)
     weight = np.array([math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n) for k in range(n)])
     sizes = masks.sum(axis=1)
@@ -192,7 +192,7 @@ def summarise(rows: list[dict], designs: list[str]) -> str:
         cells = []
         for c in cols:
             x = np.array([r.get(c, np.nan) for r in rs], dtype=float)
-            mean, se = _mean_se(x)
+            mean, se = mean_se(x)
             cell = f"{mean:.3f} ± {se:.3f}"
             if c == "single_r2":
                 cell += f" (median {np.nanmedian(x):.3f})"
