@@ -325,9 +325,11 @@ def explain(
             :class:`ModelAdapter` (:class:`TorchClassifier`, :class:`StringClassifier`).
         text_or_ids: the text, or its token ids without special tokens.
         tokenizer: the model's tokenizer (special tokens and padding are read from it).
-        method: "hybrid" (the default, :data:`DEFAULT_METHOD`: triples for the values, 1 %
-            of the budget on deletions from the full text and the text itself for the
-            importances and the text's own output; see :class:`~slalom_core.HybridFitter`),
+        method: "hybrid" (the default, :data:`DEFAULT_METHOD`: 90 % of the budget on triples
+            for each token's value and importance alone, 5 % on single tokens and 5 % on
+            deletions of the text (and the text itself) for the values in the model's units
+            and the length law that carries them to every scale; see
+            :class:`~slalom_core.HybridFitter`),
             "eff-slope" (triples alone, the importances' prior following |value|: the
             fastest faithful ranking, but a surrogate that misses the text's output; see
             :class:`~slalom_core.EffSlopeFitter`), "eff"
@@ -379,10 +381,10 @@ def explain(
             before the first model call; it moves as the model reads them, each distinct
             sample once); or a callable ``total -> bar`` (with ``update(n)`` and ``close()``)
             that supplies the bar.
-        **fit_options: passed to the fitter, e.g. ``context_share=0.2``
+        **fit_options: passed to the fitter, e.g. ``context_share=0.2``, ``single_share=0.1``
             (hybrid), ``sample_length=2``, ``solver="adam"`` (eff,
             hybrid), ``max_delete_fraction=0.5`` (fidel, hybrid), ``holdout_fraction=0.1``,
-            ``prior_sd=0.25``, ``anchor_weight``, ``check_samples`` (eff, hybrid, fidel).
+            ``prior_sd=0.25``, ``check_samples`` (eff, hybrid, fidel), ``anchor_weight`` (eff, fidel).
 
     Returns:
         A :class:`SlalomExplanation`. Its diagnostics hold the model's and the surrogate's

@@ -16,13 +16,15 @@ largest |f(t) − b| the model shows on these sub-texts (≤ 2: values in the mo
 ERASER deletion AOPC of ``lin``; seconds; with ``--seeds``, the share of the top-5 positions by
 |importance| and by |contribution| two seeds agree on.
 
-``--shapley`` measures instead the derived game on short texts (≤ ``--max-tokens`` tokens,
-all coalitions enumerated): Σ|φ| of the surrogate's Shapley values over the model's exact ones
+``--shapley`` measures instead the derived game on short texts (``--first-tokens 10``: each
+review's first 10 tokens, all coalitions enumerated): Σ|φ| of the surrogate's Shapley values over the model's exact ones
 (the model's game is its log-odds on every sub-text, from the empty input), and their RMSE.
 
     python -m slalom_core.experiments.benchmarks.scales --model default \\
         --data ../shared/data/imdb_test.jsonl --n 30 --designs default-1000,reference-1000 \\
         --seeds 0,1,2 --out bench_output/scales_demo_imdb
+    python -m slalom_core.experiments.benchmarks.scales --model default \
+        --data ../shared/data/imdb_test.jsonl --n 30 --shapley --first-tokens 10 --out bench_output/shapley_demo
 
 Not a test: timings depend on the machine (its line heads the table).
 """
@@ -34,6 +36,7 @@ import json
 import math
 import time
 import warnings
+from dataclasses import replace
 from itertools import permutations
 from pathlib import Path
 
@@ -212,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", default="", help="comma-separated seeds for the top-5 agreement, e.g. 0,1,2")
     ap.add_argument("--shapley", action="store_true", help="the derived game on short texts (see module docstring)")
+    ap.add_argument(
+        "--first-tokens", type=int, default=0, help="explain each text's first N tokens only (e.g. 10 with --shapley)"
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="bench_output/scales")
     args = ap.parse_args(argv)
@@ -225,6 +231,10 @@ def main(argv: list[str] | None = None) -> None:
     insts = select_instances(
         read_jsonl(args.data), tok, n=args.n, min_tokens=args.min_tokens, max_tokens=args.max_tokens, seed=args.seed
     )
+    if args.first_tokens:
+        insts = [
+            replace(i, token_ids=i.token_ids[: args.first_tokens], tokens=i.tokens[: args.first_tokens]) for i in insts
+        ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
