@@ -38,8 +38,10 @@ class Diagnostics(dict):
     own entries (:attr:`extras`), e.g. ``heldout_r2``, ``heldout_mse``, ``n_heldout``,
     ``train_r2``, ``fit_converged``, ``fit_iterations`` (eff, fidel, hybrid), ``check_r2``
     (with ``check_samples``), ``design``, ``n_context``, ``value_scale``, ``value_shift``,
-    ``length_exponent``, ``length_curvature``, ``length_pivot``, ``scales_r2`` and
-    ``heldout_r2_of`` (hybrid), ``ana_invalid_pairs`` (ana).
+    ``length_exponent``, ``length_curvature``, ``length_pivot``, ``scales_r2``,
+    ``importance_gain`` (1 − RSS/RSS with equal importances on the text's context samples:
+    ≤ 0 where the importances do not help in this text) and ``heldout_r2_of`` (hybrid),
+    ``ana_invalid_pairs`` (ana).
 
     A ``dict`` subclass, so that code written for the plain dict this used to be keeps
     working: ``d["heldout_r2"]``, ``d.get(...)``, ``"x" in d``, ``dict(d)``, iteration,

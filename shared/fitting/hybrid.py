@@ -224,6 +224,7 @@ class HybridFitter(EffFitter):
             length_curvature=float(fit.law.curvature),
             length_pivot=np.asarray(fit.law.pivot, dtype=np.float64).tolist(),
             scales_r2=fit.weighted_r2,
+            importance_gain=fit.importance_gain,
         )
         result = FitResult(fit.value, alone.importance, diag, fit.value_se, alone.importance_se, law=fit.law)
         if full_target is not None:

@@ -30,7 +30,7 @@ on the samples' weighted means, in float64: tens of milliseconds next to the mod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -56,6 +56,9 @@ class ContextFit:
     shift: np.ndarray  # d, (K,)
     law: LengthLaw
     weighted_r2: float  # of every sample the stage saw, each scale weighted as in the fit
+    #: 1 − RSS/RSS with all importances equal, on the text's context samples (each fit with
+    #: its own law): ≤ 0 where the importances do not help the surrogate in this text.
+    importance_gain: float = float("nan")
 
 
 class _Samples:
@@ -77,6 +80,17 @@ class _Samples:
         share = self.short_weight if n_short and n_ctx else 1.0
         w = np.where(self.is_short, share / max(n_short, 1), (1 - share) / max(n_ctx, 1))
         self.w = w * len(w) / w.sum()
+
+    def context_rss(self, law: LengthLaw, scale: np.ndarray, shift: np.ndarray) -> float:
+        """Residual sum of squares of the context samples under a fitted stage (the means are
+        linear in the values, so c·v⁰ + d gives c·mean + d)."""
+        ctx = ~self.is_short
+        means = self.means[ctx] * scale[None, :] + shift[None, :]
+        if means.shape[1] > 1:  # the values are centred over classes, and so their means
+            means -= means.mean(axis=1, keepdims=True)
+        amp = law.amplification(self.k[ctx])[:, None]
+        pivot = np.asarray(law.pivot, dtype=np.float64)
+        return float(np.sum((self.y[ctx] - (pivot + amp * (means - pivot))) ** 2))
 
     def without(self, rows: np.ndarray) -> _Samples:
         """The same samples less ``rows`` (indices into them), re-weighted: a fold's fit."""
@@ -201,8 +215,19 @@ def carry_to_every_scale(
         (True, [1.0], True)
     """
     v0 = np.asarray(value0, dtype=np.float64).reshape(len(importance0), -1)
-    data = _Samples(short, y_short, context, y_context, v0, np.asarray(importance0, dtype=np.float64), short_weight)
-    return _fit(data, v0, value0_se)
+    s0 = np.asarray(importance0, dtype=np.float64)
+    data = _Samples(short, y_short, context, y_context, v0, s0, short_weight)
+    fit = _fit(data, v0, value0_se)
+    # The same stage with every importance equal, judged on the context samples alone (the
+    # importances were fitted to the triples, not to these): do they help in this text?
+    equal = _Samples(short, y_short, context, y_context, v0, np.zeros_like(s0), short_weight)
+    rss = data.context_rss(fit.law, fit.scale, fit.shift)
+    rss_equal = equal.context_rss(*_law_numbers(_fit(equal, v0, None)))
+    return replace(fit, importance_gain=1.0 - rss / rss_equal if rss_equal > 0 else float("nan"))
+
+
+def _law_numbers(fit: ContextFit) -> tuple[LengthLaw, np.ndarray, np.ndarray]:
+    return fit.law, fit.scale, fit.shift
 
 
 def cross_validated(
