@@ -54,6 +54,7 @@ __all__ = [
     "MIN_AGREEMENT",
     "HELDOUT_R2_LABEL",
     "FLAG_CODES",
+    "text_excerpt",
 ]
 
 #: "missed": the surrogate's miss on the text exceeds this share of the model's own move ...
@@ -219,3 +220,17 @@ def row_flags(
         invalid_pairs=int(d.get("ana_invalid_pairs") or 0),
     )
     return flags_of(facts, min_agreement=min_agreement)
+
+
+def text_excerpt(exp: Any, max_chars: int = 80) -> str:
+    """The start of the explained text (its tokens joined when the text is unknown), on one
+    line: how a warning or a view names the text it speaks of.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> text_excerpt(SimpleNamespace(text="the movie\nwas fine", tokens=[]), 12)
+        'the movie w…'
+    """
+    text = exp.text if getattr(exp, "text", None) is not None else " ".join(str(t) for t in exp.tokens)
+    text = " ".join(text.split())
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..diagnostics import IMPORTANCE_MEASURED
-from ..fit_quality import HELDOUT_R2_LABEL, MISSED_FLOOR, MISSED_SHARE, fit_flags
+from ..fit_quality import HELDOUT_R2_LABEL, MISSED_FLOOR, MISSED_SHARE, fit_flags, text_excerpt
 from ..scores import SCORES
 
 if TYPE_CHECKING:
@@ -289,12 +289,12 @@ def flag_line(exp: SlalomExplanation) -> str:
 
 
 def excerpt(exp: SlalomExplanation, max_chars: int = 80) -> str:
-    """The start of the explained text (its tokens joined when the text is unknown).
+    """The start of the explained text (its tokens joined when the text is unknown): the
+    rule's own :func:`~slalom_core.fit_quality.text_excerpt`, so a warning and a view name a
+    text alike.
 
     Example:
         >>> excerpt(binary_exp, 12)  # doctest: +SKIP
         'the movie w…'
     """
-    text = exp.text if exp.text is not None else " ".join(str(t) for t in exp.tokens)
-    text = " ".join(text.split())
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+    return text_excerpt(exp, max_chars)

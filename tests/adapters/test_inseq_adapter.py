@@ -158,3 +158,12 @@ def test_show_renders_in_headless_chromium(out, tmp_path):
     page.write_text(out.show(display=False, return_html=True), encoding="utf-8")
     seen = render(page)
     assert "movie" in seen.dom and len(seen.png) > 1000
+
+
+def test_a_fit_warning_points_at_the_users_line(model):
+    # The warning names the user's call, not ``exp = sc.explain(`` inside the adapter.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        model.attribute(PROMPT, generation_args={**GEN, "max_new_tokens": 1}, n_samples=N, show_progress=False)
+    fit = [w for w in seen if issubclass(w.category, sc.SlalomFitWarning)]
+    assert fit and all(w.filename == __file__ for w in fit), [(w.filename, w.lineno) for w in fit]
