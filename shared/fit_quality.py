@@ -115,7 +115,8 @@ RULE_SUMMARY = (
 #: Every flag's code, with what it says in one phrase.
 FLAG_CODES = {
     "against": "the surrogate moves from the reference point against the model's own move on the text",
-    "missed": "the surrogate misses the model's output on the text by more than half the model's move",
+    "missed": f"the surrogate misses the model's output on the text by more than {MISSED_SHARE:.0%} of the model's "
+    f"move and more than {MISSED_FLOOR:g} log-odds",
     "undetermined": "the data determine none of the importances (each is its prior's)",
     "unstable": "the token ranking agrees poorly with an independent fit of the same text",
     "not converged": "the fit did not converge",
@@ -181,8 +182,8 @@ def flags_of(facts: FitFacts, *, min_agreement: float = MIN_AGREEMENT) -> list[F
         found.append(
             FitFlag(
                 "missed",
-                f"the surrogate misses the model's output on the text by {miss:.2f} log-odds, more than half the "
-                f"model's move of {move:.2f} from the reference point",
+                f"the surrogate misses the model's output on the text by {miss:.2f} log-odds, more than "
+                f"{MISSED_SHARE:.0%} of the model's move of {move:.2f} from the reference point",
             )
         )
     if facts.units_determined == 0 and (facts.n_units or 0) > 1:

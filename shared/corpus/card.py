@@ -83,8 +83,7 @@ COLUMN_MEANINGS = {
     "tokens): its scores are extrapolations",
     "ood_reason": "why the text is out of distribution (empty when it is not)",
     "poor_audit": "the audit's value Spearman fell below the pipeline's threshold",
-    "flagged": "ood, poor_audit, or a flag of the fit-quality rule (the head's explanation moves against the "
-    "model, or misses its output by more than half the model's move and 0.5 log-odds): a text the head's scores "
+    "flagged": f"ood, poor_audit, or a flag of the fit-quality rule ({RULE_SUMMARY}): a text the head's scores "
     "should not be trusted on; flag_reason says which",
     "flag_reason": "why the text is flagged (empty when it is not)",
 }
@@ -248,8 +247,8 @@ def _audit_lines(manifest: dict) -> list[str]:
         f"{md_text(audit.get('n_poor'))} audited texts fell below a value Spearman of "
         f"{_num(audit.get('poor_below'))}. Flagged in all: {md_text(flags.get('n_flagged'))} texts "
         f"({md_text(flags.get('n_ood'))} out of distribution, {md_text(flags.get('n_poor_audit'))} with a poor "
-        f"audit, {md_text(flags.get('n_fit_flags', 0))} flagged by the fit-quality rule: the head's explanation moves "
-        "against the model or misses its output by more than half its move); see the columns `flagged` and "
+        f"audit, {md_text(flags.get('n_fit_flags', 0))} flagged by the fit-quality rule: "
+        f"{RULE_SUMMARY}); see the columns `flagged` and "
         "`flag_reason`.",
     ]
 

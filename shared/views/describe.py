@@ -307,7 +307,7 @@ def flag_line(exp: SlalomExplanation) -> str:
 
     Example:
         >>> flag_line(binary_exp)  # doctest: +SKIP
-        'Fit check: no flag (the surrogate moves with the model, reaches its output within half its move, ...)'
+        'Fit check: no flag (the surrogate moves with the model, reaches its output within 50% of the model's move or 0.5 log-odds, ...)'
     """
     flags = fit_flags(exp)
     if not flags:
