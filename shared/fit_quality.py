@@ -275,7 +275,7 @@ def text_excerpt(exp: Any, max_chars: int = 80) -> str:
 
     Example:
         >>> from types import SimpleNamespace
-        >>> text_excerpt(SimpleNamespace(text="the movie\nwas fine", tokens=[]), 12)
+        >>> text_excerpt(SimpleNamespace(text="the  movie was fine", tokens=[]), 12)
         'the movie w…'
     """
     text = exp.text if getattr(exp, "text", None) is not None else " ".join(str(t) for t in exp.tokens)

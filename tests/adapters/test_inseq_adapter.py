@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import slalom_core as sc
 import torch
 from browser import needs_chromium, render
+from PIL import Image
 from tiny_models import gpt2_tokenizer, tiny_causal_lm
 
 inseq = pytest.importorskip("inseq")
@@ -153,11 +155,19 @@ def test_options_and_wrong_uses_are_clear(model):
 
 
 @needs_chromium
-def test_show_renders_in_headless_chromium(out, tmp_path):
+def test_show_renders_in_headless_chromium_with_its_colours(out, tmp_path):
+    # inseq_slalom.show: inseq's own show(), its cells' colours readable under numpy 2.
+    html = inseq_slalom.show(out, display=False, return_html=True)
+    assert "np.float" not in html and "rgba(" in html
     page = tmp_path / "inseq.html"
-    page.write_text(out.show(display=False, return_html=True), encoding="utf-8")
+    page.write_text(html, encoding="utf-8")
     seen = render(page)
-    assert "movie" in seen.dom and len(seen.png) > 1000
+    assert "movie" in seen.dom
+    rgb = np.asarray(Image.open(io.BytesIO(seen.png)).convert("RGB"), dtype=int)
+    # Heatmap cells are tinted red or blue; CSS a browser drops leaves text and borders only.
+    assert int((np.abs(rgb[..., 0] - rgb[..., 2]) > 40).sum()) > 500
+    with pytest.raises(TypeError, match="inseq output"):
+        inseq_slalom.show("not an output")
 
 
 def test_a_fit_warning_points_at_the_users_line(model):
