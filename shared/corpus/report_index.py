@@ -166,6 +166,14 @@ _QUALITY_HEADERS = {
 }
 
 
+def _heads(quality: tuple[str, ...]) -> str:
+    """The table's header cells (the R²'s says in its tooltip that it is no part of the status)."""
+    headers = list(_HEADERS) + [h for q in quality for h in _QUALITY_HEADERS[q]] + [("excerpt", "text")]
+    return "".join(
+        f'<th data-col="{c}"{_R2_TITLE if c == "r2" else ""}>{html.escape(label)}</th>' for c, label in headers
+    )
+
+
 def index_page(
     run,
     files: list[str],
@@ -193,10 +201,7 @@ def index_page(
         >>> index_page(run, ["data/rows-000.js"], 10, INDEX_COLUMNS)  # doctest: +SKIP
     """
     search = search or {"files": 0, "cap": 0}
-    headers = list(_HEADERS) + [h for q in quality for h in _QUALITY_HEADERS[q]] + [("excerpt", "text")]
-    heads = "".join(
-        f'<th data-col="{c}"{_R2_TITLE if c == "r2" else ""}>{html.escape(label)}</th>' for c, label in headers
-    )
+    heads = _heads(quality)
     hide = "" if quality else ' style="display:none"'
     audit = '<option value="audited">audited</option><option value="label">in the label set</option>'
     controls = (
