@@ -82,7 +82,7 @@ def warn_about_fits(explanations: list[SlalomExplanation]) -> None:
 
     Example:
         >>> warn_about_fits([exp])  # doctest: +SKIP
-        SlalomFitWarning: SLALOM fit flagged 1 of 1 texts, read with care: text 0 "a dull film": ...
+        SlalomFitWarning: SLALOM fit flagged the text, read with care: "a dull film": ...
     """
     flagged = [(i, exp, fit_flags(exp)) for i, exp in enumerate(explanations)]
     flagged = [(i, exp, flags) for i, exp, flags in flagged if flags]
@@ -93,10 +93,11 @@ def warn_about_fits(explanations: list[SlalomExplanation]) -> None:
         for i, exp, flags in flagged[:MAX_NAMED]
     ]
     more = f" (and {len(flagged) - MAX_NAMED} more)" if len(flagged) > MAX_NAMED else ""
+    said = f"{len(flagged)} of {len(explanations)} texts" if len(explanations) > 1 else "the text"
+    if len(explanations) == 1:  # one text (explain): no number to give it
+        named = [named[0].split(" ", 2)[2]]
     warn_user(
-        f"SLALOM fit flagged {len(flagged)} of {len(explanations)} texts, read with care: "
-        + " | ".join(named)
-        + more
-        + ". See each explanation's diagnostics.",
+        f"SLALOM fit flagged {said}, read with care: " + " | ".join(named) + more + ". "
+        "See each explanation's diagnostics.",
         SlalomFitWarning,
     )
