@@ -589,7 +589,15 @@ def test_value_importance_scatter_is_the_engines_on_the_explainers_fit(gt, tok):
         np.testing.assert_allclose(text_label.xy, (truth["value"][i], truth["importance"][i]), atol=1e-6)
     # The adapter keeps no scatter of its own (nor colours of its own).
     assert not hasattr(shap_slalom.plots, "value_importance")
-    assert set(shap_slalom.plots.__all__) == {"waterfall", "residual_note", "text", "beeswarm", "bar"}
+    assert set(shap_slalom.plots.__all__) == {
+        "waterfall",
+        "residual_note",
+        "text",
+        "beeswarm",
+        "bar",
+        "occurring_means",
+        "SEVERAL_TEXTS",
+    }
     plt.close("all")
 
 
