@@ -48,10 +48,13 @@ def cohort(
     Entry (i, j) is text i's score for token j: summed over the token's occurrences for an
     additive score (contribution, shapley: what the token adds to the text's output), the
     score of its first occurrence otherwise (value, importance and lin are properties of
-    the token, shared by its occurrences); 0 where the token does not occur. ``data``
-    holds its occurrences (beeswarm's colour). Tokens are the ``top`` of largest mean
-    |score| over the texts they occur in, among those seen in at least ``min_texts``
-    texts (frequency alone would rank "the" and "." first).
+    the token, shared by its occurrences); 0 where the token does not occur (it adds
+    nothing to that text, and shap's plots need a full matrix). ``data`` holds its
+    occurrences, 0 where absent, so a mean can be taken over the texts a token occurs in:
+    tokens are the ``top`` of largest mean |score| over the texts they occur in, among those
+    seen in at least ``min_texts`` texts (frequency alone would rank "the" and "." first),
+    and :func:`shap_slalom.plots.bar` draws that mean (:func:`~shap_slalom.plots.occurring_means`);
+    :func:`shap_slalom.plots.beeswarm` draws the texts without the token grey.
 
     Args:
         explanation: the unsliced Explanation of several texts (``explainer(texts)``).

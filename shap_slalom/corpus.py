@@ -20,9 +20,9 @@ def corpus_explanation(
     largest mean |score| over the texts they occur in, among tokens seen in at least
     ``min_texts`` texts (not the most frequent: those are "the" and "."); a token that
     does not occur in a text scores 0 there, and ``data`` holds its count.
-    ``shap_slalom.plots.bar`` ranks them by mean |score| over the corpus and
+    ``shap_slalom.plots.bar`` ranks them by mean |score| over the texts they occur in and
     ``shap_slalom.plots.beeswarm`` shows their spread, coloured by how often the token
-    occurs, both with the score's name and unit on the axis (``score_label``).
+    occurs (grey where it does not), both with the score's name and unit on the axis (``score_label``).
     ``base_values`` are the texts' base values. ``contribution`` (the default) adds up,
     with the base value, over every token of a text (not only the ``top`` shown) to the
     surrogate's output.

@@ -21,7 +21,7 @@ import numpy as np
 import shap
 import slalom_core as sc
 
-__all__ = ["waterfall", "residual_note", "text", "beeswarm", "bar"]
+__all__ = ["waterfall", "residual_note", "text", "beeswarm", "bar", "occurring_means", "SEVERAL_TEXTS"]
 
 
 def output_index(n_outputs: int, output: int | str | None, names: list[str] | None) -> int:
@@ -128,8 +128,8 @@ def waterfall(
     return ax
 
 
-def text(explanation: shap.Explanation, **kwargs: Any) -> str | None:
-    """``shap.plots.text`` with its colours.
+def text(explanation: shap.Explanation, output: int | str | None = None, **kwargs: Any) -> str | None:
+    """``shap.plots.text`` with its colours, for one text or several.
 
     With numpy 2, shap 0.51 writes each token's colour as ``rgba(np.float64(255.0), ...)``
     (numpy 2's repr of the colormap's numbers), which no browser reads: every token is
@@ -137,15 +137,24 @@ def text(explanation: shap.Explanation, **kwargs: Any) -> str | None:
     numpy's 1.25 print style, the colours are plain numbers again.
 
     Args:
-        explanation: what ``shap.plots.text`` takes (e.g. ``sv[0, :, "POSITIVE"]``).
+        explanation: what ``shap.plots.text`` takes (``sv[0, :, "POSITIVE"]``, or several
+            texts ``sv[:, :, "POSITIVE"]``), or the unsliced Explanation of a
+            :class:`~shap_slalom.SlalomExplainer` with ``output``.
+        output: with an unsliced Explanation, the class (name or index) to draw.
         **kwargs: ``shap.plots.text``'s own (``display=False`` returns the HTML).
 
     Returns:
         The HTML with ``display=False``, else None (shown in the notebook).
 
     Example:
-        >>> html = shap_slalom.plots.text(sv[0, :, "POSITIVE"], display=False)  # doctest: +SKIP
+        >>> html = shap_slalom.plots.text(sv, "POSITIVE", display=False)  # every text  # doctest: +SKIP
     """
+    if output is not None:
+        names = list(explanation.output_names) if explanation.output_names is not None else None
+        if names is not None and np.ndim(names) > 1:
+            names = list(names[0])
+        n_outputs = np.shape(np.asarray(explanation.values[0]))[-1]
+        explanation = explanation[:, :, output_index(n_outputs, output, names)]
     with np.printoptions(legacy="1.25"):
         return shap.plots.text(explanation, **kwargs)
 
@@ -157,36 +166,124 @@ def _relabel(ax: Any, explanation: Any) -> Any:
     return ax
 
 
-def beeswarm(explanation: shap.Explanation, *, show: bool = False, **kwargs: Any) -> Any:
-    """``shap.plots.beeswarm`` of a :func:`~shap_slalom.cohort` (or
-    :func:`~shap_slalom.corpus_explanation`), its x axis named by the score and its unit.
+#: What a plot of several texts needs, said when it is given something else.
+SEVERAL_TEXTS = (
+    "over several texts a token sits at a different position in each, so shap's bar and beeswarm would pool "
+    "different tokens by position: pass the unsliced Explanation of a SlalomExplainer with output= "
+    "(shap_slalom.plots.bar(sv, output='POSITIVE')), or a cohort (shap_slalom.cohort(sv, 'POSITIVE'), "
+    "shap_slalom.corpus_explanation(run)); one text: shap.plots.bar(sv[0, :, 'POSITIVE'])"
+)
+
+
+def _cohort(explanation: Any, output: int | str | None, top: int) -> Any:
+    """A texts × tokens cohort: as given, or aligned by token from the unsliced Explanation."""
+    if getattr(explanation, "score_label", None) is not None and np.ndim(explanation.values) == 2:
+        return explanation  # shap_slalom.cohort or corpus_explanation: one column per token
+    if getattr(explanation, "slalom_score", None) is not None:
+        from .cohort import cohort  # here, not above: cohort imports this module's output_index
+
+        return cohort(explanation, output, top=top)
+    raise ValueError(SEVERAL_TEXTS)
+
+
+def occurring_means(explanation: Any) -> np.ndarray:
+    """Each token's mean |score| over the texts it occurs in (``data`` > 0), of a cohort.
+
+    A text without the token scores 0 there (it adds nothing), which a mean over every text
+    would count: a strong but rare token would then look weak. The cohort's own ranking and
+    the bar plot use this mean.
 
     Example:
-        >>> ax = shap_slalom.plots.beeswarm(shap_slalom.cohort(explainer(texts), "POSITIVE"))  # doctest: +SKIP
+        >>> occurring_means(shap.Explanation(np.array([[1.0, 0.0], [-3.0, 2.0]]), data=np.array([[1, 0], [1, 1]])))
+        array([2., 2.])
+    """
+    values, occurs = np.abs(np.asarray(explanation.values, dtype=np.float64)), np.asarray(explanation.data) > 0
+    return (values * occurs).sum(axis=0) / np.maximum(occurs.sum(axis=0), 1)
+
+
+def beeswarm(
+    explanation: shap.Explanation,
+    output: int | str | None = None,
+    *,
+    max_display: int = 10,
+    show: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """``shap.plots.beeswarm`` of several texts, one row per token: each dot is one text the
+    token occurs in (coloured by its occurrences there); texts without it are grey dots at 0
+    (it adds nothing to them). Tokens in the cohort's order (largest mean |score| over the
+    texts they occur in), the x axis named by the score and its unit.
+
+    Args:
+        explanation: the unsliced Explanation of a :class:`~shap_slalom.SlalomExplainer`
+            (aligned by token here), a :func:`~shap_slalom.cohort` or a
+            :func:`~shap_slalom.corpus_explanation`.
+        output: the class (name or index), for an unsliced Explanation.
+        max_display: tokens shown.
+        show: call ``plt.show()``.
+        **kwargs: ``shap.plots.beeswarm``'s own.
+
+    Raises:
+        ValueError: anything else of several texts (see :data:`SEVERAL_TEXTS`).
+
+    Example:
+        >>> ax = shap_slalom.plots.beeswarm(explainer(texts), "POSITIVE")  # doctest: +SKIP
     """
     import matplotlib.pyplot as plt
 
-    kwargs.setdefault("color_bar_label", "occurrences in the text")
-    ax = shap.plots.beeswarm(explanation, show=False, **kwargs) or plt.gca()
-    _relabel(ax, explanation)
+    co = _cohort(explanation, output, max_display)
+    counts = np.asarray(co.data, dtype=np.float64)
+    shown = shap.Explanation(
+        values=co.values, base_values=co.base_values, data=np.where(counts > 0, counts, np.nan),
+        feature_names=co.feature_names,
+    )  # fmt: skip
+    kwargs.setdefault("color_bar_label", "occurrences in the text (grey: absent)")
+    kwargs.setdefault("order", np.arange(np.shape(co.values)[1]))
+    ax = shap.plots.beeswarm(shown, max_display=max_display, show=False, **kwargs) or plt.gca()
+    _relabel(ax, co)
     if show:
         plt.show()
     return ax
 
 
-def bar(explanation: shap.Explanation, *, show: bool = False, **kwargs: Any) -> Any:
-    """``shap.plots.bar`` (mean |score| per token) of a :func:`~shap_slalom.cohort`, its x
-    axis named by the score and its unit.
+def bar(
+    explanation: shap.Explanation,
+    output: int | str | None = None,
+    *,
+    max_display: int = 10,
+    show: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Each token's mean |score| over the texts it occurs in, as ``shap.plots.bar`` draws
+    bars, the x axis named by the score and its unit. One text (``sv[0, :, "POSITIVE"]``) is
+    drawn as shap draws it.
+
+    Args:
+        explanation: as :func:`beeswarm` takes it, or one text's Explanation.
+        output: the class (name or index), for an unsliced Explanation.
+        max_display: tokens shown.
+        show: call ``plt.show()``.
+        **kwargs: ``shap.plots.bar``'s own.
+
+    Raises:
+        ValueError: several texts in any other form (see :data:`SEVERAL_TEXTS`).
 
     Example:
         >>> ax = shap_slalom.plots.bar(shap_slalom.corpus_explanation("runs/imdb"))  # doctest: +SKIP
     """
     import matplotlib.pyplot as plt
 
-    ax = shap.plots.bar(explanation, show=False, **kwargs) or plt.gca()
     label = getattr(explanation, "score_label", None)
+    values = np.asarray(explanation.values)
+    if values.ndim == 1 and values.dtype != object and getattr(explanation, "slalom_score", None) is None:
+        ax = shap.plots.bar(explanation, max_display=max_display, show=False, **kwargs) or plt.gca()
+    else:
+        co = _cohort(explanation, output, max_display)
+        label = co.score_label
+        means = shap.Explanation(values=occurring_means(co), feature_names=co.feature_names)
+        ax = shap.plots.bar(means, max_display=max_display, show=False, **kwargs) or plt.gca()
     if label is not None:
-        ax.set_xlabel(f"mean |{label}|")
+        ax.set_xlabel(f"mean |{label}| over the texts it occurs in")
     if show:
         plt.show()
     return ax

@@ -13,11 +13,10 @@ import numpy as np
 from . import saving
 from . import scores as _scores
 from .diagnostics import Diagnostics
-from .surrogate import SlalomSurrogate
 
-#: An importance is determined by the data where its SE is below this share of the prior's sd
-#: (see :attr:`SlalomExplanation.importance_determined`).
-DETERMINED_SE_RATIO = 0.8
+# The rule's constants live with the fit-quality rule, stated once there (DETERMINED_RULE).
+from .fit_quality import DETERMINED_APART_SE, DETERMINED_SE_RATIO
+from .surrogate import SlalomSurrogate
 
 __all__ = ["SlalomExplanation", "LabelExplanations", "ClassOutputs", "load_explanation", "explanation_from_dict"]
 
@@ -152,12 +151,13 @@ class SlalomExplanation:
     def importance_determined(self) -> np.ndarray:
         """(n,) bool: True where the data, not the prior, fix the position's importance.
 
-        The rule: the importance's standard error is below 0.8 times the prior's sd
+        The rule (:data:`~slalom_core.fit_quality.DETERMINED_RULE`, the words the docs and
+        the page use): the importance's standard error is below 0.8 times the prior's sd
         (``diagnostics.prior_sd``; the default 0.25 for a fit without a prior), i.e. the
         samples shrank the variance to under 64 % of the prior's, a posterior contraction
         1 − SE²/sd² above 0.36 (Betancourt 2018, "Calibrating model-based inferences and
         decisions", arXiv:1803.08393; Schad, Betancourt & Vasishth 2021, Psychological
-        Methods 26(1)); or the importance lies more than two standard errors from the mean
+        Methods 26(1)); or the importance lies more than 2 standard errors from the mean
         importance of the text's tokens: the data set it apart from the average token. For the
         default (``hybrid``) the SE and the prior's sd are those *in context*: the short
         samples' tempered by the fitted temperature γ, with γ's own uncertainty (importances
@@ -178,7 +178,7 @@ class SlalomExplanation:
         centre = float(np.mean(self.surrogate.importance))  # over the text's unique tokens
         apart = np.abs(self.importance - centre)
         # Strictly apart: an importance at the mean with SE 0 (γ = 0) is not set apart.
-        return np.asarray(contracted | ((apart > 2.0 * se) & (apart > 0)), dtype=bool)
+        return np.asarray(contracted | ((apart > DETERMINED_APART_SE * se) & (apart > 0)), dtype=bool)
 
     @property
     def lin(self) -> np.ndarray:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .diagnostics import direction_check
+from .diagnostics import MIN_MOVE, direction_check
 
 __all__ = [
     "FitFlag",
@@ -53,7 +53,14 @@ __all__ = [
     "MISSED_FLOOR",
     "MIN_AGREEMENT",
     "HELDOUT_R2_LABEL",
+    "HELDOUT_R2_NOTE",
     "FLAG_CODES",
+    "FLAG_RULES",
+    "RULE_SUMMARY",
+    "DETERMINED_SE_RATIO",
+    "DETERMINED_APART_SE",
+    "DETERMINED_RULE",
+    "text_excerpt",
 ]
 
 #: "missed": the surrogate's miss on the text exceeds this share of the model's own move ...
@@ -65,10 +72,51 @@ MISSED_FLOOR = 0.5
 MIN_AGREEMENT = 0.5
 #: What the held-out R² is of, as views, reports and warnings name it.
 HELDOUT_R2_LABEL = "R² on held-out samples of the fit's own design"
+#: What a reader is told beside the held-out R² wherever a verdict stands near it (a report's
+#: column, the page): it is not part of the rule, and what a negative one means.
+HELDOUT_R2_NOTE = (
+    "not part of the fit-quality rule; below 0 the surrogate predicts the held-out samples worse than their "
+    "mean does, which says how the design's samples spread, not that the explanation misleads"
+)
+#: An importance is determined by the data where its standard error is below this share of
+#: the prior's sd (a posterior contraction 1 − SE²/sd² above 0.36) ...
+DETERMINED_SE_RATIO = 0.8
+#: ... or where it lies more than this many standard errors from the text's mean importance.
+DETERMINED_APART_SE = 2.0
+#: ``importance_determined`` in one sentence: the docs, the page's tooltip and a dataset's card
+#: state it in these words (``tests/engine/test_rule_statements.py`` reads them).
+DETERMINED_RULE = (
+    f"an importance is determined by the data where its standard error is below {DETERMINED_SE_RATIO:g} × the "
+    f"prior's sd, or where it lies more than {DETERMINED_APART_SE:g} standard errors from the mean importance "
+    "of the text's tokens"
+)
+#: When each flag is raised, from the constants: the docs' table of the rule states exactly
+#: these (``docs/guide.md``), the warning, page and report name the codes.
+FLAG_RULES = {
+    "against": "the surrogate moves from the reference point b the other way than the model on the full text "
+    f"(judged where the model moves at least {MIN_MOVE:g} log-odds): its contributions add up the wrong way",
+    "missed": f"|F(x) − f(x)| > {MISSED_SHARE:.0%} of the model's move |f(x) − b| and > {MISSED_FLOOR:g} "
+    "log-odds (norms of the centred logits for a joint fit): the sum b → F(x) the page draws is not the model's",
+    "undetermined": "the data determine none of the text's importances (judged where the fitter reports "
+    "standard errors and the text has two unique tokens or more)",
+    "unstable": f"where measured, the token ranking agrees with an independent fit below Spearman {MIN_AGREEMENT:g} "
+    "(another seed's fit, or an amortized pipeline's audit)",
+    "not converged": "the fitter says its fit did not converge",
+    "invalid pairs": "ana met pairs whose importance ratio is not positive (the model is no SLALOM there)",
+}
+#: The rule in one line, as the API reference and the report's index state it.
+RULE_SUMMARY = (
+    f"against (the surrogate moves from the reference point the other way than the model, where the model moves "
+    f"at least {MIN_MOVE:g} log-odds), missed (it misses the model's output by more than {MISSED_SHARE:.0%} of "
+    f"the model's move and more than {MISSED_FLOOR:g} log-odds), undetermined (the data determine none of the "
+    f"importances), unstable (a Spearman below {MIN_AGREEMENT:g} against an independent fit, where measured), "
+    "not converged, invalid pairs (ana)"
+)
 #: Every flag's code, with what it says in one phrase.
 FLAG_CODES = {
     "against": "the surrogate moves from the reference point against the model's own move on the text",
-    "missed": "the surrogate misses the model's output on the text by more than half the model's move",
+    "missed": f"the surrogate misses the model's output on the text by more than {MISSED_SHARE:.0%} of the model's "
+    f"move and more than {MISSED_FLOOR:g} log-odds",
     "undetermined": "the data determine none of the importances (each is its prior's)",
     "unstable": "the token ranking agrees poorly with an independent fit of the same text",
     "not converged": "the fit did not converge",
@@ -134,8 +182,8 @@ def flags_of(facts: FitFacts, *, min_agreement: float = MIN_AGREEMENT) -> list[F
         found.append(
             FitFlag(
                 "missed",
-                f"the surrogate misses the model's output on the text by {miss:.2f} log-odds, more than half the "
-                f"model's move of {move:.2f} from the reference point",
+                f"the surrogate misses the model's output on the text by {miss:.2f} log-odds, more than "
+                f"{MISSED_SHARE:.0%} of the model's move of {move:.2f} from the reference point",
             )
         )
     if facts.units_determined == 0 and (facts.n_units or 0) > 1:
@@ -219,3 +267,17 @@ def row_flags(
         invalid_pairs=int(d.get("ana_invalid_pairs") or 0),
     )
     return flags_of(facts, min_agreement=min_agreement)
+
+
+def text_excerpt(exp: Any, max_chars: int = 80) -> str:
+    """The start of the explained text (its tokens joined when the text is unknown), on one
+    line: how a warning or a view names the text it speaks of.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> text_excerpt(SimpleNamespace(text="the  movie was fine", tokens=[]), 12)
+        'the movie w…'
+    """
+    text = exp.text if getattr(exp, "text", None) is not None else " ".join(str(t) for t in exp.tokens)
+    text = " ".join(text.split())
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

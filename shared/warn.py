@@ -8,8 +8,11 @@ import warnings
 __all__ = ["warn_user"]
 
 #: Packages whose frames a warning passes over: the engine, its adapters and the libraries
-#: that call the adapters back (a shap Explainer's ``__call__``, Captum's wrappers).
-_LIBRARY_PACKAGES = frozenset({"slalom_core", "captum_slalom", "shap_slalom", "captum", "shap"})
+#: that call the adapters back (a shap Explainer's ``__call__``, Captum's wrappers, inseq's
+#: ``attribute``, torch's ``no_grad`` decorators around them).
+_LIBRARY_PACKAGES = frozenset(
+    {"slalom_core", "captum_slalom", "shap_slalom", "inseq_slalom", "captum", "shap", "inseq", "torch"}
+)
 
 
 def warn_user(message: str, category: type[Warning]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..explanation import SlalomExplanation
-from ..fit_quality import FLAG_CODES, fit_flags
+from ..fit_quality import fit_flags, text_excerpt
 from ..warn import warn_user
 
 __all__ = [
@@ -65,15 +65,39 @@ def fit_problems(exp: SlalomExplanation) -> list[str]:
     return [flag.reason for flag in fit_flags(exp)]
 
 
+#: At most this many flagged texts are named in one warning (the rest are counted).
+MAX_NAMED = 10
+
+
 def warn_about_fits(explanations: list[SlalomExplanation]) -> None:
-    """One SlalomFitWarning per call, listing what would mislead in which texts (see :func:`fit_problems`)."""
-    problems: dict[str, list[int]] = {}
-    for i, exp in enumerate(explanations):
-        for flag in fit_flags(exp):  # grouped by kind: a reason holds its text's own numbers
-            problems.setdefault(FLAG_CODES[flag.code], []).append(i)
-    if problems:
-        parts = [
-            f"{what} (text{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx[:10]))}{', …' if len(idx) > 10 else ''})"
-            for what, idx in problems.items()
-        ]
-        warn_user("SLALOM fit: " + "; ".join(parts) + ". See each explanation's diagnostics.", SlalomFitWarning)
+    """One SlalomFitWarning per call, naming each flagged text (its number in the call and
+    the start of its text) with its reasons (see :func:`fit_problems`).
+
+    Why the text is in the message: Python's default filter shows a warning once per code
+    line *and message*, so a user who explains texts one call at a time in a ``for`` loop
+    would see only the first flagged one if the message were the same for each. Naming the
+    text makes each flagged text's warning its own, without touching the user's warning
+    filters (an ``"always"`` filter installed at import would override theirs);
+    ``warnings.simplefilter("ignore", SlalomFitWarning)`` still silences them all.
+
+    Example:
+        >>> warn_about_fits([exp])  # doctest: +SKIP
+        SlalomFitWarning: SLALOM fit flagged the text, read with care: "a dull film": ...
+    """
+    flagged = [(i, exp, fit_flags(exp)) for i, exp in enumerate(explanations)]
+    flagged = [(i, exp, flags) for i, exp, flags in flagged if flags]
+    if not flagged:
+        return
+    named = [
+        f'text {i} "{text_excerpt(exp, 40)}": ' + "; ".join(f.reason for f in flags)
+        for i, exp, flags in flagged[:MAX_NAMED]
+    ]
+    more = f" (and {len(flagged) - MAX_NAMED} more)" if len(flagged) > MAX_NAMED else ""
+    said = f"{len(flagged)} of {len(explanations)} texts" if len(explanations) > 1 else "the text"
+    if len(explanations) == 1:  # one text (explain): no number to give it
+        named = [named[0].split(" ", 2)[2]]
+    warn_user(
+        f"SLALOM fit flagged {said}, read with care: " + " | ".join(named) + more + ". "
+        "See each explanation's diagnostics.",
+        SlalomFitWarning,
+    )

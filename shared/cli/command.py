@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from . import amortize, corpus, demo
+from .common import STOPPED_STATUS, stopped_line
 
 #: Commands of the harness (:mod:`slalom_core.experiments`): imported only when asked for.
 #: The harness is not in the wheel (``pip install slalom-xai``); a clone installed for
@@ -96,7 +97,8 @@ def one_line_warning(message, category, filename, lineno, file=None, line=None) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``slalom-xai <command> ...``: exit status 0, or 1 with a one-line error.
+    """``slalom-xai <command> ...``: exit status 0, or 1 with a one-line error, or 130 when
+    stopped by Ctrl-C (one line: what was kept, and for ``explain`` the command that resumes).
 
     Errors a user can fix (a missing file, a model that cannot be loaded, an invalid
     option found at run time) are printed as one line, not a traceback; set
@@ -119,6 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.showwarning = one_line_warning
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C is the user's own stop, not an error: one line (what was kept, how to go
+        # on) instead of a traceback through transformers and torch.
+        print(stopped_line(args, sys.argv[1:] if argv is None else list(argv)), file=sys.stderr)
+        return STOPPED_STATUS
     except (ValueError, TypeError, OSError, RuntimeError) as err:
         if os.environ.get("SLALOM_XAI_TRACEBACK"):
             raise

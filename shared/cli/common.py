@@ -7,7 +7,19 @@ import argparse
 import functools
 import sys
 
-__all__ = ["load_pair", "spec_name", "run_model_name", "quiet_weight_loading", "one_line_errors", "run_options"]
+__all__ = [
+    "load_pair",
+    "spec_name",
+    "run_model_name",
+    "quiet_weight_loading",
+    "one_line_errors",
+    "run_options",
+    "stopped_line",
+    "STOPPED_STATUS",
+]
+
+#: The exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+STOPPED_STATUS = 130
 
 
 def load_pair(spec: str | None):
@@ -108,4 +120,32 @@ def run_options(args: argparse.Namespace, id_column: str | None, label_column: s
         batch_size=args.batch_size,
         device=args.device,
         show_progress=not args.no_progress,
+    )
+
+
+def stopped_line(args: argparse.Namespace, words: list[str]) -> str:
+    """The one line a command stopped by Ctrl-C ends with: what was kept and, for a corpus
+    run (``explain``, resumable), the command that continues it.
+
+    Args:
+        args: the parsed command line.
+        words: the command's arguments as typed (``sys.argv[1:]``).
+
+    Example:
+        >>> stopped_line(argparse.Namespace(command="report"), ["report", "runs/r"])
+        'slalom-xai report: stopped (Ctrl-C)'
+    """
+    import shlex
+    from pathlib import Path
+
+    if args.command != "explain" or not getattr(args, "out", None):
+        return f"slalom-xai {args.command}: stopped (Ctrl-C)"
+    from ..corpus import store
+
+    out = Path(args.out)
+    kept = len(store.done_ids(out)) if out.is_dir() else 0
+    resume = shlex.join(["slalom-xai", *words, *([] if "--resume" in words else ["--resume"])])
+    return (
+        f"slalom-xai explain: stopped (Ctrl-C); {kept} texts explained and kept in {str(out)!r} (finished chunks; "
+        f"the chunk in progress is redone); to continue: {resume}"
     )

@@ -17,9 +17,19 @@ from __future__ import annotations
 import json
 import re
 
+from ..fit_quality import DETERMINED_RULE, HELDOUT_R2_LABEL, HELDOUT_R2_NOTE, RULE_SUMMARY
 from ..scores import SCORES
 
-__all__ = ["dataset_card", "yaml_features", "md_text", "md_code", "one_line", "CITATION", "audit_coverage"]
+__all__ = [
+    "dataset_card",
+    "yaml_features",
+    "md_text",
+    "md_code",
+    "one_line",
+    "CITATION",
+    "audit_coverage",
+    "COLUMN_MEANINGS",
+]
 
 #: How to cite SLALOM (arXiv:2405.13536).
 CITATION = """@article{leemann2024attention,
@@ -31,16 +41,16 @@ CITATION = """@article{leemann2024attention,
 }"""
 
 #: The meaning of each column the export writes (scores are described from the score table).
-_COLUMNS = {
+COLUMN_MEANINGS = {
     "id": "the text's id in the input data (a string, as written there)",
     "explained_class": "the class (output) this row explains, by name where the model names its classes: "
     "class 1 of a binary model unless the run chose another; every class of a joint multi-class fit, one row "
     "each",
     "predicted": "the class the model's output favours (null where the rows do not tell, e.g. one label of a "
     "multi-label model)",
-    "status": "the text's fit as the run's report rates it: `ok`, `poor fit` (held-out R² below 0.5, the "
-    "surrogate missing f(x) by more than 1, or a fit that did not converge) or `flagged` (an amortized run's "
-    "out-of-distribution or poor-audit flag); texts that failed are not rows (see `failures/` of the run)",
+    "status": "the text's fit as the run's report rates it, under the one fit-quality rule: `ok`, `fit flagged "
+    f"(codes)` with the rule's flags: {RULE_SUMMARY}; or `flagged` (an amortized run's out-of-distribution or "
+    "poor-audit flag); texts that failed are not rows (see `failures/` of the run)",
     "text": "the text as the input data hold it (a text cut to the model's length is kept whole)",
     "gold_label": "the input data's own label (null where the data have none)",
     "model_output": "f(x): the model's output on the whole text, in the explained units (below)",
@@ -52,7 +62,7 @@ _COLUMNS = {
     "n_samples": "the per-text budget: model evaluations the fit could draw (null for amortized rows)",
     "full_text_gap": "f(x) - F(x) = model_output - surrogate_output: what the surrogate misses on the whole "
     "text (explained units; positive where the model's output is above the surrogate's)",
-    "heldout_r2": "R² of the fit on held-out samples of the text (null/NaN where the method keeps none)",
+    "heldout_r2": f"the {HELDOUT_R2_LABEL} (null/NaN where the method keeps none): {HELDOUT_R2_NOTE}",
     "n_positions": "the number of positions (tokens) explained",
     "truncated_positions": "positions cut off a text longer than the model accepts (0 for most texts)",
     "tokens": "the text's positions as the tokenizer reads them (list of strings)",
@@ -62,9 +72,8 @@ _COLUMNS = {
     "curvature at the optimum); null for a method without standard errors (`ana`, `amortized`)",
     "importance_se": "standard error of each position's importance, as for value_se; near the prior's sd "
     "(0.25 by default) the samples did not determine it",
-    "importance_determined": "True where the data, not the prior, fix the position's importance (its SE "
-    "below 0.8 times the prior's sd, or the importance two SEs or more from the text's mean); all False "
-    "without standard errors",
+    "importance_determined": f"True where the data, not the prior, fix the position's importance ({DETERMINED_RULE}); "
+    "all False without standard errors",
     "in_label_set": "the text was in the pipeline's label set (explained by a per-text fit to train the head)",
     "audited": "the text was audited: explained by a per-text fit too, never seen by the head",
     "audit_value_spearman": "audited texts: Spearman rank correlation of the head's values with the per-text "
@@ -74,8 +83,7 @@ _COLUMNS = {
     "tokens): its scores are extrapolations",
     "ood_reason": "why the text is out of distribution (empty when it is not)",
     "poor_audit": "the audit's value Spearman fell below the pipeline's threshold",
-    "flagged": "ood, poor_audit, or a flag of the fit-quality rule (the head's explanation moves against the "
-    "model, or misses its output by more than half the model's move and 0.5 log-odds): a text the head's scores "
+    "flagged": f"ood, poor_audit, or a flag of the fit-quality rule ({RULE_SUMMARY}): a text the head's scores "
     "should not be trusted on; flag_reason says which",
     "flag_reason": "why the text is flagged (empty when it is not)",
 }
@@ -239,8 +247,8 @@ def _audit_lines(manifest: dict) -> list[str]:
         f"{md_text(audit.get('n_poor'))} audited texts fell below a value Spearman of "
         f"{_num(audit.get('poor_below'))}. Flagged in all: {md_text(flags.get('n_flagged'))} texts "
         f"({md_text(flags.get('n_ood'))} out of distribution, {md_text(flags.get('n_poor_audit'))} with a poor "
-        f"audit, {md_text(flags.get('n_fit_flags', 0))} flagged by the fit-quality rule: the head's explanation moves "
-        "against the model or misses its output by more than half its move); see the columns `flagged` and "
+        f"audit, {md_text(flags.get('n_fit_flags', 0))} flagged by the fit-quality rule: "
+        f"{RULE_SUMMARY}); see the columns `flagged` and "
         "`flag_reason`.",
     ]
 
@@ -260,7 +268,7 @@ def _column_rows(schema) -> list[str]:
             elif field.name == "removal":
                 meaning += "; the surrogate's predicted change when the position is removed"
         else:
-            meaning = _COLUMNS.get(field.name, "")
+            meaning = COLUMN_MEANINGS.get(field.name, "")
         rows.append(f"| `{field.name}` | {meaning} |")
     return rows
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import html
 import json
 
-from ..fit_quality import HELDOUT_R2_LABEL, MISSED_FLOOR, MISSED_SHARE
+from ..fit_quality import HELDOUT_R2_LABEL, HELDOUT_R2_NOTE, RULE_SUMMARY
 from .card import audit_coverage
 from .report_pages import html_page, run_line
 
 __all__ = ["index_page", "quality_summary", "flag_banner"]
 
 _SCRIPT = r"""
-const COLS = __COLUMNS__, QUALITY = __QUALITY__, WORDS = __WORDS__;
+const COLS = __COLUMNS__, QUALITY = __QUALITY__, WORDS = __WORDS__, R2NOTE = __R2NOTE__;
 const C = Object.fromEntries(COLS.map((c, i) => [c, i]));
 const rows = window.SLX_ROWS || [];
 const $ = (id) => document.getElementById(id);
@@ -115,7 +115,11 @@ function draw() {
     if (r[C.page]) { const a = document.createElement("a"); a.href = r[C.page]; a.textContent = r[C.id]; td.append(a); }
     else td.textContent = r[C.id];
     cell(tr, fmt(r[C.predicted])); cell(tr, fmt(r[C.gold]));
-    for (const c of ["output", "gap", "r2", "positions", "truncated"]) cell(tr, fmt(r[C[c]]), "num");
+    cell(tr, fmt(r[C.output]), "num"); cell(tr, fmt(r[C.gap]), "num");
+    // The held-out R² is no part of the status beside it: a negative one says so in its cell.
+    const r2 = r[C.r2];
+    cell(tr, fmt(r2) + (r2 !== null && r2 < 0 ? " \u00b7 below 0: no flag" : ""), "num r2").title = R2NOTE;
+    for (const c of ["positions", "truncated"]) cell(tr, fmt(r[C[c]]), "num");
     cell(tr, r[C.status], "status");
     if (QUALITY.includes("flagged")) {
       const f = cell(tr, r[C.flagged] ? "\u2691 " + (r[C.flag_reason] || "flagged") : r[C.flagged] === false ? "\u2014" : "", "flag");
@@ -150,15 +154,24 @@ _HEADERS = (
     ("gold", "gold label"),
     ("output", "model output"),
     ("gap", "|gap|"),
-    ("r2", "held-out R² (own design)"),
+    ("r2", "held-out R² (own design, not in the status)"),
     ("positions", "positions"),
     ("truncated", "cut"),
     ("status", "status"),
 )
+_R2_TITLE = f' title="{html.escape(HELDOUT_R2_NOTE)}"'
 _QUALITY_HEADERS = {
     "flagged": (("flag_reason", "flagged (why)"),),
     "audited": (("audit_rho", "audit ρ value"), ("in_label_set", "label set")),
 }
+
+
+def _heads(quality: tuple[str, ...]) -> str:
+    """The table's header cells (the R²'s says in its tooltip that it is no part of the status)."""
+    headers = list(_HEADERS) + [h for q in quality for h in _QUALITY_HEADERS[q]] + [("excerpt", "text")]
+    return "".join(
+        f'<th data-col="{c}"{_R2_TITLE if c == "r2" else ""}>{html.escape(label)}</th>' for c, label in headers
+    )
 
 
 def index_page(
@@ -188,8 +201,7 @@ def index_page(
         >>> index_page(run, ["data/rows-000.js"], 10, INDEX_COLUMNS)  # doctest: +SKIP
     """
     search = search or {"files": 0, "cap": 0}
-    headers = list(_HEADERS) + [h for q in quality for h in _QUALITY_HEADERS[q]] + [("excerpt", "text")]
-    heads = "".join(f'<th data-col="{c}">{html.escape(label)}</th>' for c, label in headers)
+    heads = _heads(quality)
     hide = "" if quality else ' style="display:none"'
     audit = '<option value="audited">audited</option><option value="label">in the label set</option>'
     controls = (
@@ -214,6 +226,7 @@ def index_page(
         .replace("__PAGE__", str(int(page_size)))
         .replace("__QUALITY__", json.dumps(list(quality)))
         .replace("__WORDS__", json.dumps({"files": int(search["files"]), "cap": int(search["cap"])}))
+        .replace("__R2NOTE__", json.dumps(f"{HELDOUT_R2_LABEL}: {HELDOUT_R2_NOTE}"))
     )
     body = (
         f"<h1>SLALOM corpus run: {n_rows} texts</h1>"
@@ -222,11 +235,9 @@ def index_page(
         + '<nav><a href="words.html">word summary</a></nav>'
         '<p class="meta">Click a column to sort; a text\'s id opens its page (what each token added '
         "to the prediction; value and importance one tab away). Outputs are the model's log-odds (or centred logits) of the explained class; "
-        "|gap| is what the surrogate misses on the full text; held-out R² is the "
-        f"{HELDOUT_R2_LABEL}, reported, not a verdict. A text's status is ok or the flags of the fit-quality rule: "
-        "against (the surrogate moves from the reference point the other way than the model), missed (it misses "
-        f"the model's output by more than {MISSED_SHARE:.0%} of the model's move and {MISSED_FLOOR} log-odds), "
-        "undetermined (the data determine no importance), unstable, not converged. Search by id (its start), by word (a token as the "
+        f"|gap| is what the surrogate misses on the full text; held-out R² is the {HELDOUT_R2_LABEL}, "
+        f"{HELDOUT_R2_NOTE}. A text's status is ok or the flags of the fit-quality rule: {RULE_SUMMARY}. "
+        "Search by id (its start), by word (a token as the "
         "tokenizer cut it, any case; a word listed in many texts shows the "
         f"{int(search['cap'])} where it contributes most), or in the excerpts.</p>"
         f'<div class="controls">{controls}</div><p class="meta" id="qnote"></p>'

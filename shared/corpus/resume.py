@@ -13,7 +13,33 @@ from . import store
 from .fingerprint import DUPLICATE, cell_digest
 from .source import CorpusSource
 
-__all__ = ["prepare_out", "changed_texts", "redo_changed_chunks", "redo_budget_failures"]
+__all__ = ["check_out", "prepare_out", "changed_texts", "redo_changed_chunks", "redo_budget_failures"]
+
+
+def check_out(out: Path, resume: bool) -> None:
+    """Refuse an output folder this call may not write, from the folder alone: one that holds
+    results without ``resume``, or that holds something other than a corpus run. Cheap (no
+    data read, no model loaded), so a run calls it first: a rerun into a full folder is told
+    so at once, not after the model has loaded.
+
+    Raises:
+        FileExistsError: ``out`` is a file, holds results and ``resume`` is False, or holds
+            files but no corpus run.
+
+    Example:
+        >>> check_out(Path("runs/new"), resume=False)  # doctest: +SKIP
+    """
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{str(out)!r} is a file; give a folder as the output path")
+    if store.holds_no_results(out):
+        return
+    if not resume:
+        raise FileExistsError(
+            f"{str(out)!r} exists and is not empty; pass resume=True (--resume) to continue that run, "
+            "or choose another output path (nothing was overwritten)"
+        )
+    if not has_manifest(out):
+        raise FileExistsError(f"{str(out)!r} is not empty and holds no corpus run; choose another output path")
 
 
 def prepare_out(out: Path, manifest: dict, resume: bool) -> None:
@@ -29,14 +55,8 @@ def prepare_out(out: Path, manifest: dict, resume: bool) -> None:
     Example:
         >>> prepare_out(Path("runs/imdb"), manifest, resume=True)  # doctest: +SKIP
     """
+    check_out(out, resume)
     if not store.holds_no_results(out):
-        if not resume:
-            raise FileExistsError(
-                f"{str(out)!r} exists and is not empty; pass resume=True (--resume) to continue that run, "
-                "or choose another output path (nothing was overwritten)"
-            )
-        if not has_manifest(out):
-            raise FileExistsError(f"{str(out)!r} is not empty and holds no corpus run; choose another output path")
         old = read_manifest(out)
         if old.get("model") != manifest.get("model"):
             raise ValueError(_other_model(out, old.get("model"), manifest["model"]))

@@ -27,7 +27,7 @@ from .checks import ENGINES, check_run_options, check_run_target, ids_digest, sc
 from .fingerprint import cell_digest
 from .loading import load_model, model_name
 from .protocol import ChunkExplainerSource, check_source
-from .resume import prepare_out, redo_budget_failures, redo_changed_chunks
+from .resume import check_out, prepare_out, redo_budget_failures, redo_changed_chunks
 from .rows import explain_chunk, options_record
 from .source import CorpusSource, Row
 from .stored import CorpusRun
@@ -162,6 +162,7 @@ def explain_corpus(
     )
     amortized = None if amortized is None else check_source(amortized)
     opts, call = check_run_options(opts, amortized, chunk_size, engine, device)
+    check_out(Path(out), resume)  # a full folder refused before the data scan and the model load
     selected = CorpusSource(
         data, text_column=text_column, id_column=id_column, limit=limit, label_column=label_column, ids=ids
     )

@@ -478,7 +478,8 @@ def plot_words(summary, *, top: int = 25, fig=None):
                 color=["#3b6fb6" if x < 0 else "#c0392b" for x in ends["contribution_mean"]])  # fmt: skip
     ax_bar.set_yticks(range(len(ends)), [str(t) for t in ends.index], fontsize=8)
     ax_bar.axvline(0, color="0.5", lw=0.8)
-    ax_bar.set_xlabel("contribution (log-odds added to the text), mean over texts ± s.e.")
-    ax_bar.set_title("What the top tokens added, most negative to most positive")
+    # Two lines each: on one, the narrow panel's title and label ran past the figure's right edge.
+    ax_bar.set_xlabel("contribution (log-odds added to the text),\nmean over texts ± s.e.")
+    ax_bar.set_title("What the top tokens added,\nmost negative to most positive")
     fig.tight_layout()
     return fig

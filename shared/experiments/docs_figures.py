@@ -5,7 +5,8 @@
 ``exp.to_interaction_values()`` drawn with shapiq's network plot (order 1 as nodes, the pairs'
 SII as edges). ``inseq``: the ``slalom`` inseq method on the tiny random GPT-2 of
 :mod:`.benchmarks.inseq_compare` (no small real LM ships in a package here), ``out.show()``'s
-HTML photographed in headless Chromium (its colours repaired for numpy 2: :func:`css_numbers`). Needs the shapiq and inseq extras (both in dev).
+HTML photographed in headless Chromium, drawn by ``inseq_slalom.show`` (inseq's ``show`` with its
+colours under numpy 2, the one repair). Needs the shapiq and inseq extras (both in dev).
 
     python -m slalom_core.experiments.docs_figures shapiq --out docs/img/shapiq_network.png
     python -m slalom_core.experiments.docs_figures inseq --out docs/img/inseq_show.png
@@ -18,32 +19,17 @@ Example:
 from __future__ import annotations
 
 import argparse
-import re
 import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["REVIEW", "PROMPT", "css_numbers", "shapiq_figure", "inseq_figure", "main"]
+__all__ = ["REVIEW", "PROMPT", "shapiq_figure", "inseq_figure", "main"]
 
 #: The review of docs/shapiq.md (and of :mod:`.benchmarks.shapiq_compare`).
 REVIEW = "a wonderful, moving film with a boring plot"
 #: The prompt of docs/inseq.md's example.
 PROMPT = "the movie was great and"
-
-
-def css_numbers(html: str) -> str:
-    """inseq 0.7.1's ``show()`` HTML with numpy 2's scalar reprs turned back into numbers.
-
-    inseq 0.7.1 writes each cell's colour as ``"rgba" + str(tuple)`` of numpy floats; under
-    numpy 2 that reads ``rgba(np.float64(178.0), ...)``, which browsers drop, so the heatmap
-    shows no colour at all. The picture repairs the CSS here; inseq itself is left as it is.
-
-    Example:
-        >>> css_numbers("background:rgba(np.float64(178.0), np.float64(0.5))")
-        'background:rgba(178.0, 0.5)'
-    """
-    return re.sub(r"np\.float(?:32|64)\(([^()]*)\)", r"\1", html)
 
 
 def _shrink(png: Path) -> None:
@@ -103,7 +89,7 @@ def inseq_figure(out: Path, *, max_new_tokens: int = 5, n_samples: int = 500) ->
     """
     import inseq
 
-    import inseq_slalom  # noqa: F401  (registers "slalom")
+    import inseq_slalom  # registers "slalom"; its show() draws inseq's colours under numpy 2
 
     from .benchmarks.inseq_compare import tiny_lm
     from .view_picture import screenshot
@@ -115,7 +101,7 @@ def inseq_figure(out: Path, *, max_new_tokens: int = 5, n_samples: int = 500) ->
         attributed = model.attribute(
             PROMPT, generation_args={"max_new_tokens": max_new_tokens}, n_samples=n_samples, show_progress=False
         )
-    html = css_numbers(attributed.show(display=False, return_html=True))
+    html = inseq_slalom.show(attributed, display=False, return_html=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="slx-inseq-") as tmp:
         page = Path(tmp) / "inseq_show.html"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..diagnostics import IMPORTANCE_MEASURED
-from ..fit_quality import HELDOUT_R2_LABEL, MISSED_FLOOR, MISSED_SHARE, fit_flags
+from ..fit_quality import HELDOUT_R2_LABEL, HELDOUT_R2_NOTE, MISSED_FLOOR, MISSED_SHARE, fit_flags, text_excerpt
 from ..scores import SCORES
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ __all__ = [
     "class_columns",
     "class_name",
     "prediction",
+    "sides",
     "position_scores",
     "scores_once",
     "position_standard_errors",
@@ -111,6 +112,34 @@ def prediction(exp: SlalomExplanation) -> str | None:
     names = _names(exp)
     label = str(names[k]) if names is not None and k < len(names) else f"class {k}"
     return f"{label} (p = {max(p_explained, 1.0 - p_explained):.3g})"
+
+
+def sides(exp: SlalomExplanation, col: int | None, model: float, surrogate: float) -> str | None:
+    """What the model and the surrogate each say, in the reader's terms, where their outputs
+    lie on different sides of 0 (None where they agree): a binary model's class names, else
+    the output's sign. Both may move the same way from the reference point and still land on
+    different classes; a reader compares the classes.
+
+    Example:
+        >>> sides(binary_exp, None, 0.80, -0.14)  # doctest: +SKIP
+        'the model says POSITIVE (+0.8), the surrogate NEGATIVE (-0.14)'
+    """
+    if (model >= 0) == (surrogate >= 0):
+        return None
+    d = exp.diagnostics
+    if col is None and d.n_outputs == 2 and not str(d.output_kind).startswith("multilabel"):
+        explained = exp.target if exp.target is not None else 1
+        names = _names(exp)
+
+        def said(x: float) -> str:
+            k = explained if x >= 0 else 1 - explained
+            return str(names[k]) if names is not None and k < len(names) else f"class {k}"
+
+        return f"the model says {said(model)} ({fmt(model)}), the surrogate {said(surrogate)} ({fmt(surrogate)})"
+    what = class_name(exp, col)
+    sign = {True: "positive", False: "negative"}
+    said = f"the model's output is {sign[model >= 0]} ({fmt(model)}), the surrogate's {sign[surrogate >= 0]} ({fmt(surrogate)})"
+    return said if what == "the model's output" else f"for {what}, {said}"
 
 
 def _names(exp: SlalomExplanation) -> list[str] | None:
@@ -260,7 +289,8 @@ def fit_line(exp: SlalomExplanation) -> str:
         parts.append(f"{d.model_evaluations} model calls")
     r2 = d.get("heldout_r2")
     if r2 is not None:
-        parts.append(f"{HELDOUT_R2_LABEL} {float(r2):.3g}")
+        # Beside the fit check, a negative R² must not read as a verdict the check missed.
+        parts.append(f"{HELDOUT_R2_LABEL} {float(r2):.3g}" + (f" ({HELDOUT_R2_NOTE})" if float(r2) < 0 else ""))
     if exp.model_output is not None:
         parts.append(f"residual f(x) − surrogate {fmt(exp.full_text_gap)}")
     measured = IMPORTANCE_MEASURED.get(d.get("importance_measured") or "")
@@ -277,7 +307,7 @@ def flag_line(exp: SlalomExplanation) -> str:
 
     Example:
         >>> flag_line(binary_exp)  # doctest: +SKIP
-        'Fit check: no flag (the surrogate moves with the model, reaches its output within half its move, ...)'
+        'Fit check: no flag (the surrogate moves with the model, reaches its output within 50% of the model's move or 0.5 log-odds, ...)'
     """
     flags = fit_flags(exp)
     if not flags:
@@ -289,12 +319,12 @@ def flag_line(exp: SlalomExplanation) -> str:
 
 
 def excerpt(exp: SlalomExplanation, max_chars: int = 80) -> str:
-    """The start of the explained text (its tokens joined when the text is unknown).
+    """The start of the explained text (its tokens joined when the text is unknown): the
+    rule's own :func:`~slalom_core.fit_quality.text_excerpt`, so a warning and a view name a
+    text alike.
 
     Example:
         >>> excerpt(binary_exp, 12)  # doctest: +SKIP
         'the movie w…'
     """
-    text = exp.text if exp.text is not None else " ".join(str(t) for t in exp.tokens)
-    text = " ".join(text.split())
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+    return text_excerpt(exp, max_chars)

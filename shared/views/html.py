@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..fit_quality import fit_flags
+from ..fit_quality import DETERMINED_RULE, fit_flags
 from ..scores import SCORES, check_score
 from . import describe, sections
 from .colours import MAX_MIX, css_rgb, diverging_rgb, sequential_level
@@ -198,10 +198,8 @@ def scale_of(*values: np.ndarray) -> float:
     return sections.robust_scale(*values)
 
 
-_NOT_DETERMINED = (
-    "\nimportance not determined by the data (SE ≥ 0.8 × the prior's sd, and within 2 SE of the text's mean): "
-    "drawn neutral"
-)
+#: The tooltip of an undetermined importance: the rule in the words the docs use.
+_NOT_DETERMINED = f"\nimportance not determined by the data ({DETERMINED_RULE}; this one is not): drawn neutral"
 
 #: A colour scale never spans less than this share of the model's move from the reference
 #: point (nor less than this many log-odds): scores below it are float rounding, not signal.

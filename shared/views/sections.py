@@ -110,11 +110,14 @@ def sum_line(exp: SlalomExplanation, col: int | None) -> str:
         f"= the surrogate's output F(x) = {describe.fmt(big_f)} {unit}"
     )
     if f is not None:
-        moved = "the same way as" if (big_f - b) * (f - b) > 0 else "against"
+        moved = "in the same direction from b as" if (big_f - b) * (f - b) > 0 else "against"
         text += (
             f"; the model's own output f(x) = {describe.fmt(f)} (it moves {describe.fmt(f - b)} from b; the "
             f"surrogate moves {moved} it and misses {describe.fmt(f - big_f)})"
         )
+        differ = describe.sides(exp, col, f, big_f)
+        if differ is not None:  # said in the reader's terms: a moving direction is not a class
+            text += f". Read with care: {differ}"
     return f'<p class="slx-sum">{_esc(text)}.</p>'
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import slalom_core as sc
 import torch
 from browser import needs_chromium, render
+from PIL import Image
 from tiny_models import gpt2_tokenizer, tiny_causal_lm
 
 inseq = pytest.importorskip("inseq")
@@ -180,8 +182,25 @@ def test_a_prompt_longer_than_the_models_positions_is_refused_by_name(model, tin
 
 
 @needs_chromium
-def test_show_renders_in_headless_chromium(out, tmp_path):
+def test_show_renders_in_headless_chromium_with_its_colours(out, tmp_path):
+    # inseq_slalom.show: inseq's own show(), its cells' colours readable under numpy 2.
+    html = inseq_slalom.show(out, display=False, return_html=True)
+    assert "np.float" not in html and "rgba(" in html
     page = tmp_path / "inseq.html"
-    page.write_text(out.show(display=False, return_html=True), encoding="utf-8")
+    page.write_text(html, encoding="utf-8")
     seen = render(page)
-    assert "movie" in seen.dom and len(seen.png) > 1000
+    assert "movie" in seen.dom
+    rgb = np.asarray(Image.open(io.BytesIO(seen.png)).convert("RGB"), dtype=int)
+    # Heatmap cells are tinted red or blue; CSS a browser drops leaves text and borders only.
+    assert int((np.abs(rgb[..., 0] - rgb[..., 2]) > 40).sum()) > 500
+    with pytest.raises(TypeError, match="inseq output"):
+        inseq_slalom.show("not an output")
+
+
+def test_a_fit_warning_points_at_the_users_line(model):
+    # The warning names the user's call, not ``exp = sc.explain(`` inside the adapter.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        model.attribute(PROMPT, generation_args={**GEN, "max_new_tokens": 1}, n_samples=N, show_progress=False)
+    fit = [w for w in seen if issubclass(w.category, sc.SlalomFitWarning)]
+    assert fit and all(w.filename == __file__ for w in fit), [(w.filename, w.lineno) for w in fit]

@@ -6,6 +6,7 @@ string function that *is* a SLALOM over words (ground truth) or a 1-layer random
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import warnings
@@ -20,6 +21,7 @@ import pytest  # noqa: E402
 import shap  # noqa: E402
 import slalom_core as sc  # noqa: E402
 import torch  # noqa: E402
+from browser import needs_chromium, render  # noqa: E402
 from slalom_core.experiments.baselines import sequential  # noqa: E402
 from slalom_core.plots import plot_scatter  # noqa: E402
 
@@ -505,6 +507,54 @@ def test_cohort_aligns_texts_of_different_lengths_for_beeswarm(gt_explainer):
         shap_slalom.cohort(sv[:, :, "POS"])
 
 
+def test_several_texts_through_shap_slalom_plots(gt_explainer):
+    sv = gt_explainer(TEXTS, silent=True)
+    html = shap_slalom.plots.text(sv, "POS", display=False)  # every text, with its colours
+    assert all(w in html for w in ("boring", "acting", "music")) and "np.float" not in html
+    co = shap_slalom.cohort(sv, "POS", top=10)
+    ax = shap_slalom.plots.bar(sv, "POS")
+    assert ax.get_xlabel().startswith("mean |contribution") and "over the texts it occurs in" in ax.get_xlabel()
+    # Each bar is the token's mean |contribution| over the texts it occurs in, not over all.
+    at = {round(float(y), 3): t.get_text() for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
+    widths = {at[round(b.get_y() + b.get_height() / 2, 3)]: abs(b.get_width()) for b in ax.patches}
+    assert len(widths) == min(10, len(co.feature_names))
+    means = dict(zip(co.feature_names, plots.occurring_means(co)))
+    for token, width in widths.items():
+        # tol: shap's bar draws the float64 means as given
+        assert width == pytest.approx(means[token], rel=1e-12), token
+    rare = next(j for j in range(len(co.feature_names)) if (co.data[:, j] > 0).sum() == 1)
+    assert means[co.feature_names[rare]] == pytest.approx(np.abs(co.values[:, rare]).max(), rel=1e-12)
+    plt.close("all")
+    ax = shap_slalom.plots.beeswarm(sv, "POS")  # shap's own fails on these ragged rows
+    assert ax.get_xlabel().startswith("contribution α_i·v_i")
+    plt.close("all")
+    for plot in (shap_slalom.plots.bar, shap_slalom.plots.beeswarm):
+        with pytest.raises(ValueError, match=r"shap_slalom\.cohort"):
+            plot(sv[:, :, "POS"])  # sliced: its rows' positions are different tokens
+    plt.close("all")
+
+
+@needs_chromium
+def test_the_first_plots_of_several_texts_are_coloured_in_a_browser(gt_explainer, tmp_path):
+    sv = gt_explainer(TEXTS, silent=True)
+    page = tmp_path / "text.html"
+    page.write_text(shap_slalom.plots.text(sv, "POS", display=False), encoding="utf-8")
+    assert _tinted(render(page, width=900, height=500).png) > 200  # red and blue tokens
+    for name, plot in (("bar", shap_slalom.plots.bar), ("beeswarm", shap_slalom.plots.beeswarm)):
+        plot(sv, "POS").figure.savefig(tmp_path / f"{name}.png", dpi=80)
+        plt.close("all")
+        (tmp_path / f"{name}.html").write_text(f'<img src="{name}.png">', encoding="utf-8")
+        assert _tinted(render(tmp_path / f"{name}.html", width=900, height=700).png) > 200, name
+
+
+def _tinted(png: bytes) -> int:
+    """Pixels of a clearly red or blue tint (text, axes and grey dots are neither)."""
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int)
+    return int((np.abs(rgb[..., 0] - rgb[..., 2]) > 60).sum())
+
+
 def _labels(ax) -> str:
     return " ".join(t.get_text() for t in ax.get_yticklabels())
 
@@ -539,7 +589,15 @@ def test_value_importance_scatter_is_the_engines_on_the_explainers_fit(gt, tok):
         np.testing.assert_allclose(text_label.xy, (truth["value"][i], truth["importance"][i]), atol=1e-6)
     # The adapter keeps no scatter of its own (nor colours of its own).
     assert not hasattr(shap_slalom.plots, "value_importance")
-    assert set(shap_slalom.plots.__all__) == {"waterfall", "residual_note", "text", "beeswarm", "bar"}
+    assert set(shap_slalom.plots.__all__) == {
+        "waterfall",
+        "residual_note",
+        "text",
+        "beeswarm",
+        "bar",
+        "occurring_means",
+        "SEVERAL_TEXTS",
+    }
     plt.close("all")
 
 

@@ -586,6 +586,19 @@ def test_plot_words_draws_both_panels(bert, corpus, tmp_path):
     assert len(fig.axes) == 2 and fig.axes[1].get_yticklabels()[0].get_text() in {"bad", "film", "good"}
 
 
+def test_plot_words_keeps_every_title_and_label_inside_the_figure():
+    from slalom_core.corpus import plot_words
+
+    fig = plot_words(word_summary(hand_positions()), top=3)
+    fig.canvas.draw()
+    renderer, box = fig.canvas.get_renderer(), fig.bbox
+    for ax in fig.axes:
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+            extent = text.get_window_extent(renderer)
+            # tol: one pixel of the renderer's rounding
+            assert extent.x0 >= box.x0 - 1 and extent.x1 <= box.x1 + 1, (text.get_text(), extent, box)
+
+
 def test_seed_none_follows_torch_manual_seed_and_resume_keeps_it(bert, corpus, tmp_path):
     model, tok = bert
     runs = []

@@ -88,8 +88,9 @@ def test_a_text_page_and_the_word_summary_in_a_browser(site):
     assert words.remote_requests == [] and "Word summary" in words.dom and png_colours(words.png) > 20
 
 
-def _synthetic_run(path: Path, n: int, per_chunk: int = 5000) -> CorpusRun:
-    """A run of ``n`` texts written through the store, without a model (no positions)."""
+def _synthetic_run(path: Path, n: int, per_chunk: int = 5000, r2_shift: float = 0.0) -> CorpusRun:
+    """A run of ``n`` texts written through the store, without a model (no positions); their
+    held-out R² uniform on [−r2_shift, 1 − r2_shift)."""
     rng = np.random.default_rng(0)
     path.mkdir()
     (path / "manifest.json").write_text(
@@ -106,7 +107,7 @@ def _synthetic_run(path: Path, n: int, per_chunk: int = 5000) -> CorpusRun:
                 id=i, explained_class="1", gold_label=str(int(rng.random() < 0.5)), target=None, class_names=None,
                 class_index=None, text=" ".join(rng.choice(words, 230)), n_positions=230, n_units=14,
                 truncated_positions=int(rng.random() < 0.1) * 40, base_value=0.1, model_output=out,
-                surrogate_output=out - 0.2, full_text_gap=float(rng.normal(0, 0.7)), heldout_r2=float(rng.random()),
+                surrogate_output=out - 0.2, full_text_gap=float(rng.normal(0, 0.7)), heldout_r2=float(rng.random()) - r2_shift,
                 converged=True, model_evaluations=1000, tokens_evaluated=3000, seconds=1.0, model_seconds=0.9,
                 fit_seconds=0.1, method="eff-slope", n_samples=1000, seed=1, output="logits", options="{}",
                 diagnostics='{"n_outputs": 2}', version="x", ood=None,
@@ -114,6 +115,22 @@ def _synthetic_run(path: Path, n: int, per_chunk: int = 5000) -> CorpusRun:
                 t[name].append(value)
         store.write_chunk(path, ids, tables, ["-"] * len(ids))
     return CorpusRun(path)
+
+
+@needs_chromium
+def test_a_negative_held_out_r2_beside_ok_says_what_it_means(tmp_path):
+    run = _synthetic_run(tmp_path / "run", 40, r2_shift=0.5)
+    site = write_report(run, tmp_path / "site", text_pages=False).parent
+    dom = render(site / "index.html", width=1400, height=700).dom
+    assert "held-out R² (own design, not in the status)" in dom
+    cells = re.findall(
+        r'<td class="num r2" title="([^"]*)">([^<]*)</td>(?:<td[^>]*>[^<]*</td>){2}<td class="status">ok<', dom
+    )
+    negative = [(title, text) for title, text in cells if text.startswith("-")]
+    assert negative, "the run has negative held-out R² beside ok"
+    for title, text in negative:
+        assert text.endswith("below 0: no flag") and "not part of the fit-quality rule" in title
+    assert all(not t.startswith("-") and "below 0" not in t for _, t in cells if (_, t) not in negative)
 
 
 @needs_chromium

@@ -4,6 +4,7 @@ every place that marks a fit asking it: the call's warning, the page, a corpus r
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import warnings
 
@@ -69,6 +70,9 @@ def test_a_surrogate_against_the_model_is_flagged_everywhere():
     assert "against" in [f.code for f in fit_flags(exp)]
     page = exp.to_html()
     assert "Read with care" in page and "against the model" in page
+    # In the reader's terms: the two outputs lie on different sides of 0, and the page says so.
+    said = sc.views.describe.sides(exp, None, float(exp.model_output), float(exp.surrogate_output))
+    assert said is not None and html.escape(said) in page
     # A corpus run's rows of the same explanation: the same verdict.
     rows = [_row(exp)]
     assert [f.code for f in row_flags(rows)] == [f.code for f in fit_flags(exp)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,21 @@ def test_readme_starts_with_the_two_commands_and_stays_short():
     assert "§" not in text
 
 
+def test_the_command_line_works_from_any_folder():
+    # `.venv/bin/slalom-xai` works only from the clone's root; the activated venv (or an
+    # install) puts `slalom-xai` on PATH wherever the reader is.
+    text = README.read_text(encoding="utf-8")
+    assert ".venv/bin/slalom-xai" not in text and "source .venv/bin/activate" in text
+    assert "--model PATH" in text and "from_pretrained(" in text  # the reader's own model
+
+
+def test_docs_speak_of_the_project_not_of_its_tracker():
+    # A reader has no issue tracker: "issue 47" or "the issue's setting" names nothing to them.
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        found = re.findall(r"\b[Ii]ssue(?:s|'s)?\b(?: #?\d+)?|(?<![\w.])#\d+\b", page.read_text(encoding="utf-8"))
+        assert not found, (page.name, found)
+
+
 def test_readme_links_point_at_files_that_exist():
     text = README.read_text(encoding="utf-8")
     targets = re.findall(r"\]\(([^)#]+)\)", text)
@@ -90,10 +106,11 @@ def test_readme_python_blocks_run_in_order(tmp_path):
 
 @pytest.mark.slow
 def test_readme_shell_blocks_run_in_a_fresh_folder(tmp_path):
-    # `.venv/bin/slalom-xai` is the clone's command after `make demo`: here, this environment's.
-    command = str(Path(sys.executable).parent / "slalom-xai")
+    # `source .venv/bin/activate` puts the clone's command on PATH after `make demo`: here,
+    # this environment's (the blocks run in a fresh folder, where no .venv is).
+    activate = f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH"
     for line, code in _runnable("bash"):
-        script = "set -euo pipefail\n" + code.replace(".venv/bin/slalom-xai", command)
+        script = "set -euo pipefail\n" + code.replace("source .venv/bin/activate", activate)
         out = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_offline_env(), capture_output=True, text=True)
         assert out.returncode == 0, f"README.md:{line}: {out.stderr[-3000:]}"
     assert (tmp_path / "runs/reviews-site/index.html").exists()

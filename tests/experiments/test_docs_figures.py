@@ -3,14 +3,7 @@
 import numpy as np
 import pytest
 from browser import needs_chromium
-from slalom_core.experiments.docs_figures import css_numbers, inseq_figure, shapiq_figure
-
-
-def test_css_numbers_turns_numpy2_scalar_reprs_back_into_numbers():
-    html = '<td style="background:rgba(np.float64(178.0), np.float64(24.0), np.float32(43.5), np.float64(0.1))">x</td>'
-    assert css_numbers(html) == '<td style="background:rgba(178.0, 24.0, 43.5, 0.1)">x</td>'
-    plain = '<td style="background:rgba(178.0, 24.0, 43.0, 0.1)">np.float64 in text</td>'
-    assert css_numbers(plain) == plain
+from slalom_core.experiments.docs_figures import inseq_figure, shapiq_figure
 
 
 @pytest.mark.slow  # the demo model's load and fit: ~10-40 s on the shared 2-core machine

@@ -104,6 +104,9 @@ def test_importance_determined_is_se_below_08_prior_sd(word_exp):
         assert ("slx-sn" in t["class"]) == (not ok)
         assert ("data-note" in t) == (not ok)
     assert "not determined by the data" in channels.tokens[int(np.argmin(exp.importance_determined))]["data-note"]
+    # The tooltip states the rule in the words of the docs (slalom_core.fit_quality.DETERMINED_RULE).
+    note = channels.tokens[int(np.argmin(exp.importance_determined))]["data-note"]
+    assert sc.fit_quality.DETERMINED_RULE in note
     assert "no: not determined by the data" in html  # the table says it too
     # Without standard errors (ana) nothing says the data determine them: all neutral.
     none = _with_importance_se(word_exp, None)
