@@ -56,7 +56,7 @@ class ContextFit:
     shift: np.ndarray  # d, (K,)
     law: LengthLaw
     weighted_r2: float  # of every sample the stage saw, each scale weighted as in the fit
-    #: 1 − RSS/RSS with all importances equal, on the text's context samples (each fit with
+    #: (RSS with all importances equal − RSS) / RSS equal, on the text's context samples (each fit with
     #: its own law): ≤ 0 where the importances do not help the surrogate in this text.
     importance_gain: float = float("nan")
 
@@ -223,7 +223,12 @@ def carry_to_every_scale(
     equal = _Samples(short, y_short, context, y_context, v0, np.zeros_like(s0), short_weight)
     rss = data.context_rss(fit.law, fit.scale, fit.shift)
     rss_equal = equal.context_rss(*_law_numbers(_fit(equal, v0, None)))
-    return replace(fit, importance_gain=1.0 - rss / rss_equal if rss_equal > 0 else float("nan"))
+    # Relative to the equal fit's error, floored at a millionth of the context's variance: the
+    # short stage leaves importances of ~1e-4 where the truth is 0 (EXACT_FIT), so two fits of
+    # a model whose tokens weigh alike differ by roundings, and gain ~0, not their ratio.
+    ctx_y = data.y[~data.is_short]
+    floor = 1e-6 * float(np.sum((ctx_y - ctx_y.mean(axis=0)) ** 2))
+    return replace(fit, importance_gain=(rss_equal - rss) / max(rss_equal + floor, 1e-300))
 
 
 def _law_numbers(fit: ContextFit) -> tuple[LengthLaw, np.ndarray, np.ndarray]:

@@ -273,6 +273,27 @@ def fmt(x: object, digits: int = 3) -> str:
     return f"{float(a):+.{digits}g}"
 
 
+def importance_note(exp: SlalomExplanation) -> str | None:
+    """One sentence, said once on a page, where this text's importances do not matter or the
+    data determine none of them; None otherwise.
+
+    "Do not matter": the fit's context stage predicts the text's own deletions no worse with
+    every importance equal (``diagnostics["importance_gain"]`` ≤ 0, the default's measure).
+
+    Example:
+        >>> importance_note(binary_exp)  # doctest: +SKIP
+    """
+    gain = exp.diagnostics.get("importance_gain")
+    if gain is not None and np.isfinite(gain) and gain <= 0:
+        return (
+            "In this text the importances do not matter: with every weight equal the surrogate predicts the "
+            "text's deletions as well. Read the values and contributions."
+        )
+    if exp.importance_se is not None and exp.n_positions > 1 and not exp.importance_determined.any():
+        return "The data determine none of this text's importances: every token is drawn without an underline."
+    return None
+
+
 def fit_line(exp: SlalomExplanation) -> str:
     """One line on the fit: method, samples, model calls, the held-out R² named for what it
     is of (:data:`~slalom_core.fit_quality.HELDOUT_R2_LABEL`), the text's residual.

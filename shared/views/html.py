@@ -330,13 +330,14 @@ def legend(exp: SlalomExplanation, *, score: str, scale: float, col: int | None 
         samples = ""  # no scale to show: every importance is drawn neutral
     samples += '<span class="slx-tok slx-sn">neutral</span> not determined'
     n_open = int((~determined).sum())
-    why = "SE ≥ 0.8 × the prior's sd" if exp.importance_se is not None else "this method gives no standard errors"
+    why = DETERMINED_RULE if exp.importance_se is not None else "this method gives no standard errors"
+    note = describe.importance_note(exp)
     return out + (
         f"<figure><div>{samples}</div><figcaption><b>Underline and weight: importance</b> s "
         f"({_esc(SCORES['importance'].formula)}, {_esc(SCORES['importance'].unit)}): how much weight the "
         "token takes from the others; sequential, from the text's lowest to its highest determined s. "
-        f"No underline: the data do not determine it ({why}; {n_open} of "
-        f"{exp.n_positions} positions).</figcaption></figure></div>"
+        f"No underline: the data do not determine it ({_esc(why)}; {n_open} of "
+        f"{exp.n_positions} positions).{' <b>' + _esc(note) + '</b>' if note else ''}</figcaption></figure></div>"
     )
 
 
