@@ -238,8 +238,10 @@ def test_replacement_is_explicit_and_keeps_the_length(bert):
     assert widths == {ids.shape[1]}
     # Replacing, the baseline is what absent features take, not a list of special tokens:
     # [CLS]/[SEP] (replaced by themselves) are features that never change the input, as in
-    # Lime; the tokenizer names them special (attribution exactly 0).
-    assert abs(attr[0, 0]) < 1e-3 and abs(attr[0, -1]) < 1e-3
+    # Lime: they do nothing alone (value ~0), and carry only their weight's share of the
+    # surrogate's length term p(1 − A(n)) (contribution α_i·(p + A(n)(v_i − p))), small beside
+    # the tokens that move the output; the tokenizer names them special (attribution exactly 0).
+    assert max(abs(attr[0, 0]), abs(attr[0, -1])) < 0.1 * attr.abs().max()
     named = SlalomAttribution(predict, tokenizer=tok).attribute(
         ids, baselines=ref, target=1, additional_forward_args=extra, perturbation="replace", n_samples=200, seed=0
     )

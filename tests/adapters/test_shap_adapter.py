@@ -500,7 +500,7 @@ def test_cohort_aligns_texts_of_different_lengths_for_beeswarm(gt_explainer):
     means = [np.abs(co.values[co.data[:, j] > 0, j]).mean() for j in range(len(co.feature_names))]
     assert means == sorted(means, reverse=True)
     ax = shap_slalom.plots.beeswarm(shap_slalom.cohort(sv, "POS", top=5))
-    assert ax.get_xlabel().startswith("contribution α_i·v_i") and "log-odds" in ax.get_xlabel()
+    assert ax.get_xlabel().startswith("contribution α_i·ṽ_i") and "log-odds" in ax.get_xlabel()
     assert len(ax.get_yticklabels()) == 5
     plt.close("all")
     with pytest.raises(ValueError, match="unsliced Explanation"):
@@ -508,6 +508,7 @@ def test_cohort_aligns_texts_of_different_lengths_for_beeswarm(gt_explainer):
 
 
 def test_several_texts_through_shap_slalom_plots(gt_explainer):
+    plt.close("all")  # shap's bar draws on the current figure: none left by an earlier test
     sv = gt_explainer(TEXTS, silent=True)
     html = shap_slalom.plots.text(sv, "POS", display=False)  # every text, with its colours
     assert all(w in html for w in ("boring", "acting", "music")) and "np.float" not in html
@@ -526,7 +527,7 @@ def test_several_texts_through_shap_slalom_plots(gt_explainer):
     assert means[co.feature_names[rare]] == pytest.approx(np.abs(co.values[:, rare]).max(), rel=1e-12)
     plt.close("all")
     ax = shap_slalom.plots.beeswarm(sv, "POS")  # shap's own fails on these ragged rows
-    assert ax.get_xlabel().startswith("contribution α_i·v_i")
+    assert ax.get_xlabel().startswith("contribution α_i·ṽ_i")
     plt.close("all")
     for plot in (shap_slalom.plots.bar, shap_slalom.plots.beeswarm):
         with pytest.raises(ValueError, match=r"shap_slalom\.cohort"):

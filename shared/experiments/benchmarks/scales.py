@@ -16,7 +16,9 @@ largest |f(t) − b| the model shows on these sub-texts (≤ 2: values in the mo
 ERASER deletion AOPC of ``lin``; seconds; with ``--seeds``, the share of the top-5 positions by
 |importance| and by |contribution| two seeds agree on.
 
-``--shapley`` measures instead the derived game on short texts (``--first-tokens 10``: each
+``--word-values`` asks whether a word's value grows with the length of the texts it sits in
+(one explanation per text; per word seen in 8 texts or more, the Spearman ρ of its value with
+the text's length). ``--shapley`` measures instead the derived game on short texts (``--first-tokens 10``: each
 review's first 10 tokens, all coalitions enumerated): Σ|φ| of the surrogate's Shapley values over the model's exact ones
 (the model's game is its log-odds on every sub-text, from the empty input), and their RMSE.
 
@@ -184,6 +186,42 @@ def shapley_row(adapter, inst, design, seed: int) -> dict:
     }
 
 
+def word_values(adapter, inst, design, seed: int) -> list[dict]:
+    """One row per unique token of the text: its value and the text's length (``--word-values``)."""
+    scores, _, exp, _ = explain_design(adapter, inst, design, seed)
+    seen, rows = set(), []
+    for pos, tid in enumerate(inst.token_ids):
+        if tid not in seen:
+            seen.add(tid)
+            rows.append({"token": inst.tokens[pos], "value": float(scores["value"][pos]), "n_tokens": inst.n_tokens})
+    return rows
+
+
+def word_summary(rows: list[dict], min_texts: int = 8) -> str:
+    """Does a word's value grow with the length of the texts it sits in? Per word seen in at
+    least ``min_texts`` texts: Spearman ρ of its value (and |value|) with the text's length;
+    and the ratio of its mean |value| in the longer half of its texts to the shorter half."""
+    by: dict[str, list[tuple[int, float]]] = {}
+    for r in rows:
+        by.setdefault(r["token"], []).append((r["n_tokens"], r["value"]))
+    rhos, abs_rhos, ratios = [], [], []
+    for pairs in by.values():
+        if len(pairs) >= min_texts:
+            n, v = np.array(pairs).T
+            if np.ptp(n) > 0 and np.ptp(v) > 0:
+                rhos.append(spearmanr(n, v)[0])
+                abs_rhos.append(spearmanr(n, np.abs(v))[0])
+                long = n > np.median(n)
+                if long.any() and (~long).any():
+                    ratios.append(np.mean(np.abs(v[long])) / max(np.mean(np.abs(v[~long])), 1e-12))
+    return (
+        f"{len(rhos)} words in ≥ {min_texts} texts: Spearman(length, value) {np.mean(rhos):+.3f} ± "
+        f"{np.std(rhos) / np.sqrt(len(rhos)):.3f}, Spearman(length, |value|) {np.mean(abs_rhos):+.3f} ± "
+        f"{np.std(abs_rhos) / np.sqrt(len(abs_rhos)):.3f}; mean |value| in the longer half of a word's texts over "
+        f"the shorter half: median {np.median(ratios):.2f}\n"
+    )
+
+
 def summarise(rows: list[dict], designs: list[str]) -> str:
     """Mean ± s.e. over texts per design (R² of single tokens also as the median over texts)."""
     cols: list[str] = []
@@ -215,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", default="", help="comma-separated seeds for the top-5 agreement, e.g. 0,1,2")
     ap.add_argument("--shapley", action="store_true", help="the derived game on short texts (see module docstring)")
+    ap.add_argument("--word-values", action="store_true", help="does a word's value grow with text length?")
     ap.add_argument(
         "--first-tokens", type=int, default=0, help="explain each text's first N tokens only (e.g. 10 with --shapley)"
     )
@@ -245,6 +284,11 @@ def main(argv: list[str] | None = None) -> None:
         for inst in insts:
             for name in names:
                 t0 = time.perf_counter()
+                if args.word_values:
+                    for r in word_values(adapter, inst, DESIGNS[name], args.seed):
+                        rows.append({**r, "design": name})
+                        fh.write(json.dumps(rows[-1]) + "\n")
+                    continue
                 if args.shapley:
                     row = shapley_row(adapter, inst, DESIGNS[name], args.seed)
                 else:
@@ -258,7 +302,10 @@ def main(argv: list[str] | None = None) -> None:
         f"{model_name}, {len(insts)} texts of {args.data} ({args.min_tokens}-{args.max_tokens} tokens), "
         f"seed {args.seed}, {args.threads} threads; {machine_line()}\n\n"
     )
-    table = summarise(rows, names)
+    if args.word_values:
+        table = "\n".join(f"{n}: " + word_summary([r for r in rows if r["design"] == n]) for n in names)
+    else:
+        table = summarise(rows, names)
     (out / "scales.md").write_text(head + table)
     print(head + table)
 
