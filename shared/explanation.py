@@ -125,6 +125,12 @@ class SlalomExplanation:
             return per_unit[:, self.class_index]
         return per_unit
 
+    @property
+    def _law(self):
+        """The surrogate's length law for the columns :attr:`value` holds (one class's pivot
+        when ``class_index`` picks a column of a joint fit)."""
+        return self.surrogate.law.column(self.class_index if self.surrogate.multiclass else None)
+
     # -- per-position scores ----------------------------------------------------------
     @property
     def value(self) -> np.ndarray:
@@ -217,7 +223,7 @@ class SlalomExplanation:
             exact_max_positions=exact_max_positions,
             n_permutations=n_permutations,
             seed=seed,
-            law=self.surrogate.law,
+            law=self._law,
         )
 
     def predict(self, positions: Sequence[int] | np.ndarray) -> np.ndarray | float:
@@ -281,7 +287,7 @@ class SlalomExplanation:
             >>> exp.scores("contribution").sum() + exp.base_value == exp.surrogate_output  # doctest: +SKIP
         """
         row = _scores.SCORES[_scores.check_score(name)]
-        return np.asarray(row.of(self.value, self.importance, self.surrogate.law))
+        return np.asarray(row.of(self.value, self.importance, self._law))
 
     # -- every class at once -------------------------------------------------------------
     def _binary_class(self) -> int | None:
