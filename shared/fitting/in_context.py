@@ -222,17 +222,14 @@ def carry_to_every_scale(
     # importances were fitted to the triples, not to these): do they help in this text?
     equal = _Samples(short, y_short, context, y_context, v0, np.zeros_like(s0), short_weight)
     rss = data.context_rss(fit.law, fit.scale, fit.shift)
-    rss_equal = equal.context_rss(*_law_numbers(_fit(equal, v0, None)))
+    flat = _fit(equal, v0, None)
+    rss_equal = equal.context_rss(flat.law, flat.scale, flat.shift)
     # Relative to the equal fit's error, floored at a millionth of the context's variance: the
     # short stage leaves importances of ~1e-4 where the truth is 0 (EXACT_FIT), so two fits of
     # a model whose tokens weigh alike differ by roundings, and gain ~0, not their ratio.
     ctx_y = data.y[~data.is_short]
     floor = 1e-6 * float(np.sum((ctx_y - ctx_y.mean(axis=0)) ** 2))
     return replace(fit, importance_gain=(rss_equal - rss) / max(rss_equal + floor, 1e-300))
-
-
-def _law_numbers(fit: ContextFit) -> tuple[LengthLaw, np.ndarray, np.ndarray]:
-    return fit.law, fit.scale, fit.shift
 
 
 def cross_validated(
