@@ -109,3 +109,31 @@ def test_sampled_shapley_close_to_exact_and_efficient():
     # tol: float64 rounding: sampled permutations are efficient exactly, their sum is the full text's
     np.testing.assert_allclose(approx.sum(0), direct_slalom(v, s, np.arange(10)), atol=1e-10)
     assert np.abs(approx - exact).max() < 0.05
+
+
+def test_the_scores_of_a_surrogate_under_a_length_law_are_those_of_its_predictions():
+    """removal, contribution and Shapley values read the surrogate's length law: each is what
+    ``predict`` says of the text and its sub-texts (here a law far from the identity)."""
+    from slalom_core import LengthLaw
+    from slalom_core import scores
+
+    rng = np.random.default_rng(3)
+    law = LengthLaw(exponent=0.7, curvature=-0.05, pivot=0.4)
+    v, s = rng.normal(0, 1.5, 7), rng.normal(0, 1, 7)
+    sur = SlalomSurrogate(v, s, law=law)
+
+    def f(keep):
+        return float(sur.predict(np.isin(np.arange(7), keep).astype(float)[None])[0])
+
+    full = f(range(7))
+    # tol: float64 rounding of sums of 7 terms of size ~10
+    assert scores.contribution(v, sur.importance, law).sum() == pytest.approx(full, abs=1e-12)
+    removal = scores.removal(v, sur.importance, law=law)
+    for i in range(7):
+        assert removal[i] == pytest.approx(full - f([j for j in range(7) if j != i]), abs=1e-12)  # tol: as above
+    exact = scores.shapley(v, sur.importance, law=law)
+    assert exact.sum() == pytest.approx(full, abs=1e-12)  # tol: as above (efficiency, F(∅) = 0)
+    sampled = scores.shapley(v, sur.importance, law=law, exact_max_positions=0, n_permutations=4000, seed=0)
+    # tol: sampling: 4000 antithetic permutations of 7 players; the exact values are ~1 in size
+    assert np.abs(sampled - exact).max() < 0.05
+    assert f([]) == 0.0 and f([2]) == pytest.approx(v[2], abs=1e-12)  # tol: rounding; A(1) = 1: a value alone
