@@ -114,8 +114,7 @@ def test_sampled_shapley_close_to_exact_and_efficient():
 def test_the_scores_of_a_surrogate_under_a_length_law_are_those_of_its_predictions():
     """removal, contribution and Shapley values read the surrogate's length law: each is what
     ``predict`` says of the text and its sub-texts (here a law far from the identity)."""
-    from slalom_core import LengthLaw
-    from slalom_core import scores
+    from slalom_core import LengthLaw, scores
 
     rng = np.random.default_rng(3)
     law = LengthLaw(exponent=0.7, curvature=-0.05, pivot=0.4)
