@@ -325,9 +325,9 @@ def test_a_page_computes_each_score_once(tmp_path, monkeypatch):
     calls = []
     real = scores.SCORES["shapley"].compute
 
-    def counted(v, s):
+    def counted(v, s, **law):
         calls.append(1)
-        return real(v, s)
+        return real(v, s, **law)
 
     monkeypatch.setitem(scores.SCORES, "shapley", dataclasses.replace(scores.SCORES["shapley"], compute=counted))
     to_html(exp)
