@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from functools import partial
+from pathlib import Path
 
 from ..api import CallOptions
 from ..fitting import FITTERS
@@ -145,6 +146,12 @@ def run_explain(args: argparse.Namespace) -> int:
     from .amortize import check_out_not_data
 
     check_out_not_data(args.out, args.data)  # before anything is read or written
+    if args.amortized != "auto":
+        from ..corpus.resume import check_out
+
+        # A full folder is refused before transformers is imported (~1 s of a rerun's
+        # wait); explain_corpus checks again, for callers from Python.
+        check_out(Path(args.out), args.resume)
     engine = "local" if args.ray is None else "ray"
     quiet_weight_loading()
     id_column = None if args.id_column in ("", "none") else args.id_column
