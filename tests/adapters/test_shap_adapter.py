@@ -1033,8 +1033,11 @@ def test_a_string_classifier_with_its_default_tokenizer_is_explained_on_its_word
     text = "a good film, not bad"
     assert [w.strip() for w in sv[0].data] == text.split()  # the engine's words, as the masker's tokens
     engine = sc.explain(clf, text, n_samples=60, seed=0)
-    # The same fit as the engine's own on the same words (shap's axis adds the class: [-x, x]).
-    np.testing.assert_array_equal(sv[0].values[:, 1], engine.contribution)
+    # The same fit as the engine's own on the same words (shap's axis adds the class: [-x, x]),
+    # fitted here beside a second text and there alone: the data fix it to the solver's stop.
+    # tol: solver tolerance (each text's fit in a batch stops by its own rule, GRAD_TOL 1e-4 on
+    # scaled gradients; contributions are of size ~1)
+    np.testing.assert_allclose(sv[0].values[:, 1], engine.contribution, atol=1e-4)
     assert sv[1].values[0, 1] > 0
     # A tokenizer the masker cannot wrap is refused by name, not inside shap.
     odd = sc.StringClassifier(f, tokenizer=sc.WhitespaceTokenizer(), class_names=["neg", "pos"])
