@@ -88,9 +88,7 @@ class _Samples:
         means = self.means[ctx] * scale[None, :] + shift[None, :]
         if means.shape[1] > 1:  # the values are centred over classes, and so their means
             means -= means.mean(axis=1, keepdims=True)
-        amp = law.amplification(self.k[ctx])[:, None]
-        pivot = np.asarray(law.pivot, dtype=np.float64)
-        return float(np.sum((self.y[ctx] - (pivot + amp * (means - pivot))) ** 2))
+        return float(np.sum((self.y[ctx] - law.apply(means, self.k[ctx])) ** 2))
 
     def without(self, rows: np.ndarray) -> _Samples:
         """The same samples less ``rows`` (indices into them), re-weighted: a fold's fit."""
