@@ -32,6 +32,7 @@ from ..surrogate import SlalomSurrogate
 from .audit import AmortizedFewTextsWarning, AmortizedOODWarning, AuditReport, agreement, ood_check
 from .features import check_encoder, encode, head_input
 from .head import EPOCHS, HIDDEN, AmortizedHead, pool_units
+from .law import law_meeting_output, typical_law
 from .saved import check_finite, read_head, write_head
 from .training import MEASURED_MIN_TEXTS, read_labels, train_head
 
@@ -119,6 +120,7 @@ class AmortizedExplainer:
             fewest measured in docs/amortized.md) trains with an :class:`AmortizedFewTextsWarning`.
         """
         trained = self.config.get("trained_on", {})
+        run = run if isinstance(run, CorpusRun) else CorpusRun(run)
         labels = read_labels(
             run, digest=self.fingerprint["digest"], expect={k: trained.get(k) for k in ("method", "output")}
         )
@@ -134,6 +136,7 @@ class AmortizedExplainer:
         # A diverged training gives NaN scores for every text: refused here, not at explain time.
         check_finite(head.state_dict(), "the trained amortized head")
         lengths = [len(s) for s in labels.sequences]
+        texts = run.texts()
         self.head = head
         self._vocabulary = {i for s in labels.sequences for i in s}
         self.config = {
@@ -144,6 +147,8 @@ class AmortizedExplainer:
             "trained_on": labels.meta,
             "training": report,
             "ood": {"length_range": [min(lengths), max(lengths)], "max_unseen": self.max_unseen},
+            # The head predicts v and s; the length law is the label fits' typical one (.law).
+            "law": typical_law(texts[texts["id"].astype(str).isin(labels.ids)]),
         }
         return self
 
@@ -250,6 +255,9 @@ class AmortizedExplainer:
                 1,
             )
         ids = [i for u in seg.unit_ids for i in u]
+        v, s = v.double().numpy(), s.double().numpy()
+        mean = float(SlalomSurrogate(v, s).predict_sequences([units.tolist()])[0])
+        law = law_meeting_output(self.config.get("law"), mean, len(units), output - base)
         trained = self.config["trained_on"]
         diag = Diagnostics(
             method=METHOD,
@@ -269,6 +277,11 @@ class AmortizedExplainer:
             n_outputs=link.n_outputs,
             class_names=None if link.class_names is None else [str(c) for c in link.class_names],
             importance_measured="predicted",
+            # Read back by saved files and corpus runs (LengthLaw.from_diagnostics).
+            length_exponent=law.exponent,
+            length_curvature=law.curvature,
+            length_pivot=float(law.pivot),
+            length_law_from="the label fits' median; its pivot meets the model's output on the text",
             amortized_from={k: trained[k] for k in ("method", "n_samples", "run")},
             ood=ood_check(
                 len(seg.unit_ids),
@@ -281,7 +294,7 @@ class AmortizedExplainer:
             tokens=list(seg.tokens),
             token_ids=list(seg.tokenizer_ids),
             unit_index=units,
-            surrogate=SlalomSurrogate(v.double().numpy(), s.double().numpy()),
+            surrogate=SlalomSurrogate(v, s, law=law),
             method=METHOD,
             granularity="token",
             model_output=output,

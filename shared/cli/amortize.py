@@ -141,6 +141,8 @@ def _record(text_id: str, exp) -> dict:
             for name in ("value", "importance", "lin", "contribution")
         }
     )
+    # The surrogate's length law: with value and importance it gives every sub-text's output.
+    rec["length_law"] = exp.surrogate.law.as_dict()
     rec["ood"] = exp.diagnostics["ood"]
     if "audit" in exp.diagnostics:
         rec["audit"] = exp.diagnostics["audit"]

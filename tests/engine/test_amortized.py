@@ -66,9 +66,18 @@ def test_explanations_are_slalom_explanations_of_the_predicted_v_and_s(bert, fit
     assert exp.diagnostics.importance_measured == "predicted"  # not measured for this text
     v, s = exp.value, exp.importance
     np.testing.assert_allclose(exp.lin, scores.lin(v, s))
-    np.testing.assert_allclose(exp.contribution, scores.contribution(v, s))
-    np.testing.assert_allclose(exp.removal, scores.removal(v, s))
+    law = exp.surrogate.law
+    np.testing.assert_allclose(exp.contribution, scores.contribution(v, s, law=law))
+    np.testing.assert_allclose(exp.removal, scores.removal(v, s, law=law))
     assert exp.base_value + exp.contribution.sum() == pytest.approx(exp.surrogate_output)
+    # The law: the label fits' median amplification, its pivot where the surrogate meets the
+    # model on the text (the head predicts v and s; the forward pass measures the output).
+    typical = fitted.config["law"]
+    assert (law.exponent, law.curvature) == (typical["exponent"], typical["curvature"])
+    assert typical["from_texts"] > 0 and not law.is_identity
+    # tol: float64 rounding of the pivot solved from one equation
+    assert exp.surrogate_output == pytest.approx(exp.model_output, abs=1e-9)
+    assert sc.LengthLaw.from_diagnostics(exp.diagnostics) == law
     # The reference point and the model's output are those a per-text explanation reports.
     per_text = sc.explain(model, text, tokenizer=tok, n_samples=150)
     # tol: float32 logits of the same texts, in the per-text fit's batches
@@ -182,8 +191,11 @@ def test_command_line_trains_then_explains_a_corpus(bert, run, tmp_path):
 
 
 def fitted_output(rec):
-    """The surrogate's output from a record's value and importance: the same formula as the engine's."""
-    return rec["base_value"] + float(scores.contribution(np.array(rec["value"]), np.array(rec["importance"])).sum())
+    """The surrogate's output from a record's value, importance and length law: the same
+    formula as the engine's."""
+    law = sc.LengthLaw.from_dict(rec["length_law"])
+    v, s = np.array(rec["value"]), np.array(rec["importance"])
+    return rec["base_value"] + float(scores.contribution(v, s, law=law).sum())
 
 
 def test_explaining_leaves_every_submodule_mode_and_keeps_batch_order(bert, fitted):

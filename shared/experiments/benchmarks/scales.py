@@ -22,6 +22,12 @@ the text's length). ``--shapley`` measures instead the derived game on short tex
 review's first 10 tokens, all coalitions enumerated): Σ|φ| of the surrogate's Shapley values over the model's exact ones
 (the model's game is its log-odds on every sub-text, from the empty input), and their RMSE.
 
+``--amortized HEAD`` adds two designs: the saved amortized explainer's explanation
+(``amortized``: its head's values and importances under the label fits' typical length law,
+pivot met at the text's output) and the same without a law (``amortized-nolaw``); its seeds
+are not drawn (a head is deterministic). Use texts outside the head's label set (e.g. the
+IMDB train file for a head whose labels came from the test file).
+
     python -m slalom_core.experiments.benchmarks.scales --model default \\
         --data ../shared/data/imdb_test.jsonl --n 30 --designs default-1000,reference-1000 \\
         --seeds 0,1,2 --out bench_output/scales_demo_imdb
@@ -124,10 +130,33 @@ def _predictor(exp, scores: dict):
     return ours
 
 
+class Amortized:
+    """A saved amortized explainer as a design: its explanation of a benchmark text, under its
+    length law or (``law=False``) the identity."""
+
+    def __init__(self, explainer, law: bool = True) -> None:
+        self.explainer, self.law = explainer, law
+
+    def explain(self, inst):
+        """The same 4-tuple as :func:`~.front.explain_design`."""
+        t0 = time.perf_counter()
+        seg = sc.Segmentation(unit_ids=[(t,) for t in inst.token_ids], tokens=list(inst.tokens))
+        exp = self.explainer.explain_batch([seg])[0]
+        if not self.law:
+            exp.surrogate = replace(exp.surrogate, law=sc.IDENTITY_LAW)
+        seconds = time.perf_counter() - t0
+        keys = ("value", "importance", "lin", "removal", "contribution")
+        return {k: np.asarray(exp.scores(k), dtype=float) for k in keys}, None, exp, seconds
+
+
+def _explain(adapter, inst, design, seed: int):
+    return design.explain(inst) if isinstance(design, Amortized) else explain_design(adapter, inst, design, seed)
+
+
 def measure(adapter, rec: Recorder, inst, design, seed: int, seeds: list[int], subs_seed) -> dict:
     """One design on one text: the per-scale columns (module docstring)."""
     rec.reset()
-    scores, _, exp, seconds = explain_design(adapter, inst, design, seed)
+    scores, _, exp, seconds = _explain(adapter, inst, design, seed)
     subs = held_out(np.random.default_rng(subs_seed), inst.token_ids, rec.seen)
     ids = np.asarray(inst.token_ids)
     base = float(log_odds(adapter, [[]])[0])
@@ -152,7 +181,7 @@ def measure(adapter, rec: Recorder, inst, design, seed: int, seeds: list[int], s
         inst.token_ids,
         (1.0 if target else -1.0) * scores["lin"],
     ).value
-    if len(seeds) > 1:
+    if len(seeds) > 1 and not isinstance(design, Amortized):
         runs = [scores] + [explain_design(adapter, inst, design, s)[0] for s in seeds if s != seed]
         for name in ("importance", "contribution"):
             tops = [set(np.argsort(-np.abs(r[name] - np.mean(r[name])), kind="stable")[:5]) for r in runs]
@@ -257,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--first-tokens", type=int, default=0, help="explain each text's first N tokens only (e.g. 10 with --shapley)"
     )
+    ap.add_argument("--amortized", default="", help="a saved amortized explainer's folder (module docstring)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="bench_output/scales")
     args = ap.parse_args(argv)
@@ -265,6 +295,13 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"unknown design(s) {unknown}; choose from {list(DESIGNS)}")
     torch.set_num_threads(args.threads)
     model, tok, model_name = load_model(args.model)
+    designs: dict = {n: DESIGNS[n] for n in names}
+    if args.amortized:
+        from slalom_core.amortized import AmortizedExplainer
+
+        head = AmortizedExplainer.load(args.amortized, model, tok)
+        designs.update(amortized=Amortized(head), **{"amortized-nolaw": Amortized(head, law=False)})
+        names += ["amortized", "amortized-nolaw"]
     adapter = sc.HFClassifier(model, tok)
     rec = Recorder(adapter)
     insts = select_instances(
@@ -285,14 +322,14 @@ def main(argv: list[str] | None = None) -> None:
             for name in names:
                 t0 = time.perf_counter()
                 if args.word_values:
-                    for r in word_values(adapter, inst, DESIGNS[name], args.seed):
+                    for r in word_values(adapter, inst, designs[name], args.seed):
                         rows.append({**r, "design": name})
                         fh.write(json.dumps(rows[-1]) + "\n")
                     continue
                 if args.shapley:
-                    row = shapley_row(adapter, inst, DESIGNS[name], args.seed)
+                    row = shapley_row(adapter, inst, designs[name], args.seed)
                 else:
-                    row = measure(adapter, rec, inst, DESIGNS[name], args.seed, seeds, [args.seed, inst.index, 11])
+                    row = measure(adapter, rec, inst, designs[name], args.seed, seeds, [args.seed, inst.index, 11])
                 row.update(design=name, text=inst.index)
                 rows.append(row)
                 fh.write(json.dumps(row) + "\n")
