@@ -4,6 +4,7 @@ scale of the text (one token, a few, the text) by a length law that samples of e
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ..options import Interval, check_options
 from ..sampling import deletion_neighbourhood, short_sequences
@@ -27,14 +28,28 @@ from .constants import (
 from .eff import EffFitter
 from .fitter import given_options
 from .in_context import carry_to_every_scale, cross_validated
-from .protocol import FitResult
-from .sampled import mse_and_r2
+from .protocol import FitRequest, FitResult
+from .sampled import SampledFitter, mse_and_r2
 
 #: Folds of stage two's cross-validated check (``diagnostics["heldout_r2"]`` in context).
 CV_FOLDS = 5
+#: The options hybrid shares with eff, each declared once, in eff's table: the short stage's
+#: fit, the triples' ``sample_length``, the held-out share (both stages') and the fresh checks.
+_EFF_OPTIONS = (
+    "holdout_fraction",
+    "max_iter",
+    "tol",
+    "prior_sd",
+    "check_samples",
+    "sample_length",
+    "solver",
+    "learning_rate",
+    "l2_importance",
+    "l2_value",
+)
 
 
-class HybridFitter(EffFitter):
+class HybridFitter(SampledFitter):
     """The default: short samples measure each token alone; single tokens and samples of the
     text in context carry that measurement to every scale.
 
@@ -59,6 +74,9 @@ class HybridFitter(EffFitter):
     the R² on held-out deletions; ``context_share=0`` leaves the short stage alone (eff on
     distinct triples, no singles, law at its identity).
 
+    The short stage is an :class:`EffFitter` the fitter holds (``short_fitter``, never anchored
+    on the text): it fits the triples this design draws, and solves the fit requests.
+
     Args:
         context_share: share of ``n_samples`` spent on deletions of the text (0: none, and
             no context stage).
@@ -80,13 +98,9 @@ class HybridFitter(EffFitter):
     #: Draw each short sample's units without replacement: a sample is then a set, which
     #: Captum's ``perturbation="replace"`` can show the model as it is.
     distinct_units = True
-    #: eff's options without those of its other designs (this design is fixed: above).
+    #: The options shared with eff, as eff declares them, then the design's own.
     OPTIONS = {
-        **{
-            k: v
-            for k, v in EffFitter.OPTIONS.items()
-            if k not in ("design", "singletons", "deletion_share", "anchor_weight")
-        },
+        **{k: v for k, v in EffFitter.OPTIONS.items() if k in _EFF_OPTIONS},
         "context_share": (Interval(float, 0, 1, "left"),),
         "single_share": (Interval(float, 0, 1, "left"),),
         "min_context": (Interval(int, 1, None),),
@@ -116,8 +130,9 @@ class HybridFitter(EffFitter):
                 f"context_share={context_share} and single_share={single_share} leave no triples: "
                 "their sum must be below 1"
             )
-        super().__init__(
-            sample_length=sample_length,
+        # The short stage fits the samples it is handed (its own design never runs) and is not
+        # anchored on the text; the fresh checks are this fitter's, of the result the law carries.
+        self.short_fitter = EffFitter(
             solver=solver,
             holdout_fraction=holdout_fraction,
             max_iter=max_iter,
@@ -127,8 +142,12 @@ class HybridFitter(EffFitter):
             prior_sd=prior_sd,
             l2_value=l2_value,
             anchor_weight=0.0,
-            check_samples=check_samples,
+            check_samples=0,
         )
+        # The prior the driver records is the short stage's: none where l2_importance is a number.
+        posterior = self.short_fitter.objective == "posterior"
+        super().__init__(holdout_fraction, max_iter, tol, prior_sd if posterior else None, 0.0, check_samples)
+        self.sample_length = sample_length if isinstance(sample_length, tuple) else int(sample_length)
         self.context_share = float(context_share)
         self.single_share = float(single_share)
         self.min_context = int(min_context)
@@ -192,7 +211,8 @@ class HybridFitter(EffFitter):
         """Generator: stage one, eff on the short samples (held-out check, final fit, SEs);
         without the text's output, so it neither anchors nor checks removal on triples.
         Returns each token's value v⁰ and importance s⁰ *alone*, law at its identity."""
-        alone = yield from self._fit(rng, short, y_short, n_units, position_units, None)
+        # The held fitter's flow (SampledFitter's, shared by both): its requests pass up to the driver.
+        alone = yield from self.short_fitter._fit(rng, short, y_short, n_units, position_units, None)
         alone.diagnostics.update(
             design=f"{len(short)} short samples",
             n_context=0,
@@ -200,6 +220,12 @@ class HybridFitter(EffFitter):
             heldout_r2_of="short samples",
         )
         return alone
+
+    def solve_batch(
+        self, requests: list[FitRequest], device: torch.device | str | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, dict]]:
+        """The short stage's fit requests (the only ones), solved by its :class:`EffFitter`."""
+        return self.short_fitter.solve_batch(requests, device)
 
     def _context_stage(self, rng, alone, short, y_short, dels, y_dels, position_units, full_target) -> FitResult:
         """Stage two, a new result: the short stage's fit carried to every scale
