@@ -34,6 +34,7 @@ from .features import check_encoder, encode, head_input
 from .head import EPOCHS, HIDDEN, AmortizedHead, pool_units
 from .law import law_meeting_output, typical_law
 from .saved import check_finite, read_head, write_head
+from .sizes import AUDIT_SAMPLES
 from .training import MEASURED_MIN_TEXTS, read_labels, train_head
 
 __all__ = ["AmortizedExplainer", "FORMAT", "METHOD"]
@@ -165,7 +166,7 @@ class AmortizedExplainer:
         *,
         truncate: bool = True,
         audit: float = 0.0,
-        audit_samples: int = 1000,
+        audit_samples: int = AUDIT_SAMPLES,
         audit_seed: int = 0,
     ) -> list[SlalomExplanation]:
         """Amortized explanations of texts: one forward pass of the model per text.

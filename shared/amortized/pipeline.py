@@ -47,7 +47,7 @@ from .corpus_run import CorpusHead
 from .explainer import AmortizedExplainer
 from .head import EPOCHS, HIDDEN
 from .quality import POOR_AUDIT, write_quality
-from .sizes import AUDIT_SHARE, LABEL_TEXTS, check_pays, label_set_size
+from .sizes import AUDIT_SHARE, LABEL_TEXTS, audit_budget, check_pays, label_set_size
 
 __all__ = [
     "explain_corpus_amortized",
@@ -84,6 +84,7 @@ def explain_corpus_amortized(
     audit: float = AUDIT_SHARE,
     method: str = DEFAULT_METHOD,
     n_samples: int = DEFAULT_N_SAMPLES,
+    audit_samples: int | None = None,
     poor_audit: float = POOR_AUDIT,
     text_column: str = "text",
     id_column: str | None = "auto",
@@ -117,7 +118,11 @@ def explain_corpus_amortized(
         audit: share of the texts outside the label set fitted per text to check the head
             (0 to 1; at least :data:`MIN_AUDIT` texts when positive; 0: no audit).
             Default: :data:`AUDIT_SHARE`.
-        method, n_samples: the per-text fits' method and budget (labels and audit).
+        method, n_samples: the per-text fits' method and budget (the labels'; the audit's
+            method too).
+        audit_samples: the audit's per-text budget. Default: None, that is ``n_samples`` but
+            at least :data:`~.sizes.AUDIT_SAMPLES` (an audit agrees no better than its own
+            fits repeat: cheap labels, a steady audit).
         poor_audit: an audited text whose value Spearman against its per-text fit is below
             this is flagged. Default: :data:`POOR_AUDIT`.
         text_column, id_column, label_column, limit, chunk_size, truncate, engine,
@@ -141,6 +146,8 @@ def explain_corpus_amortized(
         >>> run.manifest["auto"]["audit"]["n_audited"]  # doctest: +SKIP
     """
     _check_options(audit, poor_audit, label_texts, n_samples, epochs, hidden)
+    if audit_samples is not None:
+        _check("audit_samples", audit_samples, 1, integer=True)
     out = Path(out)
     seed = _pipeline_seed(out, resume, seed)
     source = CorpusSource(
@@ -157,7 +164,8 @@ def explain_corpus_amortized(
     settings = {**reading, **running, **ray, "show_progress": show_progress}
     stage_model, stage_tok = _stage_model(model, tokenizer, loaded, loaded_tok, engine)
     stages = _Stages(stage_model, stage_tok, data, out, settings, method=method, n_samples=n_samples, seed=seed)
-    options = _PlanOptions(label_texts, audit, method, n_samples, seed, epochs, hidden, poor_audit, limit)
+    audit_n = audit_budget(n_samples, audit_samples)
+    options = _PlanOptions(label_texts, audit, method, n_samples, seed, epochs, hidden, poor_audit, limit, audit_n)
     with store.run_lock(out / AUTO):  # one pipeline per run folder (each stage locks its own)
         _run_stages(stages, options, source, resume, loaded, loaded_tok)
     return CorpusRun(out)
@@ -176,6 +184,7 @@ class _PlanOptions:
     hidden: int
     poor_audit: float
     limit: int | None
+    audit_samples: int
 
     @property
     def head(self) -> dict:
@@ -214,7 +223,7 @@ def _run_stages(
     plan = _plan(auto, source, options, resume)
     state = read_json(auto / _STATE) or {}
     with _stage(auto, state, "labels"):
-        labels = _per_text_stage(stages, auto / "labels", plan["label_ids"])
+        labels = _per_text_stage(stages, auto / "labels", plan["label_ids"], stages.n_samples)
     with _stage(auto, state, "head"):
         head = _train_head(loaded, loaded_tok, labels, auto / "head", stages.out, seed=stages.seed, **options.head)
     with _stage(auto, state, "explain"):
@@ -222,7 +231,7 @@ def _run_stages(
     audited = None
     if plan["audit_ids"]:
         with _stage(auto, state, "audit"):
-            audited = _per_text_stage(stages, auto / "audit", plan["audit_ids"])
+            audited = _per_text_stage(stages, auto / "audit", plan["audit_ids"], options.audit_samples)
     _quality_stage(stages, options, plan, state, labels, head, run, audited)
 
 
@@ -268,8 +277,8 @@ def _stage(auto: Path, state: dict, name: str) -> Iterator[None]:
         write_json(auto / _STATE, state)
 
 
-def _per_text_stage(stages: _Stages, folder: Path, ids: list[str]) -> CorpusRun:
-    """Per-text fits of a subset (the labels, the audit): a corpus run with the run's seed."""
+def _per_text_stage(stages: _Stages, folder: Path, ids: list[str], n_samples: int) -> CorpusRun:
+    """Per-text fits of a subset (the labels, the audit) at ``n_samples``: a corpus run with the run's seed."""
     return explain_corpus(
         stages.model,
         stages.data,
@@ -278,7 +287,7 @@ def _per_text_stage(stages: _Stages, folder: Path, ids: list[str]) -> CorpusRun:
         ids=ids,
         resume=has_manifest(folder),
         method=stages.method,
-        n_samples=stages.n_samples,
+        n_samples=n_samples,
         seed=stages.seed,
         **stages.settings,
     )
@@ -336,6 +345,7 @@ def _quality_stage(
             n_texts=n_run,
             share=summary["audit"]["n_audited"] / max(n_run, 1),
             share_asked=options.audit,
+            n_samples=options.audit_samples,
         ),
         "flags": summary["flags"],
         "stages": state,

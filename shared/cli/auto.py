@@ -33,6 +33,7 @@ def explain_auto(args: argparse.Namespace, model, options: dict) -> int:
         seed=args.seed,
         label_texts=args.label_texts,
         audit=AUDIT_SHARE if args.audit is None else args.audit,
+        audit_samples=args.audit_samples,
         **options,
     )
     auto = run.manifest["auto"]

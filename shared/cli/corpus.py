@@ -120,6 +120,14 @@ def _add_amortized_arguments(p: argparse.ArgumentParser) -> None:
         help="with --amortized auto: share of the other texts also fitted per text to check the head (default: "
         "0.005, at least 20 texts; 0: none)",
     )
+    p.add_argument(
+        "--audit-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --amortized auto: the audit's per-text budget (default: --n-samples, at least 1000: an audit "
+        "agrees with the head no better than its own fits repeat)",
+    )
 
 
 def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
@@ -164,8 +172,8 @@ def run_explain(args: argparse.Namespace) -> int:
 
         ray.init(address=args.ray)
     auto = args.amortized == "auto"
-    if not auto and (args.label_texts is not None or args.audit is not None):
-        raise ValueError("--label-texts and --audit go with --amortized auto")
+    if not auto and (args.label_texts is not None or args.audit is not None or args.audit_samples is not None):
+        raise ValueError("--label-texts, --audit and --audit-samples go with --amortized auto")
     with quiet_transformers():  # no "Loading weights" bar: the run's own bar counts texts
         if auto:
             from .auto import explain_auto

@@ -17,6 +17,7 @@ from slalom_core import SlalomFitWarning
 from slalom_core.amortized import AmortizedFewTextsWarning, AmortizedOODWarning
 from slalom_core.amortized.pipeline import check_pays, explain_corpus_amortized, label_set_size
 from slalom_core.amortized.refit import refit_flagged
+from slalom_core.amortized.sizes import AUDIT_SAMPLES
 from slalom_core.corpus import CorpusRun, explain_corpus
 from slalom_core.fit_quality import row_flags
 from tiny_models import bert_tokenizer, tiny_classifier
@@ -82,6 +83,9 @@ def test_one_call_explains_every_text_and_audits_a_share(done):
     assert labels.manifest["options"]["method"] == "hybrid" and labels.manifest["options"]["n_samples"] == 120
     audited = sorted(q.index[q["audited"]])
     assert audited == sorted(audit.texts()["id"]) and len(audited) == 20
+    # The audit's fits: at least AUDIT_SAMPLES, above the labels' cheap budget (a noisy audit
+    # fit would measure its own noise, not the head).
+    assert audit.manifest["options"]["n_samples"] == AUDIT_SAMPLES == auto["audit"]["n_samples"] > 120
     assert not (q["audited"] & q["in_label_set"]).any()
     assert q.loc[audited, "audit_value_spearman"].notna().all()
     assert q.loc[~q["audited"], "audit_value_spearman"].isna().all()
@@ -120,8 +124,9 @@ def test_the_audit_compares_the_heads_explanation_with_the_per_text_fit(done):
 
 def test_label_and_audit_fits_are_those_of_a_per_text_run_of_every_text(done, model_dir, tmp_path):
     run, data = done
-    full = quiet(explain_corpus, str(model_dir), data, tmp_path / "full", n_samples=120, show_progress=False)
-    for sub in ("labels", "audit"):
+    # The labels at the run's budget, the audit at its own (AUDIT_SAMPLES, above the labels').
+    for sub, budget in (("labels", 120), ("audit", AUDIT_SAMPLES)):
+        full = quiet(explain_corpus, str(model_dir), data, tmp_path / sub, n_samples=budget, show_progress=False)
         part = CorpusRun(run.path / "auto" / sub).positions().sort_values(["id", "position"])
         same = full.positions()
         same = same[same["id"].isin(part["id"])].sort_values(["id", "position"])
