@@ -38,7 +38,7 @@ def test_the_whole_amortized_path_on_the_packaged_model(tmp_path, capsys, one_to
     per_text = explain_corpus(
         model, write_jsonl(tmp_path / "train.jsonl", TRAIN), tmp_path / "run", tok, n_samples=40, show_progress=False
     )
-    with pytest.warns(AmortizedFewTextsWarning, match="training on 10 texts.*200"):
+    with pytest.warns(AmortizedFewTextsWarning, match="training on 10 texts.*fewest measured.* 50 texts"):
         explainer = AmortizedExplainer(model, tok, epochs=2, hidden=16).fit(per_text)
     folder = explainer.save(tmp_path / "head")
     loaded = AmortizedExplainer.load(folder, model, tok)
