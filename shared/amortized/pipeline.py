@@ -145,9 +145,7 @@ def explain_corpus_amortized(
         >>> run = explain_corpus_amortized("models/minilm-imdb", "reviews.jsonl", "runs/r")  # doctest: +SKIP
         >>> run.manifest["auto"]["audit"]["n_audited"]  # doctest: +SKIP
     """
-    _check_options(audit, poor_audit, label_texts, n_samples, epochs, hidden)
-    if audit_samples is not None:
-        _check("audit_samples", audit_samples, 1, integer=True)
+    _check_options(audit, poor_audit, label_texts, n_samples, epochs, hidden, audit_samples)
     out = Path(out)
     seed = _pipeline_seed(out, resume, seed)
     source = CorpusSource(
@@ -236,15 +234,22 @@ def _run_stages(
 
 
 def _check_options(
-    audit: float, poor_audit: float, label_texts: int | None, n_samples: int, epochs: int, hidden: int
+    audit: float,
+    poor_audit: float,
+    label_texts: int | None,
+    n_samples: int,
+    epochs: int,
+    hidden: int,
+    audit_samples: int | None,
 ) -> None:
     """The pipeline's own options, and the head's too, before the labels' minutes are spent."""
     _check("audit", audit, 0.0, 1.0)
     _check("poor_audit", poor_audit, -1.0, 1.0)
     for name, value in (("n_samples", n_samples), ("epochs", epochs), ("hidden", hidden)):
         _check(name, value, 1, integer=True)
-    if label_texts is not None:
-        _check("label_texts", label_texts, 1, integer=True)
+    for name, value in (("label_texts", label_texts), ("audit_samples", audit_samples)):
+        if value is not None:
+            _check(name, value, 1, integer=True)
 
 
 def _loaded(model: object, tokenizer: object) -> tuple[object, object]:

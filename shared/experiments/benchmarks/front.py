@@ -167,10 +167,14 @@ def explain_design(adapter, inst, design, seed: int):
         warnings.simplefilter("ignore", sc.SlalomFitWarning)  # the gap and R² are measured here
         exp = sc.explain(adapter, inst.token_ids, method=method, n_samples=n_samples, seed=seed, **options)
     seconds = time.perf_counter() - t0
-    scores = {
+    return scores_of(exp), np.asarray(exp.importance_se, dtype=float), exp, seconds
+
+
+def scores_of(exp) -> dict[str, np.ndarray]:
+    """The five per-position scores of an explanation, as the front's designs report them."""
+    return {
         k: np.asarray(exp.scores(k), dtype=float) for k in ("value", "importance", "lin", "removal", "contribution")
     }
-    return scores, np.asarray(exp.importance_se, dtype=float), exp, seconds
 
 
 def seed_agreement(runs: list[tuple[dict, np.ndarray | None]]) -> dict:

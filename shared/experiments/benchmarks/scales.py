@@ -55,7 +55,7 @@ from scipy.stats import spearmanr
 from slalom_core.experiments import evaluation as ev
 from slalom_core.experiments.bench import load_model, select_instances
 from slalom_core.experiments.benchmarks.context import held_out_subtexts
-from slalom_core.experiments.benchmarks.front import DESIGNS, explain_design, log_odds, mean_se
+from slalom_core.experiments.benchmarks.front import DESIGNS, explain_design, log_odds, mean_se, scores_of
 from slalom_core.experiments.benchmarks.machine import machine_line
 from slalom_core.experiments.data import read_jsonl
 
@@ -145,8 +145,7 @@ class Amortized:
         if not self.law:
             exp.surrogate = replace(exp.surrogate, law=sc.IDENTITY_LAW)
         seconds = time.perf_counter() - t0
-        keys = ("value", "importance", "lin", "removal", "contribution")
-        return {k: np.asarray(exp.scores(k), dtype=float) for k in keys}, None, exp, seconds
+        return scores_of(exp), None, exp, seconds
 
 
 def _explain(adapter, inst, design, seed: int):
